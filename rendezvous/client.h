@@ -1,0 +1,74 @@
+// Blocking rendezvous client, used by the runtime (libhora) in every rank.
+//
+// One TCP connection per rank, opened by init() and kept until shutdown(): it carries
+// requests (set/get/add/del/barrier/exchange) and is also the rank's liveness signal and the
+// launcher's abort channel. A background reader thread receives every frame: responses are
+// matched to the waiting request by request id; an ABORT frame from the server calls the abort
+// handler (from the reader thread) and fails every request in flight or made afterwards.
+//
+// Every call takes a timeout and throws rdv::TimeoutError naming what was still missing when it
+// passes. The connection is authenticated: see docs/rendezvous.md.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/errors.h"
+
+namespace hora::rdv {
+
+using Bytes = std::vector<std::uint8_t>;
+using Secret = std::array<std::uint8_t, 32>;
+
+struct ClientOptions {
+  static constexpr std::chrono::milliseconds kDefaultConnectTimeout{30000};
+
+  std::string host;          // the server's address or name
+  std::uint16_t port = 0;
+  int rank = 0;
+  int size = 1;
+  Secret secret{};
+  // Connecting retries (connection refused while the server is not up yet) until this passes.
+  std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
+};
+
+class Client {
+ public:
+  // Connects, authenticates and starts the reader thread. Throws ConnectError (with host:port,
+  // every attempt's reason) or AuthError.
+  static std::unique_ptr<Client> connect(const ClientOptions& options);
+  virtual ~Client();  // closes the connection (without goodbye: the server sees a drop)
+
+  void set(const std::string& key, const Bytes& value, std::chrono::milliseconds timeout);
+  // Blocks until the key exists or the timeout passes.
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout);
+  // Adds delta to a 64-bit counter (created at 0) and returns the new value.
+  std::int64_t add(const std::string& key, std::int64_t delta, std::chrono::milliseconds timeout);
+  void del(const std::string& key, std::chrono::milliseconds timeout);
+  // Returns once every rank of the job has entered the barrier with this name.
+  void barrier(const std::string& name, std::chrono::milliseconds timeout);
+  // All-to-all of small blobs: slices[i] is addressed to rank i (slices.size() == size).
+  // Returns the column addressed to this rank: result[j] is what rank j addressed to it.
+  // Completes once every rank has uploaded for this name.
+  std::vector<Bytes> exchange(const std::string& name, const std::vector<Bytes>& slices,
+                              std::chrono::milliseconds timeout);
+  // Tells the server this rank is leaving on purpose, then closes the connection.
+  void goodbye();
+
+  // Called once, from the reader thread, when the server sends ABORT or the connection drops
+  // unexpectedly. The argument is the launcher's reason (or what happened to the connection).
+  void set_abort_handler(std::function<void(const std::string& reason)> handler);
+
+  int rank() const;
+  const std::string& server() const;  // "host:port"
+
+ protected:
+  Client() = default;
+};
+
+}  // namespace hora::rdv

@@ -1,0 +1,64 @@
+// The rendezvous server, run by the launcher (horarun) on its Boost.Asio io_context.
+//
+// Single-threaded: every handler runs on the io_context the server was given; public methods
+// may be called from that thread only, except abort_all() and stop(), which post themselves.
+// The server keeps the key/value store, barriers and exchanges of one job of `size` ranks, and
+// tracks which ranks are connected. A connection that fails authentication, sends a malformed
+// or oversized frame or an unknown op is logged and closed; everyone else is unaffected.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+namespace hora::rdv {
+
+struct ServerOptions {
+  static constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
+
+  std::string bind_address = "127.0.0.1";  // an address of the chosen interface
+  std::uint16_t port = 0;                   // 0: any free port (read it back with port())
+  int size = 1;                             // ranks in the job
+  std::array<std::uint8_t, 32> secret{};
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+};
+
+// What the launcher hears from the server. Every callback runs on the io_context thread.
+struct ServerEvents {
+  std::function<void(int rank, const std::string& peer)> on_connected;
+  // clean: the rank said goodbye before closing. reason: what happened otherwise.
+  std::function<void(int rank, bool clean, const std::string& reason)> on_disconnected;
+  // A connection was refused before it authenticated (bad proof, garbage, wrong version).
+  std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
+};
+
+class Server {
+ public:
+  // Binds and starts accepting. Throws rdv::Error naming the address and port on failure.
+  Server(boost::asio::io_context& io, ServerOptions options, ServerEvents events = {});
+  ~Server();
+
+  std::uint16_t port() const;
+  const std::string& address() const;
+
+  // Ranks that have authenticated at least once (init() reached the server).
+  const std::set<int>& ranks_seen() const;
+  // Ranks connected right now.
+  std::set<int> ranks_connected() const;
+
+  // Sends ABORT(reason) to every connected rank; later connections get it right after auth.
+  void abort_all(const std::string& reason);
+  // Closes the acceptor and every connection.
+  void stop();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace hora::rdv

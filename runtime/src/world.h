@@ -1,0 +1,39 @@
+// What a rank knows about the job, read once from the environment (docs/environment.md).
+// Internal to libhora: the Gloo and NCCL backends and the engine are built from it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "rendezvous/client.h"
+
+namespace hora::detail {
+
+struct WorldInfo {
+  static constexpr std::chrono::seconds kDefaultTimeout{30};
+  static constexpr std::chrono::seconds kDefaultStartTimeout{30};
+
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  int host_index = 0;            // HORA_HOST_INDEX: identifies the local group
+  std::string hostname;          // HORA_HOSTNAME (or gethostname() in a world of one)
+  std::string rendezvous_host;   // empty in a world of one (no launcher)
+  std::uint16_t rendezvous_port = 0;
+  std::string iface;             // HORA_IFACE; empty: the interface of the rendezvous address
+  rdv::Secret secret{};
+  std::chrono::milliseconds timeout = kDefaultTimeout;              // HORA_TIMEOUT_SECONDS
+  std::chrono::milliseconds start_timeout = kDefaultStartTimeout;   // HORA_START_TIMEOUT
+
+  bool launched() const { return !rendezvous_host.empty(); }
+};
+
+// Reads HORA_* variables. Without HORA_RANK: a world of one. Malformed values throw
+// hora::UsageError naming the variable, its value and what was expected.
+WorldInfo world_from_environment();
+
+}  // namespace hora::detail

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian package hora's build, tests, examples and benchmarks need.
+# Idempotent: runs `apt-get update` only when something is missing, installs only what is missing.
+set -euo pipefail
+
+PACKAGES=(
+  meson ninja-build pkg-config cmake g++
+  libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev
+  catch2 libssl-dev zlib1g-dev
+  dataset-fashion-mnist
+  openssh-server openssh-client iproute2 procps psmisc
+  openmpi-bin
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  # dpkg-query prints "install ok installed" for a package that is fully installed.
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "setup.sh: missing packages (${missing[*]}) and not root; run as root or install them" >&2
+    exit 1
+  fi
+fi
+
+echo "setup.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
