@@ -1,0 +1,235 @@
+#include "cli/host_list.h"
+
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/errors.h"
+
+namespace hora::cli {
+namespace {
+
+constexpr std::string_view kListForm = "host, host:slots, user@host:slots or [ipv6]:slots";
+constexpr std::string_view kFileForm = "'host slots=N' (e.g. 'server1 slots=4')";
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+}
+
+bool is_user_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+         c == '$';
+}
+
+bool is_ipv6_char(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.' || c == '%' ||
+         is_name_char(c);  // zone ids such as %eth0
+}
+
+// Parses a positive slot count; returns an explanation on failure.
+std::string parse_slots(std::string_view text, int& slots) {
+  if (text.empty()) return "the slot count is empty";
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return fmt::format("slot count '{}' is too large (at most {})", text, HostSpec::kMaxSlots);
+  }
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return fmt::format("slot count '{}' is not a number", text);
+  }
+  if (value < 1) return fmt::format("slot count must be at least 1, not {}", value);
+  if (value > HostSpec::kMaxSlots) {
+    return fmt::format("slot count {} is too large (at most {})", value, HostSpec::kMaxSlots);
+  }
+  slots = value;
+  return {};
+}
+
+// Parses `[user@]host` or `[user@][v6]` and, when allow_slots, an optional `:slots`.
+// Returns an explanation on failure.
+std::string parse_host_item(std::string_view item, bool allow_slots, HostSpec& out) {
+  HostSpec spec;
+  if (auto at = item.find('@'); at != std::string_view::npos) {
+    std::string_view user = item.substr(0, at);
+    if (user.empty()) return "the user name before '@' is empty";
+    for (char c : user) {
+      if (!is_user_char(c)) return fmt::format("user name '{}' has the character '{}'", user, c);
+    }
+    spec.user = std::string(user);
+    item.remove_prefix(at + 1);
+  }
+  std::string_view rest;
+  if (!item.empty() && item.front() == '[') {
+    auto close = item.find(']');
+    if (close == std::string_view::npos) return "'[' opens an IPv6 address that ']' never closes";
+    std::string_view addr = item.substr(1, close - 1);
+    if (addr.empty() || addr.find(':') == std::string_view::npos) {
+      return fmt::format("'[{}]' is not an IPv6 address", addr);
+    }
+    for (char c : addr) {
+      if (!is_ipv6_char(c)) return fmt::format("IPv6 address '{}' has the character '{}'", addr, c);
+    }
+    spec.name = std::string(addr);
+    rest = item.substr(close + 1);
+  } else {
+    auto colon = item.find(':');
+    std::string_view name = item.substr(0, colon);
+    if (colon != std::string_view::npos && item.find(':', colon + 1) != std::string_view::npos) {
+      return fmt::format("'{}' looks like an IPv6 address; write it in brackets: [{}]:slots",
+                         item, item);
+    }
+    if (name.empty()) return "the host name is empty";
+    for (char c : name) {
+      if (!is_name_char(c)) return fmt::format("host name '{}' has the character '{}'", name, c);
+    }
+    spec.name = std::string(name);
+    rest = colon == std::string_view::npos ? std::string_view{} : item.substr(colon);
+  }
+  if (!rest.empty()) {
+    if (rest.front() != ':') return fmt::format("unexpected '{}' after the host name", rest);
+    if (!allow_slots) {
+      return "write the slots as 'slots=N' after the host, not as ':N'";
+    }
+    if (std::string why = parse_slots(rest.substr(1), spec.slots); !why.empty()) return why;
+  }
+  out = std::move(spec);
+  return {};
+}
+
+void check_duplicates(const std::vector<HostSpec>& hosts, const std::string& where) {
+  std::set<std::string> seen;
+  for (const HostSpec& h : hosts) {
+    if (!seen.insert(h.name).second) {
+      throw UsageError(fmt::format(
+          "{}: host '{}' is listed twice; list each host once with its total slots "
+          "(e.g. {}:{})",
+          where, h.address_for_display(), h.address_for_display(), 2 * h.slots));
+    }
+  }
+}
+
+}  // namespace
+
+std::string HostSpec::address_for_display() const {
+  if (name.find(':') != std::string::npos) return "[" + name + "]";
+  return name;
+}
+
+std::vector<HostSpec> parse_host_list(std::string_view text) {
+  std::vector<HostSpec> hosts;
+  if (trim(text).empty()) {
+    throw UsageError(fmt::format("-H/--hosts is empty; expected a comma-separated list of {}",
+                                 kListForm));
+  }
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = trim(text.substr(start, comma - start));
+    if (item.empty()) {
+      throw UsageError(fmt::format("-H '{}': empty item between commas; expected {}", text,
+                                   kListForm));
+    }
+    HostSpec spec;
+    if (std::string why = parse_host_item(item, /*allow_slots=*/true, spec); !why.empty()) {
+      throw UsageError(fmt::format("-H item '{}': {}; expected {}", item, why, kListForm));
+    }
+    hosts.push_back(std::move(spec));
+    start = comma + 1;
+  }
+  check_duplicates(hosts, "-H");
+  return hosts;
+}
+
+std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::string& source) {
+  std::vector<HostSpec> hosts;
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos < contents.size()) {
+    std::size_t eol = contents.find('\n', pos);
+    if (eol == std::string_view::npos) eol = contents.size();
+    std::string_view line = contents.substr(pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    line = trim(line);
+    if (line.empty()) continue;
+
+    auto fail = [&](const std::string& why) {
+      throw UsageError(fmt::format("hostfile {} line {}: {}; expected {}", source, line_no, why,
+                                   kFileForm));
+    };
+    // Split on whitespace: the host, then key=value fields.
+    std::vector<std::string_view> fields;
+    std::size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+      std::size_t j = i;
+      while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j]))) ++j;
+      if (j > i) fields.push_back(line.substr(i, j - i));
+      i = j;
+    }
+    HostSpec spec;
+    if (std::string why = parse_host_item(fields[0], /*allow_slots=*/false, spec); !why.empty()) {
+      fail(fmt::format("'{}': {}", fields[0], why));
+    }
+    bool have_slots = false;
+    for (std::size_t f = 1; f < fields.size(); ++f) {
+      std::string_view field = fields[f];
+      auto eq = field.find('=');
+      std::string_view key = field.substr(0, eq);
+      std::string_view value = eq == std::string_view::npos ? std::string_view{} : field.substr(eq + 1);
+      if (eq == std::string_view::npos) {
+        fail(fmt::format("'{}' is not a key=value field", field));
+      } else if (key == "slots") {
+        if (have_slots) fail("'slots=' is given twice");
+        if (std::string why = parse_slots(value, spec.slots); !why.empty()) fail(why);
+        have_slots = true;
+      } else if (key == "max_slots") {
+        // Tolerated for compatibility with MPI hostfiles; hora never oversubscribes.
+        int ignored = 0;
+        if (std::string why = parse_slots(value, ignored); !why.empty()) {
+          fail("max_slots: " + why);
+        }
+      } else {
+        fail(fmt::format("unknown field '{}' (only slots= and max_slots= are understood)", key));
+      }
+    }
+    hosts.push_back(std::move(spec));
+  }
+  if (hosts.empty()) {
+    throw UsageError(fmt::format("hostfile {} lists no hosts; expected lines of the form {}",
+                                 source, kFileForm));
+  }
+  check_duplicates(hosts, "hostfile " + source);
+  return hosts;
+}
+
+std::vector<HostSpec> read_hostfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw UsageError(fmt::format("--hostfile {}: cannot open the file; check the path", path));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError(fmt::format("--hostfile {}: read error", path));
+  return parse_hostfile(text.str(), path);
+}
+
+int total_slots(const std::vector<HostSpec>& hosts) {
+  int total = 0;
+  for (const HostSpec& h : hosts) total += h.slots;
+  return total;
+}
+
+}  // namespace hora::cli

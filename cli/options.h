@@ -1,0 +1,65 @@
+// horarun's command line, horovodrun's spelling (docs/launcher.md lists every option).
+//
+// parse_options() is given argv and the environment as values: the core never reads argv or
+// getenv itself (main.cc gathers them), so tests can pass any combination.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hora::cli {
+
+using Environment = std::map<std::string, std::string>;
+
+struct Options {
+  static constexpr std::chrono::seconds kDefaultStartTimeout{30};
+  static constexpr const char* kDefaultStrictHostKeyChecking = "accept-new";
+  static constexpr const char* kDefaultLogLevel = "warning";
+
+  std::optional<int> num_proc;                 // -np/--num-proc
+  std::string hosts;                           // -H/--hosts, unparsed
+  std::string hostfile;                        // --hostfile
+  std::chrono::seconds start_timeout = kDefaultStartTimeout;  // or HOROVOD_START_TIMEOUT
+  bool verbose = false;
+  std::string output_filename;                 // --output-filename DIR
+  bool prefix_timestamp = false;               // --prefix-output-with-timestamp
+  std::string log_level;                       // --log-level; empty: not given
+  bool check_build = false;                    // -cb/--check-build
+  bool dry_run = false;
+
+  // Parsed now, used by the SSH launcher (issue 3) and interface selection (issue 4).
+  std::optional<int> ssh_port;                 // -p/--ssh-port
+  std::string ssh_identity_file;               // -i/--ssh-identity-file
+  std::string ssh_config;                      // --ssh-config FILE
+  std::string ssh_strict_host_key_checking = kDefaultStrictHostKeyChecking;
+  std::vector<std::string> network_interfaces; // --network-interfaces a,b and --network-interface
+  // -x/--env NAME[=VALUE], in order, resolved: `-x NAME` takes NAME's value from the
+  // environment given to parse_options.
+  std::vector<std::pair<std::string, std::string>> env_forward;
+  bool tcp = false;                            // --tcp: NCCL_IB_DISABLE=1
+  bool force_ssh = false;
+  std::string horarun_path;                    // --horarun-path
+
+  std::vector<std::string> command;            // everything after the options
+
+  std::string help_text;                       // non-empty: --help was given; print and exit 0
+};
+
+// args excludes argv[0]. Throws UsageError with a message that says what to change.
+Options parse_options(const std::vector<std::string>& args, const Environment& env);
+
+// The command line split where the user's command begins (the first argument that is neither
+// an option nor an option's value, or the one after `--`), with horovodrun's multi-letter
+// single-dash options (-np, -cb, -prefix-timestamp) rewritten to their long forms in the
+// options part only: CLI11 cannot declare them. Exposed for tests.
+struct SplitCommandLine {
+  std::vector<std::string> options;
+  std::vector<std::string> command;
+};
+SplitCommandLine split_command_line(const std::vector<std::string>& args);
+
+}  // namespace hora::cli

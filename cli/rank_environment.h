@@ -1,0 +1,39 @@
+// The environment block of one rank: the contract of docs/environment.md (HORA_*, Horovod's and
+// torchrun's names), plus variables from -x and --tcp. The guard sets these on top of the
+// environment it was started with (docs/launcher.md); test/cli/rank_environment_test.cc holds
+// this file to docs/environment.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/rank_table.h"
+
+namespace hora::cli {
+
+using EnvBlock = std::vector<std::pair<std::string, std::string>>;
+
+// Facts about the job that are the same for every rank, or chosen per host by the caller.
+struct JobFacts {
+  std::string rendezvous;        // host:port this rank's host reaches the rendezvous server at
+  std::string iface;             // the interface this rank's host uses (HORA_IFACE)
+  std::string master_addr;       // an address of rank 0's host every rank can reach
+  std::uint16_t master_port = 0; // a port free on rank 0's host
+  std::string secret_hex;        // 64 hex digits
+  std::chrono::seconds start_timeout{30};
+  std::string log_level;         // empty: HORA_LOG_LEVEL not set
+  bool tcp = false;              // --tcp: NCCL_IB_DISABLE=1
+  EnvBlock forwarded;            // -x NAME=VALUE, applied last (the user's word wins)
+};
+
+// Variables for rank `rank` of `table`, in a stable order. A name appears once; when -x
+// names a contract variable, -x wins (and the launcher warns, see supervisor).
+EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& facts);
+
+// The contract variable names (everything rank_environment() sets before -x), for warnings.
+bool is_contract_variable(const std::string& name);
+
+}  // namespace hora::cli

@@ -1,0 +1,97 @@
+#include <catch2/catch.hpp>
+
+#include "cli/errors.h"
+#include "cli/host_list.h"
+
+using hora::cli::HostSpec;
+using hora::cli::parse_host_list;
+using hora::cli::parse_hostfile;
+using hora::cli::UsageError;
+using Catch::Matchers::Contains;
+
+TEST_CASE("host list: horovodrun forms") {
+  auto hosts = parse_host_list("server1:4,server2:2,server3");
+  REQUIRE(hosts.size() == 3);
+  CHECK(hosts[0] == HostSpec{"", "server1", 4});
+  CHECK(hosts[1] == HostSpec{"", "server2", 2});
+  CHECK(hosts[2] == HostSpec{"", "server3", 1});
+  CHECK(hora::cli::total_slots(hosts) == 7);
+}
+
+TEST_CASE("host list: user@host and bracketed IPv6") {
+  auto hosts = parse_host_list("alice@gpu-1.example.com:8, [fe80::1%eth0]:2,bob@[::1],10.0.0.7:3");
+  REQUIRE(hosts.size() == 4);
+  CHECK(hosts[0] == HostSpec{"alice", "gpu-1.example.com", 8});
+  CHECK(hosts[1] == HostSpec{"", "fe80::1%eth0", 2});
+  CHECK(hosts[1].address_for_display() == "[fe80::1%eth0]");
+  CHECK(hosts[2] == HostSpec{"bob", "::1", 1});
+  CHECK(hosts[3] == HostSpec{"", "10.0.0.7", 3});
+}
+
+TEST_CASE("host list: bad items name the item and the expected form") {
+  struct Case {
+    const char* input;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"a:2,,b:2", "empty item"},
+      {"a:x", "'x' is not a number"},
+      {"a:0", "at least 1"},
+      {"a:-1", "at least 1"},
+      {"a:99999999999", "too large"},
+      {"a:70000", "too large"},
+      {"fe80::1:2", "write it in brackets"},
+      {"[fe80::1:2", "never closes"},
+      {"[abc]:2", "not an IPv6 address"},
+      {"@host:2", "user name before '@' is empty"},
+      {"a b:2", "has the character ' '"},
+      {"a:2x", "not a number"},
+      {"a:2,a:3", "listed twice"},
+      {"", "is empty"},
+      {"[::1]x", "unexpected 'x'"},
+  };
+  for (const Case& c : cases) {
+    INFO("input: " << c.input);
+    CHECK_THROWS_WITH(parse_host_list(c.input), Contains(c.says));
+    if (std::string(c.input).size() > 0 && std::string(c.says) != "listed twice" &&
+        std::string(c.says) != "empty item") {
+      CHECK_THROWS_WITH(parse_host_list(c.input), Contains("expected host, host:slots"));
+    }
+  }
+}
+
+TEST_CASE("hostfile: slots, comments, blank lines, max_slots") {
+  const char* text =
+      "# cluster\n"
+      "\n"
+      "server1 slots=4\n"
+      "  server2   slots=2 max_slots=8   # trailing comment\n"
+      "alice@[fd00::5] slots=1\n"
+      "server4\n"
+      "\r\n";
+  auto hosts = parse_hostfile(text, "hosts.txt");
+  REQUIRE(hosts.size() == 4);
+  CHECK(hosts[0] == HostSpec{"", "server1", 4});
+  CHECK(hosts[1] == HostSpec{"", "server2", 2});
+  CHECK(hosts[2] == HostSpec{"alice", "fd00::5", 1});
+  CHECK(hosts[3] == HostSpec{"", "server4", 1});
+}
+
+TEST_CASE("hostfile: errors name the file, the line and the expected form") {
+  CHECK_THROWS_WITH(parse_hostfile("a slots=2\nb slots=two\n", "hf"),
+                    Contains("hostfile hf line 2") && Contains("'two' is not a number") &&
+                        Contains("'host slots=N'"));
+  CHECK_THROWS_WITH(parse_hostfile("a:2\n", "hf"), Contains("line 1") && Contains("slots=N"));
+  CHECK_THROWS_WITH(parse_hostfile("a cpus=2\n", "hf"), Contains("unknown field 'cpus'"));
+  CHECK_THROWS_WITH(parse_hostfile("a slots\n", "hf"), Contains("not a key=value field"));
+  CHECK_THROWS_WITH(parse_hostfile("a slots=1 slots=2\n", "hf"), Contains("given twice"));
+  CHECK_THROWS_WITH(parse_hostfile("a slots=1 max_slots=z\n", "hf"), Contains("max_slots"));
+  CHECK_THROWS_WITH(parse_hostfile("# nothing\n\n", "hf"), Contains("lists no hosts"));
+  CHECK_THROWS_WITH(parse_hostfile("a slots=1\na slots=1\n", "hf"), Contains("listed twice"));
+  CHECK_THROWS_AS(parse_hostfile("a slots=0\n", "hf"), UsageError);
+}
+
+TEST_CASE("hostfile: a missing file is a usage error naming the path") {
+  CHECK_THROWS_WITH(hora::cli::read_hostfile("/nonexistent/hosts.txt"),
+                    Contains("/nonexistent/hosts.txt") && Contains("cannot open"));
+}

@@ -1,0 +1,138 @@
+// Holds rank_environment() to docs/environment.md: every variable the page lists in its first
+// two tables must be in every rank's block, with the value the page describes.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cli/rank_environment.h"
+
+using namespace hora::cli;
+
+namespace {
+
+// Variable names in backticks in the first column of the tables before "## Tuning".
+std::set<std::string> documented_variables() {
+  const char* path = std::getenv("HORA_ENV_DOC");
+  REQUIRE(path != nullptr);  // set by test/cli/meson.build
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::set<std::string> names;
+  std::string line;
+  const std::regex name_re("`([A-Z][A-Z0-9_]*)`");
+  while (std::getline(in, line)) {
+    if (line.rfind("## Tuning", 0) == 0) break;
+    if (line.rfind("|", 0) != 0) continue;
+    std::string first = line.substr(1, line.find('|', 1) - 1);
+    for (std::sregex_iterator it(first.begin(), first.end(), name_re), end; it != end; ++it) {
+      names.insert((*it)[1]);
+    }
+  }
+  return names;
+}
+
+std::map<std::string, std::string> as_map(const EnvBlock& block) {
+  std::map<std::string, std::string> m;
+  for (const auto& [k, v] : block) {
+    INFO("variable " << k);
+    CHECK(m.count(k) == 0);  // each name once
+    m[k] = v;
+  }
+  return m;
+}
+
+JobFacts facts() {
+  JobFacts f;
+  f.rendezvous = "127.0.0.1:40123";
+  f.iface = "lo";
+  f.master_addr = "127.0.0.1";
+  f.master_port = 29500;
+  f.secret_hex = std::string(64, 'a');
+  f.start_timeout = std::chrono::seconds(45);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("every documented variable is set, with the documented value") {
+  const std::set<std::string> documented = documented_variables();
+  REQUIRE(documented.size() >= 30);  // the page parsed
+  RankTable table(parse_host_list("a:3,b:1,c:2"), 6);
+  for (int r = 0; r < table.size(); ++r) {
+    INFO("rank " << r);
+    auto env = as_map(rank_environment(table, r, facts()));
+    for (const std::string& name : documented) {
+      INFO("documented variable " << name);
+      CHECK(env.count(name) == 1);
+    }
+    const RankInfo& info = table.rank(r);
+    const std::string host = table.host_of(r).name;
+    const std::map<std::string, std::string> expected = {
+        {"HORA_RANK", std::to_string(r)},
+        {"HORA_SIZE", "6"},
+        {"HORA_LOCAL_RANK", std::to_string(info.local_rank)},
+        {"HORA_LOCAL_SIZE", std::to_string(info.local_size)},
+        {"HORA_CROSS_RANK", std::to_string(info.cross_rank)},
+        {"HORA_CROSS_SIZE", std::to_string(info.cross_size)},
+        {"HORA_HOSTNAME", host},
+        {"HORA_HOST_INDEX", std::to_string(info.host_index)},
+        {"HORA_RENDEZVOUS", "127.0.0.1:40123"},
+        {"HORA_IFACE", "lo"},
+        {"HORA_SECRET", std::string(64, 'a')},
+        {"HORA_START_TIMEOUT", "45"},
+        {"HOROVOD_RANK", std::to_string(r)},
+        {"HOROVOD_SIZE", "6"},
+        {"HOROVOD_LOCAL_RANK", std::to_string(info.local_rank)},
+        {"HOROVOD_LOCAL_SIZE", std::to_string(info.local_size)},
+        {"HOROVOD_CROSS_RANK", std::to_string(info.cross_rank)},
+        {"HOROVOD_CROSS_SIZE", std::to_string(info.cross_size)},
+        {"HOROVOD_HOSTNAME", host},
+        {"HOROVOD_CONTROLLER", "gloo"},
+        {"HOROVOD_CPU_OPERATIONS", "gloo"},
+        {"HOROVOD_GLOO_IFACE", "lo"},
+        {"RANK", std::to_string(r)},
+        {"WORLD_SIZE", "6"},
+        {"LOCAL_RANK", std::to_string(info.local_rank)},
+        {"LOCAL_WORLD_SIZE", std::to_string(info.local_size)},
+        {"GROUP_RANK", std::to_string(info.host_index)},
+        {"ROLE_RANK", std::to_string(r)},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29500"},
+        {"GLOO_SOCKET_IFNAME", "lo"},
+        {"NCCL_SOCKET_IFNAME", "lo"},
+        {"PYTHONUNBUFFERED", "1"},
+    };
+    for (const auto& [name, value] : expected) {
+      INFO("variable " << name);
+      CHECK(env[name] == value);
+    }
+    // Every variable the launcher sets is documented (or is a -x / --tcp / --log-level extra).
+    for (const auto& [name, value] : env) {
+      INFO("undocumented variable " << name);
+      CHECK(documented.count(name) == 1);
+    }
+  }
+}
+
+TEST_CASE("--log-level, --tcp and -x add to the block; -x wins over the contract") {
+  RankTable table(parse_host_list("localhost:2"), 2);
+  JobFacts f = facts();
+  f.log_level = "debug";
+  f.tcp = true;
+  f.forwarded = {{"MY_FLAG", "x=y"}, {"MASTER_PORT", "1234"}};
+  auto env = as_map(rank_environment(table, 1, f));
+  CHECK(env["HORA_LOG_LEVEL"] == "debug");
+  CHECK(env["NCCL_IB_DISABLE"] == "1");
+  CHECK(env["MY_FLAG"] == "x=y");
+  CHECK(env["MASTER_PORT"] == "1234");
+  CHECK(is_contract_variable("HORA_RANK"));
+  CHECK_FALSE(is_contract_variable("MY_FLAG"));
+  // Without the options those variables are absent.
+  auto plain = as_map(rank_environment(table, 1, facts()));
+  CHECK(plain.count("HORA_LOG_LEVEL") == 0);
+  CHECK(plain.count("NCCL_IB_DISABLE") == 0);
+}
