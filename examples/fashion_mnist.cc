@@ -745,6 +745,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fashion_mnist: rank %d: %s\n", hora::is_initialized() ? hora::rank() : 0,
                  e.what());
     return 1;
+  } catch (const hora::UsageError& e) {
+    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
+    return 2;
   } catch (const hora::Error& e) {
     // libhora's messages already name the rank, the host and the failed step.
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
