@@ -20,9 +20,9 @@
 // data type, so all checks are exact except the average of floating-point types, which allows
 // the rounding of one division.
 //
-// In-place forms follow NCCL: allreduce with sendbuf == recvbuf; allgather with sendbuf pointing
-// at this rank's block of recvbuf; reducescatter with recvbuf pointing at this rank's block of
-// sendbuf. broadcast has only the in-place form; alltoall has none ("n/a" in the table).
+// In-place forms: allreduce and alltoall with sendbuf == recvbuf; as in NCCL, allgather with
+// sendbuf pointing at this rank's block of recvbuf and reducescatter with recvbuf pointing at
+// this rank's block of sendbuf. broadcast has only the in-place form ("n/a" out of place).
 //
 // Exit status: 0 when every check passed, 1 when a check failed or a collective threw, 2 for a
 // usage error, 77 for `--device cuda` (GPU buffers are not available from this program yet: a
@@ -421,7 +421,7 @@ void run_once(Collective c, const Shape& s, DataType t, ReduceOp op, int root, b
       break;
     case Collective::kAlltoall: {
       std::vector<std::size_t> splits(std::size_t(n), s.per_rank);
-      hora::alltoall(b.send.data(), splits, b.recv.data(), splits, t);
+      hora::alltoall(in_place ? b.recv.data() : b.send.data(), splits, b.recv.data(), splits, t);
       break;
     }
     case Collective::kReducescatter: {
@@ -433,7 +433,7 @@ void run_once(Collective c, const Shape& s, DataType t, ReduceOp op, int root, b
 }
 
 // Fills the inputs for one checked (or timed) call. For in-place calls the input goes where the
-// collective reads it: recv for allreduce and broadcast, this rank's block of recv for
+// collective reads it: recv for allreduce, alltoall and broadcast, this rank's block of recv for
 // allgather, send for reducescatter.
 void fill_inputs(Collective c, const Shape& s, DataType t, ReduceOp op, int root, bool in_place,
                  Buffers& b) {
@@ -462,8 +462,13 @@ void fill_inputs(Collective c, const Shape& s, DataType t, ReduceOp op, int root
     case Collective::kAlltoall:
       // The block for peer p carries input_value(me, index of the element in the whole send).
       for (std::size_t i = 0; i < s.count; ++i) {
-        put(b.send.data(), t, i, input_value(c, op, me, n, i));
-        put(b.recv.data(), t, i, 99.0);
+        const double v = input_value(c, op, me, n, i);
+        if (in_place) {
+          put(b.recv.data(), t, i, v);
+        } else {
+          put(b.send.data(), t, i, v);
+          put(b.recv.data(), t, i, 99.0);
+        }
       }
       break;
     case Collective::kReducescatter:
@@ -641,8 +646,7 @@ void run_collective(const Options& o, Collective c, Totals& totals) {
 
         Result out_of_place;
         if (c != Collective::kBroadcast) out_of_place = measure(o, c, s, t, op, false, b);
-        Result in_place;
-        if (c != Collective::kAlltoall) in_place = measure(o, c, s, t, op, true, b);
+        Result in_place = measure(o, c, s, t, op, true, b);
 
         for (const Result* r : {&out_of_place, &in_place}) {
           if (!r->available) continue;
