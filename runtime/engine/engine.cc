@@ -1,0 +1,424 @@
+#include "runtime/engine/engine.h"
+
+#include <unistd.h>
+
+#include <bit>
+#include <set>
+
+#include <hora/error.h>
+
+#include "runtime/engine/error_context.h"
+#include "runtime/engine/negotiation_message.h"
+
+namespace hora::detail::engine {
+namespace {
+
+// Flag bits of word 0 of the cycle's bit vector. Each means "this rank says so"; after the AND
+// a flag holds only if every rank said so.
+constexpr std::uint64_t kNothingToAnnounce = 1u << 0;
+constexpr std::uint64_t kNotStopping = 1u << 1;
+constexpr std::uint64_t kIdle = 1u << 2;
+
+// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff until a
+// submission arrives on this rank (a submission ends the stretched wait at once). Ranks that
+// still sleep just make the others wait inside the bit-vector exchange.
+constexpr int kIdleCyclesBeforeBackoff = 100;
+constexpr int kIdleBackoff = 10;
+
+void write_stderr(const std::string& block) {
+  // One write per block so lines from several ranks do not interleave inside it; a failed write
+  // to stderr has nowhere to be reported, so it is dropped.
+  const char* p = block.data();
+  std::size_t left = block.size();
+  while (left > 0) {
+    ssize_t n = ::write(2, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string api_name(OpType type) { return std::string("hora::") + name_of(type) + "_async"; }
+
+std::string describe(const Handle::State& s) {
+  return std::string(name_of(s.request.type)) + " " + quoted(s.request.name);
+}
+
+std::string seconds(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+Engine::Engine(Transport& transport, EngineOptions options, WarningSink warnings)
+    : transport_(transport),
+      options_(std::move(options)),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      cache_(options_.cache_capacity),
+      table_(size_),
+      stall_(options_, rank_, warnings ? std::move(warnings) : WarningSink(write_stderr)),
+      executor_(transport_, options_, timeline_, counters_),
+      invalid_((options_.cache_capacity + 63) / 64, 0) {}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopped_) return;
+  if (!options_.timeline_path.empty() && rank_ == 0) {
+    timeline_.open(options_.timeline_path, options_.timeline_mark_cycles);
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::shutdown() {
+  std::thread thread;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_requested_ = true;
+    if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
+      // Called from a completion callback on the engine thread: the loop sees the flag in its
+      // next cycle; joining here would wait for ourselves.
+      return;
+    }
+    thread = std::move(thread_);
+  }
+  wake_.notify_all();
+  if (thread.joinable()) {
+    thread.join();
+  } else {
+    bool was_stopped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      was_stopped = stopped_;
+    }
+    // Never started (or a concurrent shutdown already joined): fail whatever was queued.
+    if (!was_stopped) stop(nullptr, "hora::shutdown() was called on this rank");
+  }
+}
+
+void Engine::validate(const Handle::State& s) const {
+  const Request& r = s.request;
+  const std::string who = api_name(r.type) + "(" + quoted(r.name) + ")";
+  auto fail = [&](const std::string& why) {
+    throw UsageError(who + ": " + why, rank_, options_.hostname);
+  };
+  if (r.name.empty()) fail("the name is empty; every async op needs a name unique among in-flight ops");
+  if (r.name.size() > NegotiationMessage::kMaxNameLength) {
+    fail("the name is " + std::to_string(r.name.size()) + " bytes long; at most " +
+         std::to_string(NegotiationMessage::kMaxNameLength) + " are allowed");
+  }
+  if (r.count > 0) {
+    bool needs_send = r.type != OpType::kBroadcast;
+    bool needs_recv = r.type == OpType::kAllreduce || r.type == OpType::kBroadcast;
+    if (needs_send && s.sendbuf == nullptr) fail("sendbuf is null but count is " + std::to_string(r.count));
+    if (needs_recv && s.recvbuf == nullptr) {
+      fail(std::string(r.type == OpType::kBroadcast ? "buffer" : "recvbuf") + " is null but count is " +
+           std::to_string(r.count));
+    }
+  }
+  if (r.type == OpType::kReducescatter && s.recvbuf == nullptr &&
+      r.count >= static_cast<std::uint64_t>(size_)) {
+    fail("recvbuf is null");
+  }
+  if (r.type == OpType::kBroadcast && (r.root < 0 || r.root >= size_)) {
+    fail("root " + std::to_string(r.root) + " is not a rank of this job (ranks 0-" +
+         std::to_string(size_ - 1) + ")");
+  }
+  if (r.type == OpType::kAlltoall && s.send_splits.size() != static_cast<std::size_t>(size_)) {
+    fail("send_splits has " + std::to_string(s.send_splits.size()) +
+         " entries; it needs one per rank (" + std::to_string(size_) + ")");
+  }
+  if ((r.type == OpType::kAllgather || r.type == OpType::kAlltoall) && !s.output) {
+    fail("no output allocator was given");
+  }
+}
+
+Handle Engine::submit(std::shared_ptr<Handle::State> state) {
+  validate(*state);
+  state->submitted = Clock::now();
+  std::exception_ptr already_stopped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& name = state->request.name;
+    if (stopped_) {
+      const std::string context = api_name(state->request.type) + "(" + quoted(name) + ")";
+      already_stopped =
+          stop_reason_ ? with_context(stop_reason_, context + ": hora's engine has stopped")
+                       : std::make_exception_ptr(Error(
+                             context + ": hora was shut down (" + stop_why_ + ")", rank_,
+                             options_.hostname));
+    } else {
+      if (!in_flight_.emplace(name, state).second) {
+        throw UsageError(api_name(state->request.type) + "(" + quoted(name) + "): an op named " +
+                             quoted(name) + " is still in flight on rank " +
+                             std::to_string(rank_) +
+                             "; names must be unique among in-flight ops (synchronize the "
+                             "earlier one first, or use another name)",
+                         rank_, options_.hostname);
+      }
+      incoming_.push_back(state);
+    }
+  }
+  if (already_stopped) {
+    state->complete(already_stopped);
+  } else {
+    wake_.notify_one();
+  }
+  return Handle(state);
+}
+
+void Engine::loop() {
+  std::exception_ptr cause;
+  try {
+    while (cycle()) {
+    }
+  } catch (...) {
+    cause = std::current_exception();
+  }
+  stop(cause, stop_why_);
+}
+
+void Engine::announce_later(const std::string& name) {
+  auto it = local_.find(name);
+  if (it == local_.end()) return;
+  it->second.hit = false;
+  to_announce_.push_back(name);
+}
+
+void Engine::classify(const std::string& name) {
+  Local& l = local_.at(name);
+  ResponseCache::Lookup found = cache_.lookup(l.state->request, rank_);
+  switch (found.state) {
+    case ResponseCache::State::kHit:
+      l.hit = true;
+      l.bit = found.bit;
+      hits_[found.bit] = name;
+      break;
+    case ResponseCache::State::kInvalid:
+      invalid_[found.bit / 64] |= std::uint64_t{1} << (found.bit % 64);
+      to_announce_.push_back(name);
+      break;
+    case ResponseCache::State::kMiss:
+      to_announce_.push_back(name);
+      break;
+  }
+}
+
+bool Engine::cycle() {
+  const auto cycle_start = Clock::now();
+  std::vector<std::shared_ptr<Handle::State>> fresh;
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fresh.swap(incoming_);
+    stopping = shutdown_requested_;
+  }
+  std::fill(invalid_.begin(), invalid_.end(), 0);
+  for (auto& s : fresh) {
+    const std::string name = s->request.name;
+    local_[name] = Local{std::move(s)};
+    classify(name);
+  }
+  // A hit that has waited too long goes through full negotiation, where the stall check can see
+  // which ranks are missing.
+  if (stall_.enabled()) {
+    for (auto it = hits_.begin(); it != hits_.end();) {
+      if (stall_.should_uncache(local_.at(it->second).state->submitted, cycle_start)) {
+        invalid_[it->first / 64] |= std::uint64_t{1} << (it->first % 64);
+        announce_later(it->second);
+        it = hits_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // 2. The bit-vector exchange.
+  const std::size_t w = invalid_.size();
+  std::vector<std::uint64_t> words(1 + 2 * w, 0);
+  std::uint64_t flags = 0;
+  if (to_announce_.empty() && abandon_.empty()) flags |= kNothingToAnnounce;
+  if (!stopping) flags |= kNotStopping;
+  if (local_.empty() && abandon_.empty()) flags |= kIdle;
+  words[0] = flags;
+  for (const auto& [bit, name] : hits_) words[1 + bit / 64] |= std::uint64_t{1} << (bit % 64);
+  for (std::size_t k = 0; k < w; ++k) words[1 + w + k] = ~invalid_[k];
+  transport_.allreduce_and(words);
+  counters_.cycles++;
+  const auto agreed = Clock::now();
+
+  // 3. Shutdown, invalid bits, common hits.
+  if ((words[0] & kNotStopping) == 0) {
+    stop_why_ = stopping ? "hora::shutdown() was called on this rank"
+                         : "another rank called hora::shutdown()";
+    return false;
+  }
+  bool any_invalid = false;
+  for (std::size_t k = 0; k < w; ++k) {
+    for (std::uint64_t bits = ~words[1 + w + k]; bits != 0; bits &= bits - 1) {
+      std::size_t bit = k * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      if (bit >= cache_.capacity()) continue;
+      any_invalid = true;
+      if (auto it = hits_.find(bit); it != hits_.end()) {
+        announce_later(it->second);
+        hits_.erase(it);
+      }
+      cache_.erase(bit);
+    }
+  }
+  std::vector<ReadyOp> ready;
+  for (std::size_t k = 0; k < w; ++k) {
+    for (std::uint64_t bits = words[1 + k]; bits != 0; bits &= bits - 1) {
+      std::size_t bit = k * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      auto it = hits_.find(bit);
+      if (it == hits_.end() || !cache_.contains(bit)) {
+        throw Error("hora engine: internal error: cache bit " + std::to_string(bit) +
+                    " was set on every rank but is not waiting on rank " + std::to_string(rank_),
+                    rank_, options_.hostname);
+      }
+      Local& l = local_.at(it->second);
+      l.hit = false;
+      ready.push_back(ReadyOp{cache_.at(bit), l.state, agreed});
+      hits_.erase(it);
+      counters_.cache_hits++;
+    }
+  }
+
+  // 4. Full negotiation, only when some rank has something to announce.
+  const bool full = (words[0] & kNothingToAnnounce) == 0 || any_invalid;
+  if (full) negotiate(ready);
+  if ((words[0] & kIdle) != 0 && !full) {
+    ++idle_streak_;
+  } else {
+    idle_streak_ = 0;
+  }
+
+  std::vector<std::string> proposals = stall_.check(table_, Clock::now());
+  abandon_.insert(abandon_.end(), proposals.begin(), proposals.end());
+
+  // 5. Run, then remember what ran (same order on every rank).
+  if (full || !ready.empty()) timeline_.mark_cycle(cycle_start);
+  executor_.run(ready, [this](ReadyOp& op, std::exception_ptr error) { finish(op, error); });
+  for (const ReadyOp& op : ready) {
+    if (!op.response.ok()) continue;
+    if (auto evicted = cache_.put(op.response)) {
+      if (auto it = hits_.find(*evicted); it != hits_.end()) {
+        announce_later(it->second);
+        hits_.erase(it);
+      }
+    }
+  }
+  if (full || !ready.empty()) timeline_.flush();
+
+  const bool backoff = idle_streak_ >= kIdleCyclesBeforeBackoff;
+  const auto deadline = cycle_start + options_.cycle_time * (backoff ? kIdleBackoff : 1);
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait_until(lock, deadline, [&] {
+    return shutdown_requested_ || (backoff && !incoming_.empty());
+  });
+  return true;
+}
+
+void Engine::negotiate(std::vector<ReadyOp>& ready) {
+  const auto now = Clock::now();
+  NegotiationMessage mine;
+  for (const std::string& name : to_announce_) {
+    const Handle::State& s = *local_.at(name).state;
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - s.submitted);
+    mine.requests.push_back({s.request, static_cast<std::uint32_t>(std::min<long long>(
+                                            waited.count(), UINT32_MAX))});
+  }
+  mine.abandon = std::move(abandon_);
+  to_announce_.clear();
+  abandon_.clear();
+
+  std::vector<std::vector<std::uint8_t>> all = transport_.allgather_bytes(mine.encode());
+  counters_.full_negotiations++;
+  if (all.size() != static_cast<std::size_t>(size_)) {
+    throw Error("hora engine: the transport's allgather returned " + std::to_string(all.size()) +
+                " messages for " + std::to_string(size_) + " ranks", rank_, options_.hostname);
+  }
+  const auto agreed = Clock::now();
+  std::vector<std::string> completed;
+  std::set<std::string> abandon;
+  for (int r = 0; r < size_; ++r) {
+    NegotiationMessage m = NegotiationMessage::decode(all[static_cast<std::size_t>(r)], r);
+    for (const auto& a : m.requests) {
+      auto first_seen = r == rank_ ? local_.at(a.request.name).state->submitted
+                                   : now - std::chrono::milliseconds(a.waited_ms);
+      if (table_.add(r, a.request, first_seen)) completed.push_back(a.request.name);
+    }
+    abandon.insert(m.abandon.begin(), m.abandon.end());
+  }
+  for (const std::string& name : completed) {
+    stall_.forget(name);
+    counters_.negotiated++;
+    ready.push_back(ReadyOp{table_.take(name), local_.at(name).state, agreed});
+  }
+  for (const std::string& name : abandon) {
+    std::optional<MessageTable::Pending> p = table_.erase(name);
+    stall_.forget(name);
+    if (!p) continue;  // it completed in this very round
+    auto it = local_.find(name);
+    if (it == local_.end() || it->second.hit) continue;  // this rank never submitted it
+    Response failed;
+    failed.request = it->second.state->request;
+    failed.error_kind = Response::ErrorKind::kStalled;
+    failed.error = std::string(name_of(failed.request.type)) + " " + quoted(name) +
+                   " was abandoned by the stall check: rank" + (p->missing.size() == 1 ? " " : "s ") +
+                   StallInspector::format_ranks(p->missing) + " did not submit it within " +
+                   seconds(options_.stall_shutdown_time) + " (submitted by rank" +
+                   (p->submitted.size() == 1 ? " " : "s ") +
+                   StallInspector::format_ranks(p->submitted) +
+                   "); HORA_STALL_SHUTDOWN_SECONDS sets this limit";
+    ready.push_back(ReadyOp{std::move(failed), it->second.state, agreed});
+  }
+}
+
+void Engine::finish(ReadyOp& op, std::exception_ptr error) {
+  const std::string& name = op.state->request.name;
+  local_.erase(name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(name);
+    if (it != in_flight_.end() && it->second == op.state) in_flight_.erase(it);
+  }
+  op.state->complete(error);
+}
+
+void Engine::stop(std::exception_ptr cause, const std::string& why) {
+  std::vector<std::shared_ptr<Handle::State>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    stop_reason_ = cause;
+    stop_why_ = why;
+    for (auto& [name, state] : in_flight_) victims.push_back(state);
+    in_flight_.clear();
+    incoming_.clear();
+  }
+  local_.clear();
+  hits_.clear();
+  to_announce_.clear();
+  abandon_.clear();
+  for (auto& s : victims) {
+    const std::string what = describe(*s);
+    std::exception_ptr error =
+        cause ? with_context(cause, "hora's engine stopped before " + what + " completed")
+              : std::make_exception_ptr(Error("hora was shut down before " + what +
+                                                  " completed (" + why +
+                                                  "); synchronize every async op before "
+                                                  "calling hora::shutdown()",
+                                              rank_, options_.hostname));
+    s->complete(error);
+  }
+  timeline_.close();
+}
+
+}  // namespace hora::detail::engine

@@ -1,0 +1,139 @@
+// The async engine: one background thread per process that agrees with the other ranks which
+// named ops are ready everywhere, and runs them in one order that is the same on every rank.
+//
+// Protocol, once per cycle (every cycle_time; all ranks take part in every cycle):
+//  1. Drain the ops submitted since the last cycle. Each is looked up in the replicated
+//     ResponseCache: a hit marks the op's cache bit; a miss (or a changed signature) queues the
+//     request for announcement (a changed signature also marks the bit invalid).
+//  2. Bit-vector exchange: Transport::allreduce_and over
+//       [flags][hit bits: capacity][inverted invalid bits: capacity]
+//     flags (AND): "nothing to announce", "not shutting down", "idle". Inverted bits under AND
+//     compute an OR, so one call yields: hits common to all ranks, bits any rank invalidated,
+//     whether any rank has something to announce, and whether any rank is shutting down.
+//  3. If a rank shuts down, every rank stops here (in-flight ops fail with hora::Error).
+//     Invalid bits are erased from every cache; waiting hits on them are re-announced.
+//     Common hits become agreed Responses in bit order (no names travel: the cache has them).
+//  4. Only if some rank has something to announce: full negotiation. Each rank encodes its
+//     unannounced requests (and stall-shutdown proposals) in a NegotiationMessage;
+//     Transport::allgather_bytes hands everyone every message; all ranks feed them, rank 0's
+//     first, into the replicated MessageTable. Names every rank has now submitted become
+//     Responses (or mismatch errors) in the order they completed.
+//  5. The Executor runs the cycle's Responses in that order (fusing allreduces), then every
+//     successful Response is put into the cache in the same order on every rank.
+// In steady state (the same names every step) step 4 never happens: a step costs the bit-vector
+// allreduces of the cycles it spans.
+//
+// Threading: submit(), stats() and shutdown() may be called from any thread; everything else
+// (cache, table, transport, timeline, executor) belongs to the engine thread. A completed op is
+// removed from the in-flight names before its Handle::State completes, so a caller may reuse the
+// name as soon as synchronize() returns or inside the callback.
+//
+// Lifetime: the Transport must outlive the Engine. After shutdown() (or a transport failure, or a
+// peer's shutdown) the engine is stopped for good: later submissions complete at once with the
+// reason.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <hora/async.h>
+
+#include "runtime/engine/engine_options.h"
+#include "runtime/engine/engine_stats.h"
+#include "runtime/engine/executor.h"
+#include "runtime/engine/message_table.h"
+#include "runtime/engine/op_state.h"
+#include "runtime/engine/response_cache.h"
+#include "runtime/engine/stall_inspector.h"
+#include "runtime/engine/timeline.h"
+#include "runtime/engine/transport.h"
+
+namespace hora::detail::engine {
+
+class Engine {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using WarningSink = StallInspector::Sink;
+
+  // warnings receives the stall check's blocks (default: written to stderr in one write).
+  Engine(Transport& transport, EngineOptions options, WarningSink warnings = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Opens the timeline (rank 0, when configured; throws hora::Error if it cannot be created) and
+  // starts the background thread. Every rank must start its engine: the first cycle waits for all.
+  void start();
+
+  // Stops the engine on every rank: the flag travels in the next cycle, after which all engines
+  // stop and fail their in-flight ops with "hora was shut down before ... completed". Waits for
+  // this rank's thread (bounded by the transport's own timeout when peers are gone). Idempotent;
+  // also called by the destructor.
+  void shutdown();
+
+  // Validates and queues an op (state->request describes it; buffers filled in). Throws
+  // hora::UsageError for invalid arguments or a name already in flight on this rank.
+  Handle submit(std::shared_ptr<Handle::State> state);
+
+  EngineStats stats() const { return counters_.snapshot(); }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Local {
+    std::shared_ptr<Handle::State> state;
+    bool hit = false;          // waiting on cache bit `bit`
+    std::size_t bit = 0;
+  };
+
+  void loop();
+  bool cycle();  // false: stop
+  void classify(const std::string& name);
+  void announce_later(const std::string& name);
+  void negotiate(std::vector<ReadyOp>& ready);
+  void finish(ReadyOp& op, std::exception_ptr error);
+  void stop(std::exception_ptr cause, const std::string& why);
+  void validate(const Handle::State& state) const;
+
+  Transport& transport_;
+  const EngineOptions options_;
+  const int rank_;
+  const int size_;
+  EngineCounters counters_;
+
+  // Shared with submitting threads, guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::unordered_map<std::string, std::shared_ptr<Handle::State>> in_flight_;
+  std::vector<std::shared_ptr<Handle::State>> incoming_;
+  bool shutdown_requested_ = false;
+  bool stopped_ = false;
+  std::exception_ptr stop_reason_;  // what later submissions fail with
+  std::string stop_why_;
+  std::thread thread_;
+
+  // Engine thread only.
+  ResponseCache cache_;
+  MessageTable table_;
+  Timeline timeline_;
+  StallInspector stall_;
+  Executor executor_;
+  std::unordered_map<std::string, Local> local_;   // this rank's ops not yet completed
+  std::map<std::size_t, std::string> hits_;         // cache bit -> name waiting on it
+  std::vector<std::string> to_announce_;           // in submission order
+  std::vector<std::string> abandon_;               // stall-shutdown proposals for the next round
+  std::vector<std::uint64_t> invalid_;             // this cycle's invalid bits (not inverted)
+  int idle_streak_ = 0;
+};
+
+}  // namespace hora::detail::engine

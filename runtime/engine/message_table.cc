@@ -1,0 +1,124 @@
+#include "runtime/engine/message_table.h"
+
+#include <hora/error.h>
+
+namespace hora::detail::engine {
+namespace {
+
+std::string quoted(const std::string& name) { return "'" + name + "'"; }
+
+// The first difference between the reference request (from rank `a`) and rank `b`'s request, as
+// Horovod words it; empty when they agree.
+std::string difference(const Request& x, int a, const Request& y, int b) {
+  const std::string ra = "rank " + std::to_string(a);
+  const std::string rb = "rank " + std::to_string(b);
+  const std::string tensor = " for tensor " + quoted(x.name);
+  if (x.type != y.type) {
+    return "Mismatched collective operations" + tensor + ": " + ra + " submitted " +
+           name_of(x.type) + " but " + rb + " submitted " + name_of(y.type);
+  }
+  const std::string op = name_of(x.type);
+  if (x.dtype != y.dtype) {
+    return "Mismatched " + op + " data types" + tensor + ": " + ra + " sent " +
+           name_of(x.dtype) + " but " + rb + " sent " + name_of(y.dtype);
+  }
+  if (x.has_reduce_op() && x.op != y.op) {
+    return "Mismatched " + op + " reduce operations" + tensor + ": " + ra + " asked for " +
+           name_of(x.op) + " but " + rb + " asked for " + name_of(y.op);
+  }
+  if (x.type == OpType::kBroadcast && x.root != y.root) {
+    return "Mismatched broadcast root ranks" + tensor + ": " + ra + " sent root " +
+           std::to_string(x.root) + " but " + rb + " sent root " + std::to_string(y.root);
+  }
+  if (x.count_must_match() && x.count != y.count) {
+    return "Mismatched " + op + " tensor shapes" + tensor + ": " + ra + " sent " +
+           std::to_string(x.count) + " elements but " + rb + " sent " + std::to_string(y.count);
+  }
+  if (x.device != y.device) {
+    auto dev = [](std::int32_t d) {
+      return d == kCpuDevice ? std::string("host memory") : "GPU " + std::to_string(d);
+    };
+    return "Mismatched " + op + " devices" + tensor + ": " + ra + " used " + dev(x.device) +
+           " but " + rb + " used " + dev(y.device);
+  }
+  return {};
+}
+
+}  // namespace
+
+bool MessageTable::add(int rank, const Request& request, Clock::time_point first_seen) {
+  auto [it, inserted] = entries_.try_emplace(request.name);
+  Entry& e = it->second;
+  if (inserted) {
+    e.by_rank.resize(static_cast<std::size_t>(size_));
+    e.first_seen = first_seen;
+  } else if (first_seen < e.first_seen) {
+    e.first_seen = first_seen;
+  }
+  auto& slot = e.by_rank[static_cast<std::size_t>(rank)];
+  if (slot.has_value()) {
+    throw Error("hora engine: rank " + std::to_string(rank) + " announced " +
+                quoted(request.name) + " twice (internal error: names are unique among a " +
+                "rank's in-flight ops)");
+  }
+  slot = request;
+  return ++e.submitted == size_;
+}
+
+Response MessageTable::take(const std::string& name) {
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.submitted != size_) {
+    throw Error("hora engine: internal error: " + quoted(name) + " taken before it was ready");
+  }
+  Entry e = std::move(it->second);
+  entries_.erase(it);
+  Response response;
+  response.request = *e.by_rank[0];
+  for (int r = 1; r < size_; ++r) {
+    std::string diff = difference(*e.by_rank[0], 0, *e.by_rank[static_cast<std::size_t>(r)], r);
+    if (!diff.empty()) {
+      response.error = std::move(diff);
+      response.error_kind = Response::ErrorKind::kMismatch;
+      return response;
+    }
+  }
+  if (response.request.type == OpType::kAllgather) {
+    response.rank_counts.reserve(e.by_rank.size());
+    for (const auto& r : e.by_rank) response.rank_counts.push_back(r->count);
+  }
+  return response;
+}
+
+MessageTable::Pending MessageTable::describe(const std::string& name, const Entry& e) const {
+  Pending p;
+  p.name = name;
+  p.first_seen = e.first_seen;
+  for (int r = 0; r < size_; ++r) {
+    const auto& slot = e.by_rank[static_cast<std::size_t>(r)];
+    if (slot.has_value()) {
+      p.type = slot->type;
+      p.submitted.push_back(r);
+    } else {
+      p.missing.push_back(r);
+    }
+  }
+  return p;
+}
+
+std::optional<MessageTable::Pending> MessageTable::erase(const std::string& name) {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return std::nullopt;
+  Pending p = describe(name, it->second);
+  entries_.erase(it);
+  return p;
+}
+
+std::vector<MessageTable::Pending> MessageTable::pending_since(Clock::time_point cutoff) const {
+  std::vector<Pending> out;
+  for (const auto& [name, e] : entries_) {
+    if (e.first_seen <= cutoff) out.push_back(describe(name, e));
+  }
+  return out;
+}
+
+}  // namespace hora::detail::engine

@@ -1,0 +1,114 @@
+#include "runtime/engine/op_state.h"
+
+namespace hora {
+
+void Handle::State::complete(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    error_ = error;
+  }
+  cv_.notify_all();
+  if (on_done) {
+    // A throwing callback must not take down the engine thread: its exception has nowhere to
+    // go (the op already completed), so it is dropped deliberately.
+    try {
+      on_done(error);
+    } catch (...) {
+    }
+  }
+}
+
+bool Handle::State::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+bool Handle::State::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [this] { return done_; });
+}
+
+void Handle::State::wait() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_; });
+}
+
+std::exception_ptr Handle::State::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+}  // namespace hora
+
+namespace hora::detail::engine {
+namespace {
+
+std::shared_ptr<Handle::State> new_state(const std::string& name, OpType type, DataType dtype,
+                                         std::size_t count, Callback on_done) {
+  auto s = std::make_shared<Handle::State>();
+  s->request.name = name;
+  s->request.type = type;
+  s->request.dtype = dtype;
+  s->request.count = count;
+  s->on_done = std::move(on_done);
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<Handle::State> make_allreduce_op(const std::string& name, const void* sendbuf,
+                                                 void* recvbuf, std::size_t count, DataType type,
+                                                 ReduceOp op, Callback on_done) {
+  auto s = new_state(name, OpType::kAllreduce, type, count, std::move(on_done));
+  s->request.op = op;
+  s->sendbuf = sendbuf;
+  s->recvbuf = recvbuf;
+  return s;
+}
+
+std::shared_ptr<Handle::State> make_allgather_op(const std::string& name, const void* sendbuf,
+                                                 std::size_t count, DataType type,
+                                                 OutputAllocator output, Callback on_done) {
+  auto s = new_state(name, OpType::kAllgather, type, count, std::move(on_done));
+  s->sendbuf = sendbuf;
+  s->output = std::move(output);
+  return s;
+}
+
+std::shared_ptr<Handle::State> make_broadcast_op(const std::string& name, void* buffer,
+                                                 std::size_t count, DataType type, int root,
+                                                 Callback on_done) {
+  auto s = new_state(name, OpType::kBroadcast, type, count, std::move(on_done));
+  s->request.root = root;
+  s->sendbuf = buffer;
+  s->recvbuf = buffer;
+  return s;
+}
+
+std::shared_ptr<Handle::State> make_alltoall_op(const std::string& name, const void* sendbuf,
+                                                const std::vector<std::size_t>& send_splits,
+                                                DataType type, OutputAllocator output,
+                                                Callback on_done) {
+  std::size_t total = 0;
+  for (std::size_t c : send_splits) total += c;
+  auto s = new_state(name, OpType::kAlltoall, type, total, std::move(on_done));
+  s->sendbuf = sendbuf;
+  s->send_splits = send_splits;
+  s->output = std::move(output);
+  return s;
+}
+
+std::shared_ptr<Handle::State> make_reducescatter_op(const std::string& name, const void* sendbuf,
+                                                     void* recvbuf, std::size_t count,
+                                                     DataType type, ReduceOp op,
+                                                     Callback on_done) {
+  auto s = new_state(name, OpType::kReducescatter, type, count, std::move(on_done));
+  s->request.op = op;
+  s->sendbuf = sendbuf;
+  s->recvbuf = recvbuf;
+  return s;
+}
+
+}  // namespace hora::detail::engine

@@ -1,0 +1,78 @@
+// Handle::State: one submitted async op as its submitting rank sees it: the buffers, the
+// completion callback and the outcome.
+//
+// Ownership and threading: the submitting call creates it and hands a shared_ptr to the Engine
+// (which keeps it until the op completes) and one to the user's Handle. Buffers and the callback
+// are written once before submission and then only read by the engine thread. The outcome
+// (done, error, received_counts) is written once by complete(), under mu, and read by any thread
+// through poll()/wait_until(); received_counts is written before done, so readers that saw done
+// may read it without the lock.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <hora/async.h>
+
+#include "runtime/engine/request.h"
+
+namespace hora {
+
+struct Handle::State {
+  detail::engine::Request request;  // name, op type, dtype, reduce op, count, root
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;                    // allreduce, broadcast (in place), reducescatter
+  std::vector<std::size_t> send_splits;       // alltoall
+  OutputAllocator output;                     // allgather, alltoall
+  Callback on_done;
+  std::chrono::steady_clock::time_point submitted;
+
+  // Filled by the engine before complete() (allgather, alltoall).
+  std::vector<std::size_t> received_counts;
+
+  // Records the outcome (first call wins), wakes waiters, then runs on_done on this thread.
+  void complete(std::exception_ptr error);
+  bool done() const;
+  // Waits until done or the deadline passes; returns done().
+  bool wait_until(std::chrono::steady_clock::time_point deadline) const;
+  void wait() const;
+  std::exception_ptr error() const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace hora
+
+namespace hora::detail::engine {
+
+// Builders of a not-yet-submitted op (Engine::submit validates and queues it). The public
+// functions in <hora/async.h> are these plus Engine::submit on the installed engine.
+std::shared_ptr<Handle::State> make_allreduce_op(const std::string& name, const void* sendbuf,
+                                                 void* recvbuf, std::size_t count, DataType type,
+                                                 ReduceOp op, Callback on_done = nullptr);
+std::shared_ptr<Handle::State> make_allgather_op(const std::string& name, const void* sendbuf,
+                                                 std::size_t count, DataType type,
+                                                 OutputAllocator output,
+                                                 Callback on_done = nullptr);
+std::shared_ptr<Handle::State> make_broadcast_op(const std::string& name, void* buffer,
+                                                 std::size_t count, DataType type, int root,
+                                                 Callback on_done = nullptr);
+std::shared_ptr<Handle::State> make_alltoall_op(const std::string& name, const void* sendbuf,
+                                                const std::vector<std::size_t>& send_splits,
+                                                DataType type, OutputAllocator output,
+                                                Callback on_done = nullptr);
+std::shared_ptr<Handle::State> make_reducescatter_op(const std::string& name, const void* sendbuf,
+                                                     void* recvbuf, std::size_t count,
+                                                     DataType type, ReduceOp op,
+                                                     Callback on_done = nullptr);
+
+}  // namespace hora::detail::engine

@@ -1,0 +1,154 @@
+// Named asynchronous collectives (Horovod's engine).
+//
+//   std::vector<hora::Handle> handles;
+//   for (Layer& l : layers)   // in whatever order the gradients become ready on this rank
+//     handles.push_back(hora::allreduce_async("grad/" + l.name, l.grad.data(), l.grad.data(),
+//                                             l.grad.size(), hora::DataType::kFloat32,
+//                                             hora::ReduceOp::kAverage));
+//   for (hora::Handle& h : handles) hora::synchronize(h);
+//
+// Unlike the blocking collectives in <hora/hora.h>, ranks may submit these in different orders:
+// a background thread in each process agrees with the other ranks which names every rank has
+// submitted, runs them in one order that is the same everywhere, and fuses small allreduces into
+// one buffer (HORA_FUSION_THRESHOLD). An op runs once every rank has submitted its name.
+//
+// Rules:
+//  - Names are unique among this rank's in-flight ops (a duplicate throws hora::UsageError);
+//    a name may be reused once its op has completed, which is how a training loop submits the
+//    same gradient every step (repeated names are cheap: see HORA_CACHE_CAPACITY).
+//  - Every rank submits the same name with the same op, data type, reduce op, root and (except
+//    allgather and alltoall) count. A disagreement fails the op on every rank with a
+//    hora::MismatchError naming the ranks and the values.
+//  - Buffers belong to the engine from submission until the op completes (poll() returns true,
+//    synchronize() returns or throws, or the callback runs): do not read, write or free them.
+//  - Argument errors (empty name, bad root, wrong number of splits, hora::init() not called)
+//    throw hora::UsageError from the submitting call. Everything after that (mismatch, a peer's
+//    failure, shutdown, the stall check's HORA_STALL_SHUTDOWN_SECONDS) is reported through the
+//    handle: synchronize() rethrows it and the callback receives it.
+//  - Callbacks run on the engine's background thread, once, after the output is written. They
+//    may submit new async ops but must not wait for one (synchronize would deadlock the engine).
+//  - Scope: async ops run over all ranks (Scope::kGlobal).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <hora/error.h>
+#include <hora/types.h>
+
+namespace hora {
+
+// A ticket for one submitted op. Cheap to copy; copies refer to the same op. A default-constructed
+// Handle is empty (valid() is false); the functions below throw hora::UsageError for it.
+class Handle {
+ public:
+  struct State;  // defined inside libhora
+
+  Handle() = default;
+  explicit Handle(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  const std::string& name() const;  // the name it was submitted under
+  const std::shared_ptr<State>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Receives nullptr on success, else the op's error (a hora::Error subclass).
+using Callback = std::function<void(std::exception_ptr error)>;
+
+// For ops whose output size is known only after negotiation (allgather, alltoall): called once on
+// the engine thread with the number of elements to receive; returns where to write them (room for
+// `count` elements of the op's data type). An exception thrown here fails the op.
+using OutputAllocator = std::function<void*(std::size_t count)>;
+
+// Element-wise reduction of `count` elements over all ranks into recvbuf (sendbuf == recvbuf: in
+// place). kAverage divides the sum by size() (integers: truncating division).
+Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
+                       std::size_t count, DataType type, ReduceOp op, Callback on_done = nullptr);
+
+// Each rank contributes `count` elements (counts may differ per rank). The output receives the
+// concatenation in rank order; received_counts(handle)[i] is rank i's count.
+Handle allgather_async(const std::string& name, const void* sendbuf, std::size_t count,
+                       DataType type, OutputAllocator output, Callback on_done = nullptr);
+
+// root's `count` elements are copied into buffer on every rank.
+Handle broadcast_async(const std::string& name, void* buffer, std::size_t count, DataType type,
+                       int root, Callback on_done = nullptr);
+
+// send_splits[i] elements (consecutive in sendbuf) go to rank i; send_splits.size() == size().
+// The output receives what every rank sent to this one, in rank order;
+// received_counts(handle)[i] is the number of elements from rank i.
+Handle alltoall_async(const std::string& name, const void* sendbuf,
+                      const std::vector<std::size_t>& send_splits, DataType type,
+                      OutputAllocator output, Callback on_done = nullptr);
+
+// Reduces `count` elements over all ranks; recvbuf receives this rank's block of
+// hora::reducescatter_count(count, rank(), size()) elements.
+Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
+                           std::size_t count, DataType type, ReduceOp op,
+                           Callback on_done = nullptr);
+
+// True once the op has completed, successfully or not. Never throws the op's error.
+bool poll(const Handle& handle);
+
+// Waits for the op; rethrows its error (the same hora::Error subclass). There is no deadline:
+// an op some rank never submits waits until HORA_STALL_SHUTDOWN_SECONDS (if set) fails it, while
+// the stall check names the missing ranks every HORA_STALL_CHECK_SECONDS.
+void synchronize(const Handle& handle);
+
+// Same, but throws hora::TimeoutError if the op has not completed within `timeout` (the op stays
+// in flight; synchronize it again later).
+void synchronize(const Handle& handle, std::chrono::milliseconds timeout);
+
+// After completion: allgather: the count of every rank; alltoall: the elements received from
+// every rank; other ops: empty. Throws hora::UsageError before completion.
+const std::vector<std::size_t>& received_counts(const Handle& handle);
+
+// --- Typed conveniences. The vectors must outlive the op. ---
+
+template <typename T>
+Handle allreduce_async(const std::string& name, std::vector<T>& data, ReduceOp op,
+                       Callback on_done = nullptr) {
+  return allreduce_async(name, data.data(), data.data(), data.size(), dtype_of<T>(), op,
+                         std::move(on_done));
+}
+
+template <typename T>
+Handle allgather_async(const std::string& name, const std::vector<T>& input, std::vector<T>* output,
+                       Callback on_done = nullptr) {
+  return allgather_async(
+      name, input.data(), input.size(), dtype_of<T>(),
+      [output](std::size_t count) -> void* {
+        output->resize(count);
+        return output->data();
+      },
+      std::move(on_done));
+}
+
+template <typename T>
+Handle broadcast_async(const std::string& name, std::vector<T>& data, int root,
+                       Callback on_done = nullptr) {
+  return broadcast_async(name, data.data(), data.size(), dtype_of<T>(), root, std::move(on_done));
+}
+
+template <typename T>
+Handle alltoall_async(const std::string& name, const std::vector<T>& input,
+                      const std::vector<std::size_t>& send_splits, std::vector<T>* output,
+                      Callback on_done = nullptr) {
+  return alltoall_async(
+      name, input.data(), send_splits, dtype_of<T>(),
+      [output](std::size_t count) -> void* {
+        output->resize(count);
+        return output->data();
+      },
+      std::move(on_done));
+}
+
+}  // namespace hora
