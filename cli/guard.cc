@@ -1,0 +1,332 @@
+#include "cli/guard.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/errors.h"
+#include "cli/guard_request.h"
+#include "cli/unique_fd.h"
+
+namespace hora::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After SIGKILL to the group, how long to wait for the members to disappear before giving up
+// (a process stuck in uninterruptible sleep cannot be waited for forever).
+constexpr std::chrono::milliseconds kAfterKill{2000};
+// A request line longer than this is not a request; it is dropped.
+constexpr std::size_t kMaxRequestLine = 1024;
+
+const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr is gone; nobody is left to tell
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+int poll_timeout_ms(std::optional<Clock::time_point> deadline) {
+  if (!deadline) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+  return static_cast<int>(std::max<long long>(0, left.count()));
+}
+
+[[noreturn]] void die_of_signal(int sig) {
+  // The command dumped core already if it was going to; the guard must not add its own.
+  struct rlimit no_core {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  // A signal whose default action is to ignore it (SIGCHLD, SIGURG, SIGWINCH) cannot have
+  // killed the command; report it like a shell would.
+  std::_Exit(128 + sig);
+}
+
+class Guard {
+ public:
+  explicit Guard(const GuardConfig& config) : config_(config) {}
+
+  int run() {
+    setup_signals();
+    const pid_t parent = ::getppid();
+    // Our parent (horarun, or sshd's session process) dying is the same as stdin closing.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent || parent == 1) {
+      say("the launcher exited before the rank started");
+      return 1;
+    }
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    std::optional<GuardRequest> request = read_request();
+    if (!request) return 1;
+    if (int rc = start(*request); rc != 0) return rc;
+    supervise();
+    if (WIFSIGNALED(status_)) die_of_signal(WTERMSIG(status_));
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 1;
+  }
+
+ private:
+  void say(const std::string& message) {
+    write_all(2, fmt::format("horarun guard{}: {}\n", who_, message));
+  }
+
+  void setup_signals() {
+    // SIGPIPE: a rank's launcher going away must not kill the guard mid-cleanup.
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    for (int sig : kForwarded) sigaddset(&set, sig);
+    ::sigprocmask(SIG_BLOCK, &set, nullptr);
+    sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!sigfd_) {
+      say(fmt::format("signalfd: {}", std::strerror(errno)));
+      std::_Exit(1);
+    }
+  }
+
+  // Drains the signalfd; returns the termination signals seen, reaps children on SIGCHLD.
+  void handle_signals() {
+    signalfd_siginfo info;
+    while (::read(sigfd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
+        reap();
+      } else {
+        pending_signal_ = static_cast<int>(info.ssi_signo);
+      }
+    }
+  }
+
+  void reap() {
+    int st = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (pid == child_) {
+        child_alive_ = false;
+        status_ = st;
+      }
+    }
+  }
+
+  std::optional<GuardRequest> read_request() {
+    const auto deadline = Clock::now() + config_.request_timeout;
+    std::string buffer;
+    char chunk[65536];
+    while (true) {
+      std::size_t consumed = 0;
+      try {
+        if (auto request = GuardRequest::decode(buffer, consumed)) {
+          leftover_ = buffer.substr(consumed);
+          for (const auto& [name, value] : request->env) {
+            if (name == "HORA_RANK") rank_ = value;
+            if (name == "HORA_HOSTNAME") host_ = value;
+          }
+          if (!rank_.empty()) {
+            who_ = fmt::format(" (rank {}{}{})", rank_, host_.empty() ? "" : " on ", host_);
+          }
+          return request;
+        }
+      } catch (const GuardProtocolError& e) {
+        say(fmt::format("bad request on stdin: {}", e.what()));
+        return std::nullopt;
+      }
+      pollfd fds[2] = {{config_.in_fd, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
+      const int timeout = poll_timeout_ms(deadline);
+      if (timeout == 0) {
+        say(fmt::format("no complete request on stdin within {} s (got {} bytes); the launcher "
+                        "stalled or the connection is broken",
+                        std::chrono::duration_cast<std::chrono::seconds>(config_.request_timeout)
+                            .count(),
+                        buffer.size()));
+        return std::nullopt;
+      }
+      if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
+        say(fmt::format("poll: {}", std::strerror(errno)));
+        return std::nullopt;
+      }
+      if (fds[1].revents & POLLIN) {
+        handle_signals();
+        if (pending_signal_ != 0) die_of_signal(pending_signal_);  // nothing started yet
+      }
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        ssize_t n = ::read(config_.in_fd, chunk, sizeof chunk);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) {
+          say("the launcher closed stdin before sending the whole request");
+          return std::nullopt;
+        }
+        buffer.append(chunk, static_cast<std::size_t>(n));
+      }
+    }
+  }
+
+  // Applies the request and forks the command. Returns 0, or an exit code on failure.
+  int start(const GuardRequest& request) {
+    for (const auto& [name, value] : request.env) ::setenv(name.c_str(), value.c_str(), 1);
+    if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
+      say(fmt::format("cannot enter the working directory '{}': {}; the launcher's directory "
+                      "must exist on every host",
+                      request.cwd, std::strerror(errno)));
+      return 1;
+    }
+    grace_ = request.grace;
+    std::vector<char*> argv;
+    for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    const pid_t guard_pid = ::getpid();
+    child_ = ::fork();
+    if (child_ < 0) {
+      say(fmt::format("fork: {}", std::strerror(errno)));
+      return 1;
+    }
+    if (child_ == 0) {
+      // The guard is single-threaded, so the child may use the allocator before exec.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != guard_pid) std::_Exit(1);  // the guard died before prctl took effect
+      for (int sig : kForwarded) ::signal(sig, SIG_DFL);
+      ::signal(SIGPIPE, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+      int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) {
+        ::dup2(devnull, 0);
+        if (devnull != 0) ::close(devnull);
+      }
+      ::execvp(argv[0], argv.data());
+      const int err = errno;
+      say(fmt::format("cannot run '{}': {}{}", request.argv[0], std::strerror(err),
+                      err == ENOENT ? "; check the command and PATH" : ""));
+      std::_Exit(err == ENOENT ? 127 : 126);
+    }
+    // Both sides call setpgid so the group exists before either relies on it.
+    ::setpgid(child_, child_);
+    pgid_ = child_;
+    child_alive_ = true;
+    return 0;
+  }
+
+  bool group_empty() const {
+    return ::kill(-pgid_, 0) != 0 && errno == ESRCH;
+  }
+
+  void begin_termination() {
+    if (term_sent_) return;
+    term_sent_ = true;
+    ::kill(-pgid_, SIGTERM);
+    deadline_ = Clock::now() + grace_;
+  }
+
+  void handle_requests(std::string_view data) {
+    leftover_.append(data);
+    std::size_t eol;
+    while ((eol = leftover_.find('\n')) != std::string::npos) {
+      std::string line = leftover_.substr(0, eol);
+      leftover_.erase(0, eol + 1);
+      if (line + "\n" == GuardRequest::kTerminate) {
+        begin_termination();
+      } else {
+        say(fmt::format("ignoring unknown request '{}'", line.substr(0, 64)));
+      }
+    }
+    if (leftover_.size() > kMaxRequestLine) leftover_.clear();
+  }
+
+  void supervise() {
+    handle_requests("");
+    bool stdin_open = true;
+    char chunk[4096];
+    while (true) {
+      if (!child_alive_) {
+        if (group_empty()) return;
+        begin_termination();  // the command exited; end what it left in its group
+      }
+      if (deadline_ && Clock::now() >= *deadline_) {
+        if (!kill_sent_) {
+          kill_sent_ = true;
+          ::kill(-pgid_, SIGKILL);
+          deadline_ = Clock::now() + kAfterKill;
+        } else if (!child_alive_) {
+          say("members of the rank's process group survived SIGKILL; leaving them");
+          return;
+        }
+        // The command itself is still alive after SIGKILL (uninterruptible sleep): keep
+        // waiting for it, since its exit status is what the launcher needs.
+        else {
+          deadline_.reset();
+        }
+      }
+      pollfd fds[2] = {{stdin_open ? config_.in_fd : -1, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
+      if (::poll(fds, 2, poll_timeout_ms(deadline_)) < 0 && errno != EINTR) {
+        say(fmt::format("poll: {}", std::strerror(errno)));
+        begin_termination();
+      }
+      if (fds[1].revents & POLLIN) {
+        handle_signals();
+        if (pending_signal_ != 0) begin_termination();
+      }
+      if (stdin_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        ssize_t n = ::read(config_.in_fd, chunk, sizeof chunk);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) {
+          // The launcher is gone (or closed the channel): end the rank.
+          stdin_open = false;
+          begin_termination();
+        } else {
+          handle_requests(std::string_view(chunk, static_cast<std::size_t>(n)));
+        }
+      }
+    }
+  }
+
+  GuardConfig config_;
+  UniqueFd sigfd_;
+  std::string rank_;
+  std::string host_;
+  std::string who_;
+  std::string leftover_;  // bytes after the request: the start of later request lines
+  pid_t child_ = -1;
+  pid_t pgid_ = -1;
+  bool child_alive_ = false;
+  int status_ = 0;
+  int pending_signal_ = 0;
+  bool term_sent_ = false;
+  bool kill_sent_ = false;
+  std::chrono::milliseconds grace_ = GuardRequest::kDefaultGrace;
+  std::optional<Clock::time_point> deadline_;
+};
+
+}  // namespace
+
+int run_guard(const GuardConfig& config) {
+  Guard guard(config);
+  return guard.run();
+}
+
+}  // namespace hora::cli

@@ -1,0 +1,33 @@
+#include "cli/log.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace hora::cli {
+namespace {
+
+std::shared_ptr<spdlog::logger> make(const char* name, const char* pattern,
+                                     spdlog::level::level_enum level) {
+  if (auto existing = spdlog::get(name)) return existing;
+  auto l = spdlog::stderr_logger_mt(name);
+  l->set_pattern(pattern);
+  l->set_level(level);
+  l->flush_on(spdlog::level::trace);  // lines must not sit in a buffer behind rank output
+  return l;
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> launcher_log() {
+  static std::shared_ptr<spdlog::logger> logger =
+      make("launcher", "horarun: %l: %v", spdlog::level::warn);
+  return logger;
+}
+
+void configure_logging(bool verbose) {
+  launcher_log()->set_level(verbose ? spdlog::level::info : spdlog::level::warn);
+  make("rendezvous", "horarun: rendezvous: %l: %v", spdlog::level::err)
+      ->set_level(verbose ? spdlog::level::info : spdlog::level::err);
+}
+
+}  // namespace hora::cli

@@ -1,0 +1,63 @@
+// One rank's process as the supervisor sees it, whatever starts it: LocalRankProcess
+// (fork/exec of `horarun --guard` with pipes) now, an SSH exec channel running the same guard
+// later. Both send the same GuardRequest on the guard's stdin (guard_request.h).
+//
+// Threading: every method and every event runs on the supervisor's io_context thread.
+// Ownership: the RankProcess owns the guard (process or channel) and its descriptors; its
+// destructor ends the guard if it is still running.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cli/guard_request.h"
+#include "cli/host_list.h"
+#include "cli/output.h"
+
+namespace hora::cli {
+
+// How a rank's process ended.
+struct ExitStatus {
+  bool signaled = false;
+  int code = 0;    // exit code when !signaled
+  int signal = 0;  // signal number when signaled
+
+  bool success() const { return !signaled && code == 0; }
+  // "exited with code 3" / "was killed by signal 9 (SIGKILL)"
+  std::string describe() const;
+  // horarun's exit code for this status: code, or 128 + signal.
+  int exit_code() const { return signaled ? 128 + signal : code; }
+};
+
+class RankProcess {
+ public:
+  struct Events {
+    std::function<void(Stream, std::string_view data)> on_output;  // raw bytes, any split
+    std::function<void(Stream)> on_output_closed;                  // end of that stream
+    std::function<void(const ExitStatus&)> on_exit;                // the guard ended
+  };
+
+  virtual ~RankProcess() = default;
+
+  // Starts the guard and sends it `request`. Events start flowing once the io_context runs.
+  // Throws SpawnError naming the rank, the host and the step that failed.
+  virtual void start(const GuardRequest& request, Events events) = 0;
+  // Asks the guard to end the rank: SIGTERM to its process group, SIGKILL after the grace.
+  virtual void terminate() = 0;
+  // Last resort when the guard did not finish: ends the guard at once.
+  virtual void kill() = 0;
+  // Stops reading output (a process the rank left behind keeps the stream open).
+  virtual void close_output() = 0;
+  virtual bool running() const = 0;
+};
+
+// Makes the RankProcess for one rank on one host (the seam that tests fill with fakes).
+class RankProcessFactory {
+ public:
+  virtual ~RankProcessFactory() = default;
+  virtual std::unique_ptr<RankProcess> create(int rank, const HostSpec& host) = 0;
+};
+
+}  // namespace hora::cli

@@ -1,0 +1,344 @@
+#include "cli/supervisor.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <array>
+#include <set>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/errors.h"
+#include "cli/line_splitter.h"
+#include "cli/log.h"
+#include "rendezvous/errors.h"
+#include "rendezvous/secret.h"
+#include "rendezvous/server.h"
+
+namespace hora::cli {
+namespace {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+// A port that is free on `address` right now (torch.distributed binds MASTER_PORT on rank 0;
+// hora itself never uses it). Someone else may take it before the rank does; that is the same
+// contract torchrun offers.
+std::uint16_t free_port(asio::io_context& io, const std::string& address) {
+  asio::ip::tcp::acceptor acceptor(io);
+  const asio::ip::tcp::endpoint ep(asio::ip::make_address(address), 0);
+  acceptor.open(ep.protocol());
+  acceptor.bind(ep);
+  return acceptor.local_endpoint().port();
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return fmt::format("{} s", ms.count() / 1000);
+  return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+}  // namespace
+
+struct Supervisor::Impl {
+  struct Rank {
+    std::unique_ptr<RankProcess> process;
+    std::array<LineSplitter, 2> splitters;
+    std::array<bool, 2> open{false, false};
+    std::optional<ExitStatus> exit;
+    bool started = false;
+    std::unique_ptr<asio::steady_timer> drop_timer;
+  };
+
+  asio::io_context& io;
+  const RankTable& table;
+  SupervisorConfig config;
+  RankProcessFactory& factory;
+  Output& output;
+  std::shared_ptr<spdlog::logger> log = launcher_log();
+
+  std::unique_ptr<rdv::Server> server;
+  std::vector<Rank> ranks;
+  asio::signal_set signals{io, SIGINT, SIGTERM};
+  asio::steady_timer start_timer{io};
+  asio::steady_timer end_timer{io};    // abort grace, then kill grace
+  asio::steady_timer drain_timer{io};
+  bool ending = false;
+  bool draining = false;
+  bool finished = false;
+  std::string cause;     // printed at the end; empty on success
+  int exit_code = 0;
+
+  Impl(asio::io_context& io_, const RankTable& table_, SupervisorConfig config_,
+       RankProcessFactory& factory_, Output& output_)
+      : io(io_), table(table_), config(std::move(config_)), factory(factory_), output(output_) {
+    ranks.resize(static_cast<std::size_t>(table.size()));
+  }
+
+  std::string who(int r) const {
+    return fmt::format("rank {} on {}", r, table.host_of(r).address_for_display());
+  }
+
+  Rank& at(int r) { return ranks.at(static_cast<std::size_t>(r)); }
+
+  bool running(int r) { return at(r).started && !at(r).exit; }
+
+  // ---- start ---------------------------------------------------------------------------
+
+  void start_server(const rdv::Secret& secret) {
+    rdv::ServerOptions options;
+    options.bind_address = config.bind_address;
+    options.port = 0;
+    options.size = table.size();
+    options.secret = secret;
+    rdv::ServerEvents events;
+    events.on_connected = [this](int rank, const std::string& peer) {
+      log->info("rank {} reached the rendezvous from {}", rank, peer);
+    };
+    events.on_disconnected = [this](int rank, bool clean, const std::string& reason) {
+      on_disconnected(rank, clean, reason);
+    };
+    events.on_rejected = [this](const std::string& peer, const std::string& reason) {
+      log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
+    };
+    try {
+      server = std::make_unique<rdv::Server>(io, options, std::move(events));
+    } catch (const rdv::Error& e) {
+      throw Error(fmt::format("cannot start the rendezvous server on {}: {}", config.bind_address,
+                              e.what()));
+    }
+  }
+
+  void launch() {
+    const rdv::Secret secret = rdv::generate_secret();
+    start_server(secret);
+    JobFacts facts = config.facts;
+    facts.rendezvous = fmt::format("{}:{}", config.bind_address, server->port());
+    facts.iface = config.iface;
+    facts.master_addr = config.master_addr;
+    facts.master_port = free_port(io, config.master_addr);
+    facts.secret_hex = rdv::secret_to_hex(secret);
+    log->info("rendezvous server listening on {}", facts.rendezvous);
+
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (!ec) on_signal(sig);
+    });
+
+    for (int r = 0; r < table.size(); ++r) {
+      if (ending) break;  // a signal or an earlier spawn failure
+      GuardRequest request;
+      request.cwd = config.cwd;
+      request.env = rank_environment(table, r, facts);
+      request.argv = config.command;
+      request.grace = config.kill_grace;
+      Rank& rank = at(r);
+      try {
+        rank.process = factory.create(r, table.host_of(r));
+        RankProcess::Events events;
+        events.on_output = [this, r](Stream s, std::string_view data) { on_output(r, s, data); };
+        events.on_output_closed = [this, r](Stream s) { on_output_closed(r, s); };
+        events.on_exit = [this, r](const ExitStatus& st) { on_exit(r, st); };
+        rank.open = {true, true};
+        rank.process->start(request, std::move(events));
+        rank.started = true;
+        log->info("started {}", who(r));
+      } catch (const Error& e) {
+        rank.open = {false, false};
+        end_job(fmt::format("could not start {}: {}", who(r), e.what()), 1);
+      }
+    }
+
+    start_timer.expires_after(config.facts.start_timeout);
+    start_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) on_start_timeout();
+    });
+    maybe_finish();
+  }
+
+  // ---- events --------------------------------------------------------------------------
+
+  void on_output(int r, Stream s, std::string_view data) {
+    at(r).splitters[static_cast<std::size_t>(s)].feed(
+        data, [&](std::string_view line) { output.line(r, s, line); });
+  }
+
+  void on_output_closed(int r, Stream s) {
+    Rank& rank = at(r);
+    const auto i = static_cast<std::size_t>(s);
+    rank.splitters[i].finish([&](std::string_view line) { output.line(r, s, line); });
+    rank.open[i] = false;
+    maybe_finish();
+  }
+
+  void on_exit(int r, const ExitStatus& status) {
+    Rank& rank = at(r);
+    rank.exit = status;
+    if (rank.drop_timer) rank.drop_timer->cancel();
+    log->info("{} {}", who(r), status.describe());
+    if (!status.success() && !ending) {
+      end_job(fmt::format("{} {}", who(r), status.describe()), status.exit_code());
+    }
+    maybe_finish();
+  }
+
+  void on_disconnected(int r, bool clean, const std::string& reason) {
+    if (clean || r < 0 || r >= table.size()) return;
+    if (!running(r) || ending) return;
+    log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r),
+              reason, seconds(config.drop_grace));
+    Rank& rank = at(r);
+    rank.drop_timer = std::make_unique<asio::steady_timer>(io, config.drop_grace);
+    rank.drop_timer->async_wait([this, r, reason](const boost::system::error_code& ec) {
+      if (ec || !running(r) || ending) return;
+      end_job(fmt::format("{} lost its rendezvous connection ({}) and was still running {} "
+                          "later; treating it as failed",
+                          who(r), reason, seconds(config.drop_grace)),
+              1);
+    });
+  }
+
+  void on_start_timeout() {
+    if (ending) return;
+    const std::set<int>& seen = server->ranks_seen();
+    // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
+    // no rank at the rendezvous there is nobody waiting for the missing ones.
+    if (seen.empty()) {
+      log->info("no rank reached the rendezvous within {} s; not enforcing --start-timeout "
+                "(the command does not seem to use hora)",
+                config.facts.start_timeout.count());
+      return;
+    }
+    std::vector<std::string> missing;
+    for (int r = 0; r < table.size(); ++r) {
+      if (running(r) && seen.count(r) == 0) missing.push_back(who(r));
+    }
+    if (missing.empty()) return;
+    end_job(fmt::format("{} did not reach the rendezvous within {} s ({} of {} ranks did); the "
+                        "rank never called hora::init(), or it needs longer to start: raise "
+                        "--start-timeout",
+                        fmt::join(missing, ", "), config.facts.start_timeout.count(), seen.size(),
+                        table.size()),
+            1);
+  }
+
+  void on_signal(int sig) {
+    if (!ending) {
+      end_job(fmt::format("interrupted by {}; ended the job", signal_name(sig)), 128 + sig);
+    } else {
+      log->warn("{} again: killing every rank now", signal_name(sig));
+      kill_all();
+    }
+    signals.async_wait([this](const boost::system::error_code& ec, int s) {
+      if (!ec) on_signal(s);
+    });
+  }
+
+  // ---- ending --------------------------------------------------------------------------
+
+  void end_job(std::string reason, int code) {
+    if (ending) return;
+    ending = true;
+    cause = std::move(reason);
+    exit_code = code;
+    start_timer.cancel();
+    log->info("ending the job: {}", cause);
+    if (server) server->abort_all(cause);
+    // Ranks connected to the rendezvous get the abort notice and abort_grace to exit by
+    // themselves (printing why); the others cannot hear it and are terminated now.
+    const std::set<int> connected = server ? server->ranks_connected() : std::set<int>{};
+    for (int r = 0; r < table.size(); ++r) {
+      if (running(r) && connected.count(r) == 0) at(r).process->terminate();
+    }
+    end_timer.expires_after(config.abort_grace);
+    end_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      for (int r = 0; r < table.size(); ++r) {
+        if (running(r)) at(r).process->terminate();
+      }
+      end_timer.expires_after(config.kill_grace + config.guard_slack);
+      end_timer.async_wait([this](const boost::system::error_code& ec2) {
+        if (!ec2) kill_all();
+      });
+    });
+    maybe_finish();
+  }
+
+  void kill_all() {
+    for (int r = 0; r < table.size(); ++r) {
+      if (running(r)) {
+        log->warn("{} did not end after SIGTERM; killing its guard", who(r));
+        at(r).process->kill();
+      }
+    }
+  }
+
+  void maybe_finish() {
+    if (finished) return;
+    bool all_exited = true;
+    bool all_closed = true;
+    for (int r = 0; r < table.size(); ++r) {
+      const Rank& rank = at(r);
+      if (rank.started && !rank.exit) all_exited = false;
+      if (rank.open[0] || rank.open[1]) all_closed = false;
+    }
+    // Ranks not started yet (still spawning in launch()) keep the job alive.
+    if (!ending) {
+      for (const Rank& rank : ranks) {
+        if (!rank.started) return;
+      }
+    }
+    if (!all_exited) return;
+    if (!all_closed) {
+      if (!draining) {
+        draining = true;
+        drain_timer.expires_after(config.drain_timeout);
+        drain_timer.async_wait([this](const boost::system::error_code& ec) {
+          if (ec) return;
+          for (int r = 0; r < table.size(); ++r) {
+            Rank& rank = at(r);
+            if (rank.open[0] || rank.open[1]) {
+              log->warn("{}'s output is still open {} after it exited (a process it started "
+                        "holds it); no longer reading it",
+                        who(r), seconds(config.drain_timeout));
+              rank.process->close_output();
+            }
+          }
+        });
+      }
+      return;
+    }
+    finished = true;
+    start_timer.cancel();
+    end_timer.cancel();
+    drain_timer.cancel();
+    boost::system::error_code ignored;
+    signals.cancel(ignored);
+    if (server) server->stop();
+    io.stop();
+  }
+
+  int run() {
+    launch();
+    if (!finished) io.run();
+    if (!cause.empty()) output.launcher_message(cause);
+    return exit_code;
+  }
+};
+
+Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table,
+                       SupervisorConfig config, RankProcessFactory& factory, Output& output)
+    : impl_(std::make_unique<Impl>(io, table, std::move(config), factory, output)) {}
+
+Supervisor::~Supervisor() = default;
+
+int Supervisor::run() { return impl_->run(); }
+
+}  // namespace hora::cli

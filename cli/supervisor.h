@@ -1,0 +1,78 @@
+// Runs one job: the rendezvous server, every rank's guard, their output, and the failure policy
+// (docs/launcher.md, "Failure policy").
+//
+// Threading: everything happens on one Boost.Asio io_context, on the thread that calls run():
+// the rendezvous server's handlers, the ranks' pipes and exit watchers, the timers and the
+// SIGINT/SIGTERM signal_set. No locks.
+//
+// Ending a job: the first rank to exit non-zero or die of a signal, a lost rendezvous
+// connection of a rank that keeps running, ranks missing at --start-timeout, or SIGINT/SIGTERM
+// to horarun start the same sequence: the rendezvous server sends ABORT(reason) to every rank;
+// guards of ranks not connected to the rendezvous are asked to terminate at once, the others
+// after abort_grace (SIGTERM to the rank's process group, SIGKILL after kill_grace); guards
+// still running after kill_grace + guard_slack are killed. run() returns once every guard has exited and every output stream is drained
+// (or drain_timeout passed after the last exit), then prints the cause.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "cli/output.h"
+#include "cli/rank_environment.h"
+#include "cli/rank_process.h"
+#include "cli/rank_table.h"
+
+namespace hora::cli {
+
+struct SupervisorConfig {
+  static constexpr std::chrono::milliseconds kDefaultAbortGrace{2000};
+  static constexpr std::chrono::milliseconds kDefaultKillGrace{3000};
+  static constexpr std::chrono::milliseconds kDefaultGuardSlack{2000};
+  static constexpr std::chrono::milliseconds kDefaultDropGrace{3000};
+  static constexpr std::chrono::milliseconds kDefaultDrainTimeout{3000};
+
+  std::vector<std::string> command;
+  std::string cwd;                   // the ranks' working directory
+  std::string bind_address = "127.0.0.1";  // the rendezvous server's address
+  std::string iface = "lo";          // HORA_IFACE etc. for every rank (all-local jobs)
+  std::string master_addr = "127.0.0.1";
+  JobFacts facts;                    // start_timeout, log_level, tcp, forwarded; the rest is
+                                     // filled in by the supervisor
+  bool verbose = false;
+
+  // From the abort notice to asking guards to terminate: time for ranks to print the reason
+  // and exit by themselves.
+  std::chrono::milliseconds abort_grace = kDefaultAbortGrace;
+  // The guard's SIGTERM-to-SIGKILL grace.
+  std::chrono::milliseconds kill_grace = kDefaultKillGrace;
+  // Beyond kill_grace, before the launcher kills a guard that did not finish.
+  std::chrono::milliseconds guard_slack = kDefaultGuardSlack;
+  // How long a rank may keep running after its rendezvous connection dropped without goodbye.
+  std::chrono::milliseconds drop_grace = kDefaultDropGrace;
+  // How long output may stay open after the last guard exited.
+  std::chrono::milliseconds drain_timeout = kDefaultDrainTimeout;
+};
+
+class Supervisor {
+ public:
+  Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
+             RankProcessFactory& factory, Output& output);
+  ~Supervisor();
+
+  // Runs the job to its end. Returns horarun's exit code: 0 when every rank exited 0, the
+  // failing rank's code (128 + signal when killed), 130/143 after SIGINT/SIGTERM, 1 for a
+  // start timeout, a lost rank or a launch failure. Throws Error if the rendezvous server
+  // cannot start (nothing has been launched then).
+  int run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hora::cli
