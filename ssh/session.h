@@ -1,0 +1,252 @@
+// One SSH connection to one host (libssh2), and the exec channels that run commands on it.
+//
+// Life of a Session:
+//   1. Session::connect() — blocking, bounded by a deadline: resolve the name, TCP connect (also
+//      bounded by Target::connect_timeout), SSH handshake, host key check against known_hosts
+//      with the Target's policy, authentication without a password (ssh-agent first when
+//      ConnectOptions::agent_socket is set, then the identity files). Each failure throws the
+//      ssh::Error subclass for its step with a message that names the host and says what to do.
+//   2. exec() — opens an exec channel per command (several per session: one per rank on the
+//      host). Channels make progress only inside pump().
+//   3. The owner's event loop waits on fd() for interest() and calls pump() when the socket is
+//      ready (and after calling exec/write/close_stdin/close, so queued work starts). pump() never
+//      blocks: it moves every channel as far as it can and returns.
+//   4. run() is a blocking convenience built on the same machinery (preflight probes).
+//
+// Threading: a Session and its Channels are not thread-safe. Use each session from one thread at
+// a time (different sessions may be used concurrently from different threads — preflight does).
+// A session may be handed to another thread between calls (e.g. created by a preflight worker,
+// then driven by the launcher's Asio thread). Channel handlers run inside pump()/run(), on the
+// calling thread; they may call write()/close_stdin()/close() on any channel and exec() on the
+// session, but must not destroy the Session.
+//
+// Driving a session from Boost.Asio (the launcher):
+//
+//     boost::asio::posix::stream_descriptor sd(io, session->fd());   // does not own: release()
+//     std::function<void()> arm = [&] {                               // before the session dies
+//       session->pump();
+//       auto want = session->interest();
+//       if (want.write) sd.async_wait(sd.wait_write, [&](auto ec) { if (!ec) arm(); });
+//       sd.async_wait(sd.wait_read, [&](auto ec) { if (!ec) arm(); });  // (de-duplicate as needed)
+//     };
+//
+// Ownership: the Session owns the socket and the libssh2 session; exec() returns a shared_ptr to
+// a Channel that the session also keeps until the channel is finished. Destroying the Session
+// closes every channel (the remote commands see their stdin close) and the connection; Channel
+// objects that outlive it report done() with an error.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ssh/config.h"
+#include "ssh/known_hosts.h"
+
+// libssh2 types, so users of this header need not include libssh2.h.
+struct _LIBSSH2_SESSION;
+struct _LIBSSH2_CHANNEL;
+
+namespace hora::ssh {
+
+using Clock = std::chrono::steady_clock;
+
+// Name resolution seam: returns the addresses of `host` (numeric or a name) for `port`, or throws
+// ResolveError. The default uses getaddrinfo(); tests substitute names they control.
+struct ResolvedAddress {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+};
+using Resolver = std::function<std::vector<ResolvedAddress>(const std::string& host, int port)>;
+std::vector<ResolvedAddress> resolve_with_getaddrinfo(const std::string& host, int port);
+
+struct ConnectOptions {
+  // ssh-agent socket; empty = do not use an agent. from_environment() takes $SSH_AUTH_SOCK.
+  std::string agent_socket;
+  Resolver resolver = resolve_with_getaddrinfo;
+
+  static ConnectOptions from_environment();
+};
+
+// How a command on a channel ended.
+struct ExitInfo {
+  // The command's exit status; -1 when it was killed by a signal or no status was received.
+  int exit_status = -1;
+  // Signal name without "SIG" ("TERM", "KILL") when the command was killed by one, else empty.
+  std::string exit_signal;
+  // Non-empty when the channel failed rather than the command finishing: the channel could not
+  // be opened, the exec request was refused, the connection was lost, or we closed it first.
+  std::string error;
+
+  bool ok() const { return error.empty() && exit_signal.empty() && exit_status == 0; }
+  // "exit status 3", "killed by signal TERM", or the error.
+  std::string describe() const;
+};
+
+struct RunResult {
+  int exit_status = -1;
+  std::string exit_signal;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+class Session;
+
+// One remote command (an SSH "exec" channel). Created by Session::exec(); all I/O happens inside
+// Session::pump(). stdout and stderr are delivered separately, in arrival order per stream.
+class Channel {
+ public:
+  struct Handlers {
+    std::function<void(std::string_view)> on_stdout;  // may be empty: data is dropped
+    std::function<void(std::string_view)> on_stderr;
+    // Called exactly once, when done, from pump()/run() — except when the Session is destroyed
+    // first: then the channel becomes done() with an error and no handler runs.
+    std::function<void(const ExitInfo&)> on_exit;
+  };
+  enum class State { kQueued, kOpening, kStarting, kRunning, kClosing, kDone };
+
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Queues bytes for the command's stdin (sent by pump(), respecting the SSH window). Data
+  // written after close_stdin()/close(), or after the command ended, is dropped.
+  void write(std::string_view data);
+  // Sends EOF on stdin once everything queued is written.
+  void close_stdin();
+  // Closes the channel now, whatever is still queued. The remote sshd then closes the command's
+  // stdin/stdout/stderr (a hora guard takes that as the order to stop its rank). on_exit runs
+  // with error "closed by us" unless the command had already finished.
+  void close();
+
+  State state() const { return state_; }
+  bool done() const { return state_ == State::kDone; }
+  // Set once done().
+  const std::optional<ExitInfo>& exit() const { return exit_; }
+  const std::string& command() const { return command_; }
+  // Bytes queued for stdin and not yet accepted by the SSH layer.
+  std::size_t pending_stdin() const { return stdin_.size() - stdin_sent_; }
+
+ private:
+  friend class Session;
+  Channel(Session* session, std::string command, Handlers handlers);
+
+  // One step of the state machine; returns true when it made progress (state change or bytes
+  // moved), so Session::pump() loops until no channel can move without waiting for the socket.
+  bool step();
+  bool drain(int stream);  // 0 = stdout, 1 = extended data (stderr)
+  bool finish_close();
+  void complete(ExitInfo info, bool notify = true);
+  void fail(const std::string& why);
+
+  Session* session_;
+  std::string command_;
+  Handlers handlers_;
+  State state_ = State::kQueued;
+  _LIBSSH2_CHANNEL* ch_ = nullptr;
+  std::string stdin_;
+  std::size_t stdin_sent_ = 0;
+  bool eof_requested_ = false;
+  bool eof_sent_ = false;
+  bool close_requested_ = false;
+  bool close_sent_ = false;
+  bool remote_eof_ = false;  // the command's output ended (not set when we closed first)
+  std::optional<ExitInfo> exit_;
+};
+
+class Session {
+ public:
+  // Not movable: libssh2 keeps a pointer to recv_bytes_, and channels point at their session.
+  // Connects, verifies the host key and authenticates; see the file comment. Throws
+  // ResolveError, ConnectError, TimeoutError, HostKeyError or AuthError.
+  static std::unique_ptr<Session> connect(const Target& target, const ConnectOptions& options,
+                                          Clock::time_point deadline);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const Target& target() const { return target_; }
+  // The connection's socket, for the event loop. Owned by the session: do not close it.
+  int fd() const { return fd_; }
+  // The address of this machine that the host sees us connect from (getsockname), numeric, no
+  // port: the address to give ranks on that host for reaching the launcher.
+  const std::string& local_address() const { return local_address_; }
+  // "198.18.0.11:12345": the address actually connected to.
+  const std::string& remote_endpoint() const { return remote_endpoint_; }
+  const HostKey& host_key() const { return host_key_; }
+  // How we authenticated, for --verbose: "ssh-agent key SHA256:... (comment)", "key file /x/id".
+  const std::string& auth_method() const { return auth_method_; }
+
+  // Starts `command` (run by the remote user's shell) on a new channel. Handlers run inside
+  // pump()/run(). Never blocks; call pump() afterwards.
+  std::shared_ptr<Channel> exec(std::string command, Channel::Handlers handlers = {});
+
+  struct Interest {
+    bool read = false;
+    bool write = false;
+    bool again = false;  // pump() stopped early on a busy connection: call it again without waiting
+  };
+  // What to wait for on fd() before calling pump() again: read while any channel is unfinished
+  // (the server may send at any time; an idle session needs no watching), write when libssh2 has
+  // output it could not send yet.
+  Interest interest() const;
+
+  // Moves every channel as far as possible without blocking, calling handlers. When the
+  // connection fails, every unfinished channel completes with an error and error() is set.
+  void pump();
+
+  // Non-empty once the connection failed ("connection to h1 (198.18.0.11:12345) lost: ...").
+  const std::string& error() const { return error_; }
+  // Channels not yet done.
+  std::size_t active_channels() const;
+
+  // Blocking: runs `command`, writes `stdin_data` then EOF, collects stdout/stderr until the
+  // command ends. Throws TimeoutError when `deadline` passes first (the channel is closed), and
+  // ChannelError when the channel fails. Other channels of this session keep progressing.
+  RunResult run(const std::string& command, std::string_view stdin_data, Clock::time_point deadline);
+
+  // Blocks until fd() is ready for interest() or `deadline` passes; returns false on timeout.
+  // For blocking helpers and tests; an event loop uses its own wait instead.
+  bool wait(Clock::time_point deadline) const;
+
+ private:
+  friend class Channel;
+  Session(Target target, ConnectOptions options);
+
+  void open_socket(Clock::time_point deadline);
+  void handshake(Clock::time_point deadline);
+  void verify_host_key();
+  void authenticate(Clock::time_point deadline);
+  // Runs a libssh2 call until it stops returning LIBSSH2_ERROR_EAGAIN, waiting on the socket in
+  // between; throws TimeoutError naming `step` when `deadline` passes.
+  int await(const std::function<int()>& call, Clock::time_point deadline, const char* step);
+  std::string last_error() const;
+  void fail_all(const std::string& why);
+
+  // Bytes received from the socket so far, counted by libssh2's recv callback (see pump()).
+  std::size_t recv_bytes_ = 0;
+  std::optional<KnownHosts> known_hosts_;
+  bool again_ = false;
+
+  Target target_;
+  ConnectOptions options_;
+  Clock::time_point started_;
+  int fd_ = -1;
+  _LIBSSH2_SESSION* session_ = nullptr;
+  std::string local_address_;
+  std::string remote_endpoint_;
+  HostKey host_key_;
+  std::string auth_method_;
+  std::string error_;
+  std::vector<std::shared_ptr<Channel>> channels_;
+  Channel* opening_ = nullptr;  // libssh2 opens one channel at a time per session
+  bool pumping_ = false;
+};
+
+}  // namespace hora::ssh

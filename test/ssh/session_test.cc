@@ -1,0 +1,381 @@
+// Session and Channel (ssh/session.h) against a real sshd on 127.0.0.1 (test/ssh/local_sshd.h).
+#include "ssh/session.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ssh/errors.h"
+#include "test/ssh/local_sshd.h"
+#include "test/ssh/skip_main.h"
+
+HORA_TEST_MAIN_SKIP_UNLESS(hora::ssh::test::LocalSshd::unavailable_reason())
+
+using namespace hora::ssh;
+using hora::ssh::test::LocalSshd;
+using hora::ssh::test::sh;
+using namespace std::chrono_literals;
+
+namespace {
+
+Clock::time_point in(std::chrono::milliseconds d) { return Clock::now() + d; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A TCP socket bound to a kernel-chosen port on 127.0.0.1, listening or not. Closed on scope exit.
+struct Socket {
+  int fd = -1;
+  int port = 0;
+  explicit Socket(bool listening, int backlog = 16) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    if (listening) REQUIRE(::listen(fd, backlog) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~Socket() { ::close(fd); }
+};
+
+// Drives `session` until `done()` holds, failing the test at the deadline.
+template <typename Pred>
+void pump_until(Session& session, Pred done, Clock::time_point deadline) {
+  while (true) {
+    session.pump();
+    if (done()) return;
+    REQUIRE(session.wait(deadline));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("connect with a key file and run a command: stdout, stderr and exit status apart", "[session]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  CHECK(s->local_address() == "127.0.0.1");
+  CHECK(s->remote_endpoint() == "127.0.0.1:" + std::to_string(sshd.port()));
+  CHECK(s->auth_method() == "key file " + sshd.client_key());
+  CHECK(s->host_key().fingerprint() == sshd.host_fingerprint());
+
+  const RunResult r = s->run("echo out; echo err >&2; echo more; exit 3", "", in(10s));
+  CHECK(r.out == "out\nmore\n");
+  CHECK(r.err == "err\n");
+  CHECK(r.exit_status == 3);
+  CHECK(r.exit_signal.empty());
+
+  // The same session runs further commands.
+  CHECK(s->run("true", "", in(10s)).exit_status == 0);
+}
+
+TEST_CASE("a command killed by a signal reports the signal name", "[session]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  const RunResult r = s->run("echo before; kill -TERM $$", "", in(10s));
+  CHECK(r.out == "before\n");
+  CHECK(r.exit_signal == "TERM");
+  CHECK(r.exit_status == -1);
+}
+
+TEST_CASE("stdin reaches the command and EOF ends it; data larger than the SSH window flows", "[session]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  CHECK(s->run("cat", "hello\nworld\n", in(10s)).out == "hello\nworld\n");
+
+  const std::string big(5'000'000, 'x');  // > 2 MiB default window, both directions
+  const RunResult r = s->run("cat", big, in(30s));
+  CHECK(r.out.size() == big.size());
+  CHECK(r.out == big);
+}
+
+TEST_CASE("several channels on one session progress independently through pump()", "[session]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  constexpr int kN = 6;
+  std::vector<std::shared_ptr<Channel>> chans;
+  std::vector<std::string> out(kN), err(kN);
+  std::vector<int> exit_order;
+  for (int i = 0; i < kN; ++i) {
+    Channel::Handlers h;
+    h.on_stdout = [&out, i](std::string_view d) { out[i].append(d); };
+    h.on_stderr = [&err, i](std::string_view d) { err[i].append(d); };
+    h.on_exit = [&exit_order, i](const ExitInfo&) { exit_order.push_back(i); };
+    // Each command waits for its own line of input, so only our writes decide who ends first.
+    chans.push_back(s->exec("read line; echo \"$line-" + std::to_string(i) + "\"; echo e" + std::to_string(i) +
+                                " >&2; exit " + std::to_string(i),
+                            std::move(h)));
+  }
+  const auto deadline = in(20s);
+  // Feed the last channel only: it must finish while every other one is still waiting.
+  chans[kN - 1]->write("last\n");
+  pump_until(*s, [&] { return chans[kN - 1]->done(); }, deadline);
+  for (int i = 0; i < kN - 1; ++i) CHECK_FALSE(chans[i]->done());
+  CHECK(out[kN - 1] == "last-5\n");
+
+  for (int i = kN - 2; i >= 0; --i) chans[i]->write("in" + std::to_string(i) + "\n");
+  pump_until(*s, [&] { return s->active_channels() == 0; }, deadline);
+  for (int i = 0; i < kN - 1; ++i) {
+    CHECK(out[i] == "in" + std::to_string(i) + "-" + std::to_string(i) + "\n");
+    CHECK(err[i] == "e" + std::to_string(i) + "\n");
+    REQUIRE(chans[i]->exit());
+    CHECK(chans[i]->exit()->exit_status == i);
+    CHECK(chans[i]->exit()->error.empty());
+  }
+  CHECK(exit_order.size() == kN);
+  CHECK(exit_order.front() == kN - 1);
+}
+
+TEST_CASE("close() closes the remote command's stdin and reports the channel closed by us", "[session]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  const std::string marker = sshd.dir() / "stdin-closed";
+  std::string started;
+  Channel::Handlers h;
+  h.on_stdout = [&](std::string_view d) { started.append(d); };
+  auto ch = s->exec("echo started; cat >/dev/null; echo eof > " + marker, std::move(h));
+  const auto deadline = in(10s);
+  pump_until(*s, [&] { return started == "started\n"; }, deadline);
+  CHECK_FALSE(ch->done());
+  ch->close();
+  pump_until(*s, [&] { return ch->done(); }, deadline);
+  REQUIRE(ch->exit());
+  CHECK_THAT(ch->exit()->error, Catch::Contains("closed by us"));
+  // The remote `cat` saw EOF and the command went on to write the marker. A second channel
+  // waits for it remotely, bounded by its own deadline.
+  const RunResult r = s->run("for i in $(seq 100); do [ -f " + marker + " ] && exit 0; sleep 0.05; done; exit 1", "",
+                             deadline);
+  CHECK(r.exit_status == 0);
+  CHECK(slurp(marker) == "eof\n");
+}
+
+TEST_CASE("run() past its deadline closes the channel and says what did not finish", "[session]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  const auto t0 = Clock::now();
+  REQUIRE_THROWS_AS(s->run("echo working >&2; sleep 30", "", in(1s)), TimeoutError);
+  CHECK(Clock::now() - t0 < 5s);
+  try {
+    s->run("echo working >&2; sleep 30", "", in(500ms));
+  } catch (const TimeoutError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("sleep 30") && Catch::Contains("did not finish within") &&
+                             Catch::Contains("working"));
+  }
+  // The session stays usable.
+  CHECK(s->run("echo ok", "", in(10s)).out == "ok\n");
+}
+
+TEST_CASE("destroying a session with running channels leaves them done with an error", "[session]") {
+  LocalSshd sshd;
+  std::shared_ptr<Channel> ch;
+  bool handler_ran = false;
+  {
+    auto s = Session::connect(sshd.target(), {}, in(10s));
+    Channel::Handlers h;
+    h.on_exit = [&](const ExitInfo&) { handler_ran = true; };
+    ch = s->exec("sleep 30", std::move(h));
+    s->pump();
+  }
+  CHECK(ch->done());
+  REQUIRE(ch->exit());
+  CHECK_FALSE(ch->exit()->error.empty());
+  CHECK_FALSE(handler_ran);
+  ch->write("ignored");  // harmless after the session is gone
+  ch->close();
+}
+
+TEST_CASE("wrong port: connection refused, naming host:port and the flag", "[session][errors]") {
+  LocalSshd sshd;
+  Socket closed(/*listening=*/false);  // bound, not listening: connects are refused, port stays ours
+  Target t = sshd.target();
+  t.alias = "server1";
+  t.port = closed.port;
+  const std::string ep = "127.0.0.1:" + std::to_string(closed.port);
+  REQUIRE_THROWS_AS(Session::connect(t, {}, in(10s)), ConnectError);
+  REQUIRE_THROWS_WITH(Session::connect(t, {}, in(10s)),
+                      Catch::StartsWith("server1: connection refused on " + ep) && Catch::Contains("-p/--ssh-port"));
+}
+
+TEST_CASE("a port that accepts but never speaks SSH times out in the handshake", "[session][errors]") {
+  LocalSshd sshd;
+  Socket silent(/*listening=*/true);  // the kernel completes the TCP handshake; nobody answers
+  Target t = sshd.target();
+  t.port = silent.port;
+  t.connect_timeout = 1s;
+  const auto t0 = Clock::now();
+  REQUIRE_THROWS_WITH(Session::connect(t, {}, in(10s)),
+                      Catch::Contains("timed out") && Catch::Contains("SSH handshake") &&
+                          Catch::Contains("127.0.0.1:" + std::to_string(silent.port)));
+  CHECK(Clock::now() - t0 < 4s);
+}
+
+TEST_CASE("TCP connect timeout: a listener whose queue is full drops our SYN", "[session][errors]") {
+  LocalSshd sshd;
+  Socket full(/*listening=*/true, /*backlog=*/0);
+  // Fill the accept queue (backlog 0 admits one connection); further SYNs are dropped.
+  std::vector<int> fillers;
+  for (int i = 0; i < 2; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(full.port));
+    ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    fillers.push_back(fd);
+  }
+  Target t = sshd.target();
+  t.alias = "slowhost";
+  t.port = full.port;
+  t.connect_timeout = 1s;
+  const auto t0 = Clock::now();
+  try {
+    Session::connect(t, {}, in(10s));
+    FAIL("connect succeeded");
+  } catch (const TimeoutError& e) {
+    // Either the TCP connect or (if the kernel let us in after all) the handshake timed out.
+    CHECK_THAT(e.what(), Catch::StartsWith("slowhost: ") && Catch::Contains("timed out after 1") &&
+                             Catch::Contains("127.0.0.1:" + std::to_string(full.port)));
+  }
+  CHECK(Clock::now() - t0 < 4s);
+  for (int fd : fillers) ::close(fd);
+}
+
+TEST_CASE("an unauthorised key: the error lists the keys tried and what the server accepts", "[session][errors]") {
+  LocalSshd sshd;
+  Target t = sshd.target();
+  const std::string missing = sshd.dir() / "no_such_key";
+  t.identity_files = {missing, sshd.stranger_key()};
+  try {
+    Session::connect(t, {}, in(10s));
+    FAIL("authenticated with an unauthorised key");
+  } catch (const AuthError& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::StartsWith("authentication failed for root@127.0.0.1:" + std::to_string(sshd.port())));
+    CHECK_THAT(m, Catch::Contains("key file " + missing + ": not found"));
+    CHECK_THAT(m, Catch::Contains("key file " + sshd.stranger_key() + ": refused by the server"));
+    CHECK_THAT(m, Catch::Contains("no ssh-agent"));
+    CHECK_THAT(m, Catch::Contains("The server accepts: publickey"));
+    CHECK_THAT(m, Catch::Contains("-i/--ssh-identity-file"));
+  }
+}
+
+TEST_CASE("a changed host key is refused with its fingerprint and the known_hosts line", "[session][hostkey]") {
+  LocalSshd sshd;
+  const std::string old_line = sshd.known_hosts_line();
+  sshd.regenerate_host_key();
+  // Line 1: another host; line 2: the stale key for our server.
+  std::ofstream(sshd.known_hosts()) << "otherhost ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMv7Xg+2JgXkfyMVkSphZ07NJorYsJRU5i9guTFXtsO8\n"
+                                    << old_line << "\n";
+  for (HostKeyPolicy policy : {HostKeyPolicy::kYes, HostKeyPolicy::kAcceptNew}) {
+    Target t = sshd.target();
+    t.host_key_policy = policy;
+    try {
+      Session::connect(t, {}, in(10s));
+      FAIL("connected despite a changed host key");
+    } catch (const HostKeyError& e) {
+      const std::string m = e.what();
+      CHECK_THAT(m, Catch::Contains("CHANGED"));
+      CHECK_THAT(m, Catch::Contains(sshd.host_fingerprint()));
+      CHECK_THAT(m, Catch::Contains(sshd.known_hosts() + ":2"));
+      CHECK_THAT(m, Catch::Contains("ssh-keygen -R '[127.0.0.1]:" + std::to_string(sshd.port()) + "'"));
+    }
+  }
+  // StrictHostKeyChecking=no connects anyway (and warns).
+  Target t = sshd.target();
+  t.host_key_policy = HostKeyPolicy::kNo;
+  CHECK(Session::connect(t, {}, in(10s))->run("echo hi", "", in(10s)).out == "hi\n");
+}
+
+TEST_CASE("accept-new records an unknown host; yes refuses it", "[session][hostkey]") {
+  LocalSshd sshd;
+  const std::string kh = sshd.dir() / "fresh/known_hosts";  // neither file nor directory exists yet
+  Target t = sshd.target();
+  t.known_hosts_files = {kh};
+
+  t.host_key_policy = HostKeyPolicy::kYes;
+  REQUIRE_THROWS_WITH(Session::connect(t, {}, in(10s)),
+                      Catch::Contains("not known") && Catch::Contains(sshd.host_fingerprint()) &&
+                          Catch::Contains("accept-new"));
+  CHECK_FALSE(std::filesystem::exists(kh));
+
+  t.host_key_policy = HostKeyPolicy::kAcceptNew;
+  REQUIRE_NOTHROW(Session::connect(t, {}, in(10s)));
+  CHECK(slurp(kh) == sshd.known_hosts_line() + "\n");
+
+  // Now known: even the strict policy connects, and nothing more is appended.
+  t.host_key_policy = HostKeyPolicy::kYes;
+  REQUIRE_NOTHROW(Session::connect(t, {}, in(10s)));
+  CHECK(slurp(kh) == sshd.known_hosts_line() + "\n");
+}
+
+TEST_CASE("ssh-agent authentication is tried first when an agent socket is given", "[session][agent]") {
+  LocalSshd sshd;
+  const std::string sock = sshd.dir() / "agent.sock";
+  const pid_t agent = ::fork();
+  if (agent == 0) {
+    ::freopen("/dev/null", "w", stdout);  // its "SSH_AUTH_SOCK=..." banner is noise here
+    ::execl("/usr/bin/ssh-agent", "ssh-agent", "-D", "-a", sock.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(agent > 0);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{agent};
+  // ssh-add retries until the agent's socket exists (bounded by its own loop count).
+  sh("for i in $(seq 200); do [ -S " + sock + " ] && break; sleep 0.02; done; SSH_AUTH_SOCK=" + sock +
+     " ssh-add -q " + sshd.client_key() + " 2>&1");
+
+  Target t = sshd.target();
+  t.identity_files = {sshd.stranger_key()};  // a file that would fail: the agent must be used
+  ConnectOptions o;
+  o.agent_socket = sock;
+  auto s = Session::connect(t, o, in(10s));
+  CHECK_THAT(s->auth_method(), Catch::StartsWith("ssh-agent key ssh-ed25519 SHA256:") &&
+                                   Catch::Contains("hora-test-client"));
+  CHECK(s->run("echo via-agent", "", in(10s)).out == "via-agent\n");
+
+  // An agent that holds only unauthorised keys is listed among the attempts.
+  sh("SSH_AUTH_SOCK=" + sock + " ssh-add -q -D 2>&1; SSH_AUTH_SOCK=" + sock + " ssh-add -q " + sshd.stranger_key() +
+     " 2>&1");
+  REQUIRE_THROWS_WITH(Session::connect(t, o, in(10s)),
+                      Catch::Contains("ssh-agent key ssh-ed25519") && Catch::Contains("hora-test-stranger): refused"));
+}
+
+TEST_CASE("name resolution goes through the resolver seam, and its errors name the alias", "[session][errors]") {
+  Target t;
+  t.alias = "server3";
+  t.hostname = "server3.lab";
+  t.port = 2222;
+  ConnectOptions o;
+  std::string asked;
+  o.resolver = [&](const std::string& host, int port) -> std::vector<ResolvedAddress> {
+    asked = host + ":" + std::to_string(port);
+    throw ResolveError(host + ": name does not resolve");
+  };
+  REQUIRE_THROWS_AS(Session::connect(t, o, in(5s)), ResolveError);
+  CHECK(asked == "server3.lab:2222");
+  REQUIRE_THROWS_WITH(Session::connect(t, o, in(5s)),
+                      Catch::StartsWith("server3 (HostName server3.lab): server3.lab: name does not resolve"));
+}
+
+TEST_CASE("getaddrinfo resolver: numeric addresses without any lookup", "[session]") {
+  const auto v4 = resolve_with_getaddrinfo("127.0.0.1", 22);
+  REQUIRE_FALSE(v4.empty());
+  CHECK(v4[0].addr.ss_family == AF_INET);
+}
