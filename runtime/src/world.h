@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "rendezvous/client.h"
@@ -32,8 +33,16 @@ struct WorldInfo {
   bool launched() const { return !rendezvous_host.empty(); }
 };
 
+// Looks a variable up; returns nullptr when it is not set. The default reads ::getenv.
+using EnvLookup = std::function<const char*(const char* name)>;
+
 // Reads HORA_* variables. Without HORA_RANK: a world of one. Malformed values throw
 // hora::UsageError naming the variable, its value and what was expected.
 WorldInfo world_from_environment();
+WorldInfo world_from_environment(const EnvLookup& lookup);
+
+// "host:port" or "[v6addr]:port" -> host and port. Throws hora::UsageError naming `what`.
+void parse_host_port(const std::string& text, const char* what, std::string& host,
+                     std::uint16_t& port);
 
 }  // namespace hora::detail

@@ -1,0 +1,325 @@
+#include "runtime/gloo/gloo_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <hora/error.h>
+
+#include "runtime/gloo/ring_reduce_scatter.h"
+#include "runtime/src/error_translation.h"
+#include "runtime/src/log.h"
+#include "runtime/src/reduce.h"
+
+namespace hora::detail {
+namespace {
+
+enum Kind { kGeneric = 0, kPeer, kTimeout, kMismatch };
+
+// Gloo's options are templated on the element type only to learn its size; an unsigned type of
+// the same width stands in for every DataType.
+template <typename F>
+void with_element(std::size_t size, F&& f) {
+  switch (size) {
+    case 1: return f(std::uint8_t{});
+    case 2: return f(std::uint16_t{});
+    case 4: return f(std::uint32_t{});
+    case 8: return f(std::uint64_t{});
+    default: throw Error(fmt::format("internal: no element type of {} bytes", size));
+  }
+}
+
+bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto* x = static_cast<const unsigned char*>(a);
+  const auto* y = static_cast<const unsigned char*>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return fmt::format("{} s", ms.count() / 1000);
+  return fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+}  // namespace
+
+GlooBackend::GlooBackend(const WorldInfo& world, Mesh mesh, const AbortState& abort)
+    : world_(world), mesh_(std::move(mesh)), abort_(abort) {
+  scopes_[static_cast<int>(Scope::kGlobal)].context = mesh_.global;
+  scopes_[static_cast<int>(Scope::kLocal)].context = mesh_.local;
+  scopes_[static_cast<int>(Scope::kCross)].context = mesh_.cross;
+}
+
+GlooBackend::~GlooBackend() = default;
+
+GlooBackend::ScopeState& GlooBackend::state(Scope scope) {
+  ScopeState& s = scopes_.at(static_cast<std::size_t>(scope));
+  if (!s.context) {
+    throw Error(fmt::format("internal: {} has no Gloo context for the {} scope", who(world_),
+                            name_of(scope)),
+                world_.rank, world_.hostname);
+  }
+  return s;
+}
+
+std::string GlooBackend::describe(const OpInfo& info, Scope scope) const {
+  std::string text = info.name;
+  if (info.type) text += fmt::format(" of {} x {}", info.count, name_of(*info.type));
+  if (info.op) text += fmt::format(" ({})", name_of(*info.op));
+  if (info.root >= 0) text += fmt::format(" from root {}", info.root);
+  text += fmt::format(" over the {} group", name_of(scope));
+  return text;
+}
+
+template <typename Body>
+void GlooBackend::run(Scope scope, const OpInfo& info, Body&& body) {
+  ScopeState& s = state(scope);
+  if (auto reason = abort_.reason()) {
+    throw AbortedError(aborted_message(world_, describe(info, scope), *reason), world_.rank,
+                       world_.hostname);
+  }
+  if (s.broken) {
+    const std::string message =
+        fmt::format("{}: {} cannot run: the {} group failed earlier and Gloo closed its "
+                    "connections: {}",
+                    who(world_), describe(info, scope), name_of(scope), *s.broken);
+    switch (s.broken_kind) {
+      case kTimeout: throw TimeoutError(message, world_.rank, world_.hostname);
+      case kMismatch: throw MismatchError(message, world_.rank, world_.hostname);
+      default: throw Error(message, world_.rank, world_.hostname);
+    }
+  }
+  const std::uint32_t tag = s.next_tag++;
+  try {
+    body(s.context, tag);
+  } catch (...) {
+    fail(s, scope, info);
+  }
+}
+
+void GlooBackend::fail(ScopeState& s, Scope scope, const OpInfo& info) {
+  const std::string what = describe(info, scope);
+  if (auto reason = abort_.reason()) {
+    throw AbortedError(aborted_message(world_, what, *reason), world_.rank, world_.hostname);
+  }
+  std::string why;
+  bool io = false;
+  bool enforce = false;
+  try {
+    throw;
+  } catch (const hora::Error&) {
+    throw;
+  } catch (const ::gloo::IoException& e) {
+    why = e.what();
+    io = true;
+  } catch (const ::gloo::EnforceNotMet& e) {
+    why = e.what();
+    enforce = true;
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+
+  MeshContext& context = *s.context;
+  const int peer = context.peer_of(why);
+  std::string message;
+  int kind = kGeneric;
+  if (io && why.find("Timed out") != std::string::npos) {
+    kind = kTimeout;
+    message = fmt::format(
+        "{}: {} failed: no progress for {} (HORA_TIMEOUT_SECONDS): another rank of the group "
+        "died, is stuck, or called a different collective; see the other ranks' output, or raise "
+        "HORA_TIMEOUT_SECONDS ({})",
+        who(world_), what, seconds(world_.timeout), why);
+  } else if (io && peer >= 0) {
+    kind = kPeer;
+    const MeshPeer p = context.member(peer);
+    const bool closed = why.find("closed by peer") != std::string::npos ||
+                        why.find("reset by peer") != std::string::npos ||
+                        why.find("Broken pipe") != std::string::npos;
+    message = fmt::format("{}: {} failed: peer rank {} ({}, {}) {}", who(world_), what,
+                          p.global_rank, p.hostname, p.endpoint,
+                          closed ? "closed the connection (it probably died: see its output)"
+                                 : fmt::format("connection failed: {}", why));
+  } else if (enforce) {
+    kind = kMismatch;
+    message = fmt::format("{}: {} failed a Gloo consistency check: {} (do all ranks pass the same "
+                          "counts, types and roots to this collective?)",
+                          who(world_), what, why);
+  } else {
+    message = fmt::format("{}: {} failed: {}", who(world_), what, why);
+  }
+  log().debug("{}", message);
+
+  // The context is no longer consistent with its peers; later operations on it fail at once.
+  // Its remaining connections stay open on purpose: closing them would make the other ranks
+  // blame this rank ("peer closed the connection") for another rank's failure. They learn of
+  // it from the launcher's abort, or their own timeout.
+  s.broken = message;
+  s.broken_kind = kind;
+
+  switch (kind) {
+    case kPeer:
+      throw PeerFailure(message, world_.rank, world_.hostname, context.member(peer).global_rank);
+    case kTimeout: throw TimeoutError(message, world_.rank, world_.hostname);
+    case kMismatch: throw MismatchError(message, world_.rank, world_.hostname);
+    default: throw Error(message, world_.rank, world_.hostname);
+  }
+}
+
+void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op,
+                            Scope scope) {
+  run(scope, {"allreduce", count, type, op}, [&](std::shared_ptr<MeshContext>& context,
+                                                 std::uint32_t tag) {
+    ::gloo::AllreduceOptions opts(context);
+    with_element(size_of(type), [&]<typename S>(S) {
+      opts.setOutput<S>(static_cast<S*>(buffer), count);
+    });
+    opts.setReduceFunction(reduce_function(type, op));
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::allreduce(opts);
+  });
+}
+
+void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
+                            const std::vector<std::size_t>& counts, DataType type, Scope scope) {
+  run(scope, {"allgather", count, type}, [&](std::shared_ptr<MeshContext>& context,
+                                             std::uint32_t tag) {
+    const std::size_t element = size_of(type);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    const std::size_t offset =
+        std::accumulate(counts.begin(), counts.begin() + context->rank, std::size_t{0}) * element;
+    auto* out = static_cast<unsigned char*>(recvbuf);
+    // Gloo copies the input into its slot of the output first; in place needs no input, and an
+    // input overlapping the output elsewhere is staged so the ring cannot overwrite it.
+    const bool in_place = sendbuf == out + offset;
+    std::vector<unsigned char> staged;
+    const void* input = sendbuf;
+    if (!in_place && overlaps(sendbuf, count * element, recvbuf, total * element)) {
+      staged.assign(static_cast<const unsigned char*>(sendbuf),
+                    static_cast<const unsigned char*>(sendbuf) + count * element);
+      input = staged.data();
+    }
+    ::gloo::AllgathervOptions opts(context);
+    with_element(element, [&]<typename S>(S) {
+      if (!in_place) opts.setInput<S>(static_cast<S*>(const_cast<void*>(input)), count);
+      opts.setOutput<S>(static_cast<S*>(recvbuf), counts);
+    });
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::allgatherv(opts);
+  });
+}
+
+std::vector<std::size_t> GlooBackend::allgather_counts(std::size_t count, Scope scope) {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(state(scope).context->size));
+  std::uint64_t mine = count;
+  run(scope, OpInfo{"allgather_counts"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+    ::gloo::AllgathervOptions opts(context);
+    opts.setInput<std::uint64_t>(&mine, 1);
+    opts.setOutput<std::uint64_t>(all.data(), std::vector<std::size_t>(all.size(), 1));
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::allgatherv(opts);
+  });
+  return {all.begin(), all.end()};
+}
+
+void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
+  OpInfo info{"broadcast", count, type};
+  info.root = root;
+  run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+    ::gloo::BroadcastOptions opts(context);
+    with_element(size_of(type), [&]<typename S>(S) {
+      opts.setOutput<S>(static_cast<S*>(buffer), count);
+    });
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::broadcast(opts);
+  });
+}
+
+void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
+                           void* recvbuf, const std::vector<std::size_t>& recv_splits,
+                           DataType type, Scope scope) {
+  const std::size_t element = size_of(type);
+  const std::size_t sent = std::accumulate(send_splits.begin(), send_splits.end(), std::size_t{0});
+  const std::size_t received =
+      std::accumulate(recv_splits.begin(), recv_splits.end(), std::size_t{0});
+  run(scope, {"alltoall", sent, type}, [&](std::shared_ptr<MeshContext>& context,
+                                           std::uint32_t tag) {
+    // Gloo sends straight from the input while receiving into the output: stage an input that
+    // overlaps the output (in place included).
+    std::vector<unsigned char> staged;
+    const void* input = sendbuf;
+    if (overlaps(sendbuf, sent * element, recvbuf, received * element)) {
+      staged.assign(static_cast<const unsigned char*>(sendbuf),
+                    static_cast<const unsigned char*>(sendbuf) + sent * element);
+      input = staged.data();
+    }
+    ::gloo::AlltoallvOptions opts(context);
+    std::vector<std::int64_t> in(send_splits.begin(), send_splits.end());
+    std::vector<std::int64_t> out(recv_splits.begin(), recv_splits.end());
+    with_element(element, [&]<typename S>(S) {
+      opts.setInput<S>(static_cast<S*>(const_cast<void*>(input)), in);
+      opts.setOutput<S>(static_cast<S*>(recvbuf), out);
+    });
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::alltoallv(opts);
+  });
+}
+
+std::vector<std::size_t> GlooBackend::alltoall_splits(const std::vector<std::size_t>& send_splits,
+                                                      Scope scope) {
+  std::vector<std::uint64_t> out(send_splits.begin(), send_splits.end());
+  std::vector<std::uint64_t> in(send_splits.size());
+  run(scope, OpInfo{"alltoall_splits"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+    ::gloo::AlltoallvOptions opts(context);
+    const std::vector<std::int64_t> ones(out.size(), 1);
+    opts.setInput<std::uint64_t>(out.data(), ones);
+    opts.setOutput<std::uint64_t>(in.data(), ones);
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::alltoallv(opts);
+  });
+  return {in.begin(), in.end()};
+}
+
+void GlooBackend::reducescatter(const void* sendbuf, void* recvbuf,
+                                const std::vector<std::size_t>& block_counts, DataType type,
+                                ReduceOp op, Scope scope) {
+  const std::size_t count =
+      std::accumulate(block_counts.begin(), block_counts.end(), std::size_t{0});
+  run(scope, {"reducescatter", count, type, op}, [&](std::shared_ptr<MeshContext>& context,
+                                                     std::uint32_t tag) {
+    ring_reduce_scatter(*context, sendbuf, recvbuf, block_counts, size_of(type),
+                        reduce_function(type, op), tag, world_.timeout);
+  });
+}
+
+void GlooBackend::barrier(Scope scope) {
+  run(scope, OpInfo{"barrier"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+    ::gloo::BarrierOptions opts(context);
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::barrier(opts);
+  });
+}
+
+void GlooBackend::close_all(const std::string& reason) {
+  for (auto& s : scopes_) {
+    if (s.context) s.context->fail(reason);
+  }
+}
+
+}  // namespace hora::detail

@@ -1,0 +1,91 @@
+// CPU collectives over Gloo, on the contexts build_mesh() formed.
+//
+// The caller (Runtime) validates arguments and handles scopes of one rank; every method here
+// needs a scope with at least two ranks and runs on the caller's thread. Each operation gets
+// the next tag of its scope (ranks call collectives in the same order, so tags agree) and the
+// job's timeout (HORA_TIMEOUT_SECONDS).
+//
+// Failures become hora::Error subclasses that name this rank and host, the operation, and the
+// peer when Gloo's message lets us find it (PeerFailure). Gloo closes every pair of a context
+// after a timeout, so the first failure breaks that scope for good: later operations on it
+// fail at once, quoting the first error. After the launcher's abort everything fails with
+// AbortedError.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <hora/types.h>
+
+#include "runtime/gloo/mesh.h"
+#include "runtime/src/abort_state.h"
+#include "runtime/src/world.h"
+
+namespace hora::detail {
+
+class GlooBackend {
+ public:
+  GlooBackend(const WorldInfo& world, Mesh mesh, const AbortState& abort);
+  ~GlooBackend();
+
+  GlooBackend(const GlooBackend&) = delete;
+  GlooBackend& operator=(const GlooBackend&) = delete;
+
+  // In place on `buffer`. kAverage sums; the caller divides.
+  void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, Scope scope);
+  void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
+                 const std::vector<std::size_t>& counts, DataType type, Scope scope);
+  std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope);
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope);
+  void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
+                const std::vector<std::size_t>& recv_splits, DataType type, Scope scope);
+  std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
+                                           Scope scope);
+  // block_counts[i] elements of the reduction go to scope rank i. kAverage sums.
+  void reducescatter(const void* sendbuf, void* recvbuf, const std::vector<std::size_t>& block_counts,
+                     DataType type, ReduceOp op, Scope scope);
+  void barrier(Scope scope);
+
+  // Fails every context (peers see the connections close). Thread-safe.
+  void close_all(const std::string& reason);
+
+  const Mesh& mesh() const { return mesh_; }
+
+ private:
+  // What an operation was, formatted only when it fails.
+  struct OpInfo {
+    explicit OpInfo(const char* n) : name(n) {}
+    OpInfo(const char* n, std::size_t c, DataType t) : name(n), count(c), type(t) {}
+    OpInfo(const char* n, std::size_t c, DataType t, ReduceOp o) : name(n), count(c), type(t), op(o) {}
+
+    const char* name;
+    std::size_t count = 0;
+    std::optional<DataType> type;
+    std::optional<ReduceOp> op;
+    int root = -1;
+  };
+
+  struct ScopeState {
+    std::shared_ptr<MeshContext> context;
+    std::uint32_t next_tag = 0;
+    std::optional<std::string> broken;  // the first failure's message
+    int broken_kind = 0;                 // which hora::Error subclass it was
+  };
+
+  template <typename Body>
+  void run(Scope scope, const OpInfo& info, Body&& body);
+  [[noreturn]] void fail(ScopeState& state, Scope scope, const OpInfo& info);
+  std::string describe(const OpInfo& info, Scope scope) const;
+  ScopeState& state(Scope scope);
+
+  const WorldInfo& world_;
+  Mesh mesh_;
+  const AbortState& abort_;
+  std::array<ScopeState, 3> scopes_;
+};
+
+}  // namespace hora::detail

@@ -1,0 +1,13 @@
+#include <hora/error.h>
+
+#include <utility>
+
+namespace hora {
+
+Error::Error(const std::string& message, int rank, std::string host)
+    : std::runtime_error(message), rank_(rank), host_(std::move(host)) {}
+
+PeerFailure::PeerFailure(const std::string& message, int rank, std::string host, int peer)
+    : Error(message, rank, std::move(host)), peer_(peer) {}
+
+}  // namespace hora

@@ -1,0 +1,70 @@
+#include "runtime/src/error_translation.h"
+
+#include <exception>
+
+#include <fmt/format.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <hora/error.h>
+
+#include "rendezvous/errors.h"
+
+namespace hora::detail {
+
+std::string who(const WorldInfo& world) {
+  return fmt::format("rank {} on {}", world.rank, world.hostname);
+}
+
+std::string aborted_message(const WorldInfo& world, const std::string& step,
+                            const std::string& reason) {
+  return fmt::format("{}: {} failed: job aborted by launcher: {}", who(world), step, reason);
+}
+
+void rethrow_translated(const WorldInfo& world, const std::string& step, const AbortState& abort,
+                        const std::string& timeout_hint) {
+  const int rank = world.rank;
+  const std::string& host = world.hostname;
+  // An abort explains whatever the step saw (closed sockets, a failed rendezvous request).
+  if (auto reason = abort.reason()) {
+    throw AbortedError(aborted_message(world, step, *reason), rank, host);
+  }
+  const std::string server = world.launched()
+                                 ? fmt::format("{}:{}", world.rendezvous_host, world.rendezvous_port)
+                                 : std::string("(none)");
+  try {
+    throw;
+  } catch (const hora::Error&) {
+    throw;
+  } catch (const rdv::AbortedError& e) {
+    throw AbortedError(aborted_message(world, step, e.what()), rank, host);
+  } catch (const rdv::TimeoutError& e) {
+    throw TimeoutError(fmt::format("{}: {} timed out: {}{}", who(world), step, e.what(),
+                                   timeout_hint.empty() ? "" : "; " + timeout_hint),
+                       rank, host);
+  } catch (const rdv::AuthError& e) {
+    throw ConnectionError(
+        fmt::format("{}: {}: the rendezvous server {} refused this rank: {} (HORA_SECRET does not "
+                    "match the job's secret: was this rank started by another horarun?)",
+                    who(world), step, server, e.what()),
+        rank, host);
+  } catch (const rdv::ConnectError& e) {
+    throw ConnectionError(
+        fmt::format("{}: {}: cannot reach the rendezvous server {} (HORA_RENDEZVOUS): {}; is "
+                    "horarun still running, and can this host reach that address?",
+                    who(world), step, server, e.what()),
+        rank, host);
+  } catch (const rdv::Error& e) {
+    throw ConnectionError(fmt::format("{}: {}: rendezvous server {}: {}", who(world), step, server,
+                                      e.what()),
+                          rank, host);
+  } catch (const ::gloo::Exception& e) {
+    throw Error(fmt::format("{}: {} failed in Gloo: {}", who(world), step, e.what()), rank, host);
+  } catch (const ::gloo::EnforceNotMet& e) {
+    throw Error(fmt::format("{}: {} failed a Gloo check: {}", who(world), step, e.what()), rank,
+                host);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: {} failed: {}", who(world), step, e.what()), rank, host);
+  }
+}
+
+}  // namespace hora::detail

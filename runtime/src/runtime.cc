@@ -1,0 +1,360 @@
+#include "runtime/src/runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <hora/error.h>
+#include <hora/hora.h>
+
+#include "rendezvous/client.h"
+#include "runtime/gloo/gloo_backend.h"
+#include "runtime/gloo/mesh.h"
+#include "runtime/src/error_translation.h"
+#include "runtime/src/log.h"
+#include "runtime/src/reduce.h"
+
+namespace hora::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::size_t sum(const std::vector<std::size_t>& v) {
+  return std::accumulate(v.begin(), v.end(), std::size_t{0});
+}
+
+}  // namespace
+
+Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
+  if (!world_.launched()) {
+    log().debug("{}: no HORA_RANK: running as a world of one", who(world_));
+    return;
+  }
+  const auto deadline = Clock::now() + world_.start_timeout;
+  const std::string start_hint = "raise --start-timeout (HORA_START_TIMEOUT)";
+
+  rdv::ClientOptions options;
+  options.host = world_.rendezvous_host;
+  options.port = world_.rendezvous_port;
+  options.rank = world_.rank;
+  options.size = world_.size;
+  options.secret = world_.secret;
+  options.connect_timeout = world_.start_timeout;
+  try {
+    client_ = rdv::Client::connect(options);
+  } catch (...) {
+    rethrow_translated(world_, "init(): connecting to the rendezvous server", abort_, start_hint);
+  }
+  client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
+
+  try {
+    gloo_ = std::make_unique<GlooBackend>(world_, build_mesh(world_, *client_, abort_, deadline),
+                                          abort_);
+  } catch (...) {
+    // Leave without a goodbye: the launcher must see this rank fail, not finish.
+    client_.reset();
+    rethrow_translated(world_, "init(): forming the Gloo communicators", abort_, start_hint);
+  }
+  log().debug("{}: joined the job ({} ranks) through {}:{}", who(world_), world_.size,
+              world_.rendezvous_host, world_.rendezvous_port);
+}
+
+Runtime::~Runtime() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    // A destructor must not throw; the job is ending anyway.
+    log().warn("{}: shutdown: {}", who(world_), e.what());
+  }
+}
+
+void Runtime::shutdown() {
+  if (closed_) return;
+  closed_ = true;
+  if (client_) {
+    try {
+      if (!abort_.reason()) client_->goodbye();
+    } catch (const std::exception& e) {
+      // The launcher may already be gone (it aborted the job, or was killed); there is nobody
+      // left to tell, and the rank is leaving either way.
+      log().info("{}: goodbye to the rendezvous failed: {}", who(world_), e.what());
+    }
+    client_.reset();
+  }
+  gloo_.reset();
+}
+
+void Runtime::close_abruptly() {
+  if (closed_) return;
+  closed_ = true;
+  if (gloo_) gloo_->close_all("hora: this rank closed its connections abruptly");
+  client_.reset();
+  gloo_.reset();
+}
+
+void Runtime::abort(const std::string& reason) {
+  if (!abort_.abort(reason)) return;
+  // One line, the same on every rank, so the launcher's interleaved output stays readable.
+  std::fprintf(stderr, "hora: rank %d: job aborted by launcher: %s\n", world_.rank, reason.c_str());
+  std::fflush(stderr);
+}
+
+int Runtime::rank(Scope scope) const {
+  switch (scope) {
+    case Scope::kGlobal: return world_.rank;
+    case Scope::kLocal: return world_.local_rank;
+    case Scope::kCross: return world_.cross_rank;
+  }
+  return -1;
+}
+
+int Runtime::size(Scope scope) const {
+  switch (scope) {
+    case Scope::kGlobal: return world_.size;
+    case Scope::kLocal: return world_.local_size;
+    case Scope::kCross: return world_.cross_size;
+  }
+  return 0;
+}
+
+int Runtime::enter(const char* what, Scope scope) {
+  if (closed_) {
+    throw UsageError(fmt::format("{}: hora::{} called after hora::shutdown()", who(world_), what),
+                     world_.rank, world_.hostname);
+  }
+  if (auto reason = abort_.reason()) {
+    throw AbortedError(aborted_message(world_, what, *reason), world_.rank, world_.hostname);
+  }
+  const int n = size(scope);
+  if (n <= 0) {
+    throw UsageError(fmt::format("{}: hora::{}: scope {} is not a hora::Scope (kGlobal, kLocal "
+                                 "or kCross)",
+                                 who(world_), what, static_cast<int>(scope)),
+                     world_.rank, world_.hostname);
+  }
+  return n;
+}
+
+void Runtime::check_type(const char* what, DataType type) const {
+  if (size_of(type) == 0) {
+    throw UsageError(fmt::format("{}: hora::{}: type {} is not a hora::DataType", who(world_), what,
+                                 static_cast<int>(type)),
+                     world_.rank, world_.hostname);
+  }
+}
+
+void Runtime::check_op(const char* what, ReduceOp op) const {
+  if (std::string(name_of(op)) == "unknown") {
+    throw UsageError(fmt::format("{}: hora::{}: op {} is not a hora::ReduceOp", who(world_), what,
+                                 static_cast<int>(op)),
+                     world_.rank, world_.hostname);
+  }
+}
+
+namespace {
+
+void check_buffer(const WorldInfo& world, const char* what, const char* name, const void* buffer,
+                  std::size_t count) {
+  if (buffer == nullptr && count > 0) {
+    throw UsageError(fmt::format("{}: hora::{}: {} is null but {} elements are to be accessed",
+                                 who(world), what, name, count),
+                     world.rank, world.hostname);
+  }
+}
+
+void check_length(const WorldInfo& world, const char* what, const char* name, std::size_t length,
+                  int n, Scope scope) {
+  if (length != static_cast<std::size_t>(n)) {
+    throw UsageError(fmt::format("{}: hora::{}: {} has {} entries but the {} group has {} ranks "
+                                 "({}[i] is for rank i of the group)",
+                                 who(world), what, name, length, name_of(scope), n, name),
+                     world.rank, world.hostname);
+  }
+}
+
+}  // namespace
+
+void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                        ReduceOp op, Scope scope) {
+  const int n = enter("allreduce", scope);
+  check_type("allreduce", type);
+  check_op("allreduce", op);
+  check_buffer(world_, "allreduce", "sendbuf", sendbuf, count);
+  check_buffer(world_, "allreduce", "recvbuf", recvbuf, count);
+  if (count == 0) return;
+  if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+  if (n == 1) return;  // the average of one value is itself
+  gloo_->allreduce(recvbuf, count, type, op, scope);
+  if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
+}
+
+void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
+                        const std::vector<std::size_t>& counts, DataType type, Scope scope) {
+  const int n = enter("allgather", scope);
+  check_type("allgather", type);
+  check_length(world_, "allgather", "counts", counts.size(), n, scope);
+  const int me = rank(scope);
+  if (counts[me] != count) {
+    throw UsageError(fmt::format("{}: hora::allgather: counts[{}] = {} but this rank (rank {} of "
+                                 "the {} group) passes count = {}; use allgather_counts() to build "
+                                 "counts",
+                                 who(world_), me, counts[me], me, name_of(scope), count),
+                     world_.rank, world_.hostname);
+  }
+  const std::size_t total = sum(counts);
+  check_buffer(world_, "allgather", "sendbuf", sendbuf, count);
+  check_buffer(world_, "allgather", "recvbuf", recvbuf, total);
+  if (total == 0) return;
+  if (n == 1) {
+    if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+    return;
+  }
+  gloo_->allgather(sendbuf, count, recvbuf, counts, type, scope);
+}
+
+std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
+  const int n = enter("allgather_counts", scope);
+  if (n == 1) return {count};
+  return gloo_->allgather_counts(count, scope);
+}
+
+void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
+  const int n = enter("broadcast", scope);
+  check_type("broadcast", type);
+  if (root < 0 || root >= n) {
+    throw UsageError(fmt::format("{}: hora::broadcast: root {} is not a rank of the {} group "
+                                 "(0..{})",
+                                 who(world_), root, name_of(scope), n - 1),
+                     world_.rank, world_.hostname);
+  }
+  check_buffer(world_, "broadcast", "buffer", buffer, count);
+  if (count == 0 || n == 1) return;
+  gloo_->broadcast(buffer, count, type, root, scope);
+}
+
+void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
+                       void* recvbuf, const std::vector<std::size_t>& recv_splits, DataType type,
+                       Scope scope) {
+  const int n = enter("alltoall", scope);
+  check_type("alltoall", type);
+  check_length(world_, "alltoall", "send_splits", send_splits.size(), n, scope);
+  check_length(world_, "alltoall", "recv_splits", recv_splits.size(), n, scope);
+  const int me = rank(scope);
+  if (send_splits[me] != recv_splits[me]) {
+    throw UsageError(fmt::format("{}: hora::alltoall: send_splits[{}] = {} but recv_splits[{}] = "
+                                 "{}: what this rank sends itself must equal what it receives "
+                                 "from itself; use alltoall_splits() to build recv_splits",
+                                 who(world_), me, send_splits[me], me, recv_splits[me]),
+                     world_.rank, world_.hostname);
+  }
+  const std::size_t sent = sum(send_splits);
+  const std::size_t received = sum(recv_splits);
+  check_buffer(world_, "alltoall", "sendbuf", sendbuf, sent);
+  check_buffer(world_, "alltoall", "recvbuf", recvbuf, received);
+  if (n == 1) {
+    if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
+    return;
+  }
+  gloo_->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope);
+}
+
+std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>& send_splits,
+                                                  Scope scope) {
+  const int n = enter("alltoall_splits", scope);
+  check_length(world_, "alltoall_splits", "send_splits", send_splits.size(), n, scope);
+  if (n == 1) return send_splits;
+  return gloo_->alltoall_splits(send_splits, scope);
+}
+
+void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
+                            ReduceOp op, Scope scope) {
+  const int n = enter("reducescatter", scope);
+  check_type("reducescatter", type);
+  check_op("reducescatter", op);
+  const int me = rank(scope);
+  std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) blocks[i] = reducescatter_count(count, i, n);
+  check_buffer(world_, "reducescatter", "sendbuf", sendbuf, count);
+  check_buffer(world_, "reducescatter", "recvbuf", recvbuf, blocks[me]);
+  if (count == 0) return;
+  if (n == 1) {
+    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+    return;
+  }
+  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, scope);
+  if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
+}
+
+void Runtime::barrier(Scope scope) {
+  const int n = enter("barrier", scope);
+  if (n == 1) return;
+  gloo_->barrier(scope);
+}
+
+// --- The process's runtime. ---
+
+namespace {
+
+// Owned here, created by init() and destroyed by shutdown() or at exit. Never a static object:
+// its destructor must not run during static destruction, after other libraries' state is gone.
+std::mutex g_mutex;
+Runtime* g_runtime = nullptr;
+bool g_atexit_registered = false;
+
+void shutdown_at_exit() {
+  // A program that returns from main() without hora::shutdown() still leaves cleanly: the
+  // launcher sees a goodbye, not a dropped connection.
+  try {
+    process_shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hora: shutdown at exit failed: %s\n", e.what());
+  }
+}
+
+}  // namespace
+
+void process_init() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime != nullptr) return;
+  WorldInfo world = world_from_environment();
+  g_runtime = new Runtime(std::move(world));
+  if (!g_atexit_registered) {
+    g_atexit_registered = true;
+    std::atexit(shutdown_at_exit);
+  }
+}
+
+void process_shutdown() {
+  Runtime* runtime = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    runtime = g_runtime;
+    g_runtime = nullptr;
+  }
+  if (runtime == nullptr) return;
+  try {
+    runtime->shutdown();
+  } catch (...) {
+    delete runtime;
+    throw;
+  }
+  delete runtime;
+}
+
+bool process_initialized() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_runtime != nullptr;
+}
+
+Runtime& process_runtime(const char* what) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime == nullptr) {
+    throw UsageError(fmt::format("hora::{} called before hora::init()", what));
+  }
+  return *g_runtime;
+}
+
+}  // namespace hora::detail

@@ -1,0 +1,268 @@
+// Failures a rank must survive without hanging: a peer that vanishes mid-collective, a peer
+// that never arrives (timeout), the launcher's abort while a collective is blocked, bad
+// arguments, and a rank with the wrong job secret.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <hora/error.h>
+#include <hora/hora.h>
+
+#include "test/runtime/test_job.h"
+
+using hora::DataType;
+using hora::ReduceOp;
+using hora::Scope;
+using hora::detail::Runtime;
+using hora::detail::WorldInfo;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <typename E>
+bool is(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+int peer_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const hora::PeerFailure& e) {
+    return e.peer();
+  } catch (...) {
+    return -2;
+  }
+}
+
+// Linux thread state from /proc ('S' = sleeping, e.g. in a condition variable wait).
+char thread_state(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+}  // namespace
+
+TEST_CASE("a peer that vanishes mid-job makes the others raise, naming it, within the timeout",
+          "[failure]") {
+  const auto timeout = 2s;
+  hora::test::TestServer server(3);
+  const auto worlds = hora::test::make_worlds(hora::test::one_host(3), server, timeout);
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    std::vector<float> data(1000, 1.0f);
+    // One good collective first: the mesh works.
+    rt.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum,
+                 Scope::kGlobal);
+    if (data[0] != 3.0f) throw std::runtime_error("first allreduce gave a wrong sum");
+    if (world.rank == 1) {
+      rt.close_abruptly();  // what the others see when this process dies
+      return;
+    }
+    rt.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum,
+                 Scope::kGlobal);
+  });
+  CHECK_FALSE(results[1].error);
+  for (int r : {0, 2}) {
+    INFO("rank " << r << ": " << hora::test::message_of(results[r].error));
+    REQUIRE(results[r].error);
+    CHECK((is<hora::PeerFailure>(results[r].error) || is<hora::TimeoutError>(results[r].error)));
+    CHECK(results[r].elapsed < timeout + 3s);
+    CHECK_THAT(hora::test::message_of(results[r].error),
+               Catch::Contains("rank " + std::to_string(r) + " on host0") &&
+                   Catch::Contains("allreduce of 1000 x float32 (sum)"));
+  }
+  // Rank 0 receives from rank 1 in Gloo's ring: it sees the connection close and names it.
+  INFO(hora::test::message_of(results[0].error));
+  REQUIRE(is<hora::PeerFailure>(results[0].error));
+  CHECK(peer_of(results[0].error) == 1);
+  CHECK_THAT(hora::test::message_of(results[0].error),
+             Catch::Contains("peer rank 1 (host0, 127.0.0.1:") &&
+                 Catch::Contains("closed the connection (it probably died"));
+}
+
+TEST_CASE("a peer that never calls the collective makes the others time out", "[failure]") {
+  const auto timeout = 1500ms;
+  hora::test::TestServer server(2);
+  const auto worlds = hora::test::make_worlds(hora::test::one_host(2), server, timeout);
+  std::atomic<bool> rank0_done{false};
+  std::string later;                        // rank 0's second barrier
+  std::chrono::steady_clock::duration later_took{};
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    if (world.rank == 1) {
+      // Alive (connections open) but busy elsewhere until rank 0 gave up.
+      while (!rank0_done.load()) std::this_thread::yield();
+      return;
+    }
+    std::exception_ptr first;
+    try {
+      rt.barrier(Scope::kGlobal);
+    } catch (...) {
+      first = std::current_exception();
+    }
+    rank0_done = true;
+    // Gloo closed the scope's connections on the timeout: the next collective fails at once.
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      rt.barrier(Scope::kGlobal);
+    } catch (const hora::TimeoutError& e) {
+      later = e.what();
+    }
+    later_took = std::chrono::steady_clock::now() - start;
+    if (first) std::rethrow_exception(first);
+  });
+  INFO(hora::test::message_of(results[0].error));
+  REQUIRE(is<hora::TimeoutError>(results[0].error));
+  CHECK(results[0].elapsed >= timeout - 100ms);
+  CHECK(results[0].elapsed < timeout + 3s);
+  CHECK_THAT(hora::test::message_of(results[0].error),
+             Catch::Contains("rank 0 on host0: barrier over the global group failed") &&
+                 Catch::Contains("HORA_TIMEOUT_SECONDS"));
+  CHECK_THAT(later, Catch::Contains("failed earlier"));
+  CHECK(later_took < 500ms);
+}
+
+TEST_CASE("the launcher's abort makes a blocked collective raise AbortedError at once",
+          "[failure][abort]") {
+  hora::test::TestServer server(3);
+  // A long timeout: only the abort can end the wait within the test's bound.
+  const auto worlds = hora::test::make_worlds(hora::test::one_host(3), server, 60s);
+  std::atomic<pid_t> tids[2] = {0, 0};
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    std::vector<std::int32_t> data(64, world.rank);
+    if (world.rank == 2) {
+      // Rank 2 never joins the allreduce. Once ranks 0 and 1 sleep inside it (blocked on Gloo),
+      // the launcher aborts the job.
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      auto blocked = [&](int r) { return tids[r] != 0 && thread_state(tids[r]) == 'S'; };
+      int settled = 0;
+      while (settled < 100 && std::chrono::steady_clock::now() < deadline) {
+        settled = blocked(0) && blocked(1) ? settled + 1 : 0;
+        std::this_thread::yield();
+      }
+      server.abort_all("rank 7 on host9 exited with code 3");
+      // Later calls on an aborted rank fail at once as well (once the abort reached it).
+      while (!rt.aborted() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      rt.barrier(Scope::kGlobal);
+      return;
+    }
+    tids[world.rank] = static_cast<pid_t>(::syscall(SYS_gettid));
+    rt.allreduce(data.data(), data.data(), data.size(), DataType::kInt32, ReduceOp::kSum,
+                 Scope::kGlobal);
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << hora::test::message_of(results[r].error));
+    REQUIRE(is<hora::AbortedError>(results[r].error));
+    CHECK_THAT(hora::test::message_of(results[r].error),
+               Catch::Contains("job aborted by launcher: rank 7 on host9 exited with code 3"));
+    CHECK(results[r].elapsed < 25s);
+  }
+  CHECK_THAT(hora::test::message_of(results[0].error), Catch::Contains("allreduce of 64 x int32"));
+  CHECK_THAT(hora::test::message_of(results[2].error), Catch::Contains("barrier"));
+}
+
+TEST_CASE("wrong arguments are usage errors naming the argument", "[failure][usage]") {
+  hora::test::TestServer server(2);
+  const auto worlds = hora::test::make_worlds(hora::test::one_host(2), server, 10s);
+  std::vector<std::string> messages[2];
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    auto usage = [&](auto&& call) {
+      try {
+        call();
+      } catch (const hora::UsageError& e) {
+        messages[world.rank].push_back(e.what());
+        return;
+      }
+      messages[world.rank].push_back("(no UsageError)");
+    };
+    std::vector<float> buffer(8);
+    usage([&] {
+      rt.allgather(buffer.data(), 2, buffer.data(), {2, 2, 2}, DataType::kFloat32, Scope::kGlobal);
+    });
+    usage([&] {
+      rt.allgather(buffer.data(), 3, buffer.data(), {2, 2}, DataType::kFloat32, Scope::kGlobal);
+    });
+    usage([&] { rt.broadcast(buffer.data(), 8, DataType::kFloat32, 2, Scope::kGlobal); });
+    usage([&] { rt.broadcast(buffer.data(), 8, DataType::kFloat32, -1, Scope::kGlobal); });
+    usage([&] {
+      rt.alltoall(buffer.data(), {1}, buffer.data(), {1, 1}, DataType::kFloat32, Scope::kGlobal);
+    });
+    usage([&] {
+      rt.allreduce(nullptr, buffer.data(), 8, DataType::kFloat32, ReduceOp::kSum, Scope::kGlobal);
+    });
+    usage([&] {
+      rt.allreduce(buffer.data(), buffer.data(), 8, static_cast<DataType>(77), ReduceOp::kSum,
+                   Scope::kGlobal);
+    });
+    // Still usable after the usage errors: no collective was started.
+    rt.barrier(Scope::kGlobal);
+  });
+  hora::test::rethrow_first(results);
+  for (const auto& m : messages) {
+    REQUIRE(m.size() == 7);
+    CHECK_THAT(m[0], Catch::Contains("counts has 3 entries") && Catch::Contains("2 ranks"));
+    CHECK_THAT(m[1], Catch::Contains("counts[") && Catch::Contains("count = 3"));
+    CHECK_THAT(m[2], Catch::Contains("root 2") && Catch::Contains("(0..1)"));
+    CHECK_THAT(m[3], Catch::Contains("root -1"));
+    CHECK_THAT(m[4], Catch::Contains("send_splits has 1 entries"));
+    CHECK_THAT(m[5], Catch::Contains("sendbuf is null"));
+    CHECK_THAT(m[6], Catch::Contains("type 77"));
+  }
+  CHECK_THAT(messages[1][0], Catch::Contains("rank 1 on host0"));
+}
+
+TEST_CASE("a rank with the wrong secret is refused with a ConnectionError naming HORA_SECRET",
+          "[failure][init]") {
+  hora::test::TestServer server(1);
+  auto worlds = hora::test::make_worlds(hora::test::one_host(1), server, 5s);
+  worlds[0].secret[0] ^= 0xff;
+  worlds[0].start_timeout = 5s;
+  try {
+    Runtime runtime(worlds[0]);
+    FAIL("init succeeded with a wrong secret");
+  } catch (const hora::ConnectionError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("HORA_SECRET") && Catch::Contains("rank 0 on host0"));
+    CHECK(e.rank() == 0);
+    CHECK(e.host() == "host0");
+  }
+}
+
+TEST_CASE("init names the rendezvous address when nobody listens there", "[failure][init]") {
+  std::uint16_t unused_port = 0;
+  {
+    // A port that was just free: the server is created and destroyed, nothing listens after.
+    hora::test::TestServer server(1);
+    unused_port = server.port();
+  }
+  hora::test::TestServer other(1);
+  auto worlds = hora::test::make_worlds(hora::test::one_host(1), other, 5s);
+  worlds[0].rendezvous_port = unused_port;
+  worlds[0].start_timeout = 1s;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Runtime runtime(worlds[0]);
+    FAIL("init succeeded without a server");
+  } catch (const hora::Error& e) {
+    CHECK((dynamic_cast<const hora::ConnectionError*>(&e) != nullptr ||
+           dynamic_cast<const hora::TimeoutError*>(&e) != nullptr));
+    CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:" + std::to_string(unused_port)));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+}

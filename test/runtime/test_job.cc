@@ -1,0 +1,117 @@
+#include "test/runtime/test_job.h"
+
+#include <stdexcept>
+
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+
+namespace hora::test {
+
+TestServer::TestServer(int size) {
+  for (std::size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  rdv::ServerOptions options;
+  options.bind_address = "127.0.0.1";
+  options.port = 0;
+  options.size = size;
+  options.secret = secret_;
+  server_ = std::make_unique<rdv::Server>(io_, options);
+  port_ = server_->port();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+TestServer::~TestServer() {
+  // stop() must run on the io thread; then let run() return.
+  boost::asio::post(io_, [this] {
+    server_->stop();
+    io_.stop();
+  });
+  thread_.join();
+  server_.reset();
+}
+
+void TestServer::abort_all(const std::string& reason) { server_->abort_all(reason); }
+
+std::vector<int> one_host(int n) { return std::vector<int>(static_cast<std::size_t>(n), 0); }
+
+std::vector<detail::WorldInfo> make_worlds(const std::vector<int>& hosts, const TestServer& server,
+                                           std::chrono::milliseconds timeout) {
+  const int n = static_cast<int>(hosts.size());
+  std::vector<detail::WorldInfo> worlds(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    detail::WorldInfo& w = worlds[r];
+    w.rank = r;
+    w.size = n;
+    w.host_index = hosts[r];
+    w.local_rank = 0;
+    w.local_size = 0;
+    for (int j = 0; j < n; ++j) {
+      if (hosts[j] != hosts[r]) continue;
+      if (j < r) ++w.local_rank;
+      ++w.local_size;
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    detail::WorldInfo& w = worlds[r];
+    // cross_rank: index of this host among the hosts that have a rank with this local rank.
+    w.cross_rank = 0;
+    w.cross_size = 0;
+    for (int j = 0; j < n; ++j) {
+      if (worlds[j].local_rank != w.local_rank) continue;
+      if (worlds[j].host_index < w.host_index) ++w.cross_rank;
+      ++w.cross_size;
+    }
+    w.hostname = fmt::format("host{}", w.host_index);
+    w.rendezvous_host = "127.0.0.1";
+    w.rendezvous_port = server.port();
+    w.secret = server.secret();
+    w.timeout = timeout;
+    w.start_timeout = std::chrono::seconds(20);
+  }
+  return worlds;
+}
+
+std::vector<RankResult> run_job(const std::vector<detail::WorldInfo>& worlds,
+                                const std::function<void(detail::Runtime&, const detail::WorldInfo&)>& body) {
+  std::vector<RankResult> results(worlds.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < worlds.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        detail::Runtime runtime(worlds[r]);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          body(runtime, worlds[r]);
+        } catch (...) {
+          results[r].elapsed = std::chrono::steady_clock::now() - start;
+          throw;
+        }
+        results[r].elapsed = std::chrono::steady_clock::now() - start;
+      } catch (...) {
+        results[r].error = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+std::string message_of(const std::exception_ptr& error) {
+  if (!error) return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "(not a std::exception)";
+  }
+}
+
+void rethrow_first(const std::vector<RankResult>& results) {
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    if (results[r].error) {
+      throw std::runtime_error(fmt::format("rank {} failed: {}", r, message_of(results[r].error)));
+    }
+  }
+}
+
+}  // namespace hora::test

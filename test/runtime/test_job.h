@@ -1,0 +1,65 @@
+// A hora job inside one test process: a real rendezvous server (rdv::Server on 127.0.0.1, port
+// 0, its own io thread) and one thread per rank, each with its own hora::detail::Runtime built
+// from a WorldInfo, as a launched rank would build it from its environment.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "rendezvous/server.h"
+#include "runtime/src/runtime.h"
+#include "runtime/src/world.h"
+
+namespace hora::test {
+
+// The rendezvous server of one test job.
+class TestServer {
+ public:
+  explicit TestServer(int size);
+  ~TestServer();  // stops the server and joins its thread
+  std::uint16_t port() const { return port_; }
+  const rdv::Secret& secret() const { return secret_; }
+  // Posted to the io thread, like the launcher's abort.
+  void abort_all(const std::string& reason);
+
+ private:
+  boost::asio::io_context io_;
+  rdv::Secret secret_{};
+  std::unique_ptr<rdv::Server> server_;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// Horovod's layout for ranks placed on hosts in order: hosts[r] is rank r's host index
+// (non-decreasing). Host h is named "host<h>".
+std::vector<detail::WorldInfo> make_worlds(const std::vector<int>& hosts, const TestServer& server,
+                                           std::chrono::milliseconds timeout);
+
+// n ranks on one host.
+std::vector<int> one_host(int n);
+
+struct RankResult {
+  std::exception_ptr error;  // what the rank's body (or its init) threw, if anything
+  std::chrono::steady_clock::duration elapsed{};  // time spent in the body
+};
+
+// Runs body(runtime, world) on one thread per rank, after building each rank's Runtime (which
+// joins the job). Returns when every thread finished. Runtimes are destroyed (shutdown) after
+// the body returns, on the rank's thread.
+std::vector<RankResult> run_job(const std::vector<detail::WorldInfo>& worlds,
+                                const std::function<void(detail::Runtime&, const detail::WorldInfo&)>& body);
+
+// Rethrows the first rank error (for REQUIRE_NOTHROW-style checks with the rank named).
+void rethrow_first(const std::vector<RankResult>& results);
+
+// Catch2 helper: the message of an exception_ptr ("" when null).
+std::string message_of(const std::exception_ptr& error);
+
+}  // namespace hora::test
