@@ -379,3 +379,26 @@ TEST_CASE("getaddrinfo resolver: numeric addresses without any lookup", "[sessio
   REQUIRE_FALSE(v4.empty());
   CHECK(v4[0].addr.ss_family == AF_INET);
 }
+
+TEST_CASE("many channels streaming stdout and stderr at once lose nothing and all finish", "[session][stress]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  constexpr int kN = 8;
+  std::vector<std::size_t> out(kN), err(kN);
+  std::vector<std::shared_ptr<Channel>> chans;
+  for (int i = 0; i < kN; ++i) {
+    Channel::Handlers h;
+    h.on_stdout = [&out, i](std::string_view d) { out[i] += d.size(); };
+    h.on_stderr = [&err, i](std::string_view d) { err[i] += d.size(); };
+    // ~1 MB on stdout and ~0.5 MB on stderr per channel, interleaved by the shell.
+    chans.push_back(s->exec("head -c 1000000 /dev/zero; head -c 500000 /dev/zero >&2; "
+                            "head -c 48576 /dev/zero; exit " + std::to_string(i + 10),
+                            std::move(h)));
+  }
+  pump_until(*s, [&] { return s->active_channels() == 0; }, in(60s));
+  for (int i = 0; i < kN; ++i) {
+    CHECK(out[i] == 1'048'576);
+    CHECK(err[i] == 500'000);
+    CHECK(chans[i]->exit()->exit_status == i + 10);
+  }
+}

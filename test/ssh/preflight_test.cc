@@ -1,0 +1,108 @@
+// probe_hosts (ssh/preflight.h): many hosts at once, each failure reported with its own reason.
+// The "hosts" are one real sshd on 127.0.0.1 (test/ssh/local_sshd.h) reached with different
+// targets: good, wrong port, unauthorised key.
+#include "ssh/preflight.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ssh/errors.h"
+#include "test/ssh/local_sshd.h"
+#include "test/ssh/skip_main.h"
+
+HORA_TEST_MAIN_SKIP_UNLESS(hora::ssh::test::LocalSshd::unavailable_reason())
+
+using namespace hora::ssh;
+using hora::ssh::test::LocalSshd;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A port on 127.0.0.1 that refuses connections: bound, never listening, held until scope exit.
+struct RefusingPort {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  RefusingPort() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~RefusingPort() { ::close(fd); }
+};
+
+}  // namespace
+
+TEST_CASE("every host is probed; failures carry their own reason; results keep request order", "[preflight]") {
+  LocalSshd sshd;
+  RefusingPort refusing;
+
+  ProbeRequest good{sshd.target(), "echo probe-ok; cat", "from-stdin"};
+  good.target.alias = "good";
+  ProbeRequest wrong_port{sshd.target(), "true", ""};
+  wrong_port.target.alias = "wrongport";
+  wrong_port.target.port = refusing.port;
+  ProbeRequest bad_key{sshd.target(), "true", ""};
+  bad_key.target.alias = "badkey";
+  bad_key.target.identity_files = {sshd.stranger_key()};
+
+  PreflightOptions opts;
+  opts.keep_sessions = true;
+  auto results = probe_hosts({good, wrong_port, bad_key}, opts, Clock::now() + 20s);
+  REQUIRE(results.size() == 3);
+
+  CHECK(results[0].ok());
+  REQUIRE(results[0].run);
+  CHECK(results[0].run->out == "probe-ok\nfrom-stdin");
+  CHECK(results[0].run->exit_status == 0);
+  CHECK(results[0].local_address == "127.0.0.1");
+  REQUIRE(results[0].session);  // kept for reuse
+  CHECK(results[0].session->run("echo reused", "", Clock::now() + 10s).out == "reused\n");
+
+  CHECK_FALSE(results[1].ok());
+  CHECK_THROWS_AS(std::rethrow_exception(results[1].error), ConnectError);
+  CHECK_THAT(results[1].error_message,
+             Catch::StartsWith("wrongport: connection refused on 127.0.0.1:" + std::to_string(refusing.port)));
+  CHECK_FALSE(results[1].session);
+
+  CHECK_FALSE(results[2].ok());
+  CHECK_THROWS_AS(std::rethrow_exception(results[2].error), AuthError);
+  CHECK_THAT(results[2].error_message, Catch::Contains(sshd.stranger_key()));
+
+  const std::string summary = describe_failures(results);
+  CHECK_THAT(summary, Catch::StartsWith("preflight failed on 2 of 3 hosts:\n  wrongport: "));
+  CHECK_THAT(summary, Catch::Contains("\n  authentication failed for root@badkey"));
+  results.resize(1);  // only the good host left
+  CHECK(describe_failures(results).empty());
+}
+
+TEST_CASE("hosts are probed concurrently: total time is the slowest host's, not the sum", "[preflight]") {
+  LocalSshd sshd;
+  std::vector<ProbeRequest> reqs;
+  for (int i = 0; i < 4; ++i) reqs.push_back({sshd.target(), "sleep 1; echo done", ""});
+  const auto t0 = Clock::now();
+  const auto results = probe_hosts(reqs, {}, Clock::now() + 20s);
+  const auto took = Clock::now() - t0;
+  for (const auto& r : results) {
+    REQUIRE(r.ok());
+    CHECK(r.run->out == "done\n");
+  }
+  CHECK(took < 3500ms);  // serial would be >= 4 s
+}
+
+TEST_CASE("a probe that outlives the deadline fails that host with a timeout", "[preflight]") {
+  LocalSshd sshd;
+  ProbeRequest slow{sshd.target(), "sleep 30", ""};
+  slow.target.alias = "slowhost";
+  ProbeRequest quick{sshd.target(), "echo fast", ""};
+  const auto t0 = Clock::now();
+  const auto results = probe_hosts({slow, quick}, {}, Clock::now() + 1500ms);
+  CHECK(Clock::now() - t0 < 5s);
+  CHECK_FALSE(results[0].ok());
+  CHECK_THAT(results[0].error_message, Catch::StartsWith("slowhost: `sleep 30` did not finish within"));
+  CHECK(results[1].ok());
+}
