@@ -27,6 +27,7 @@ using Secret = std::array<std::uint8_t, 32>;
 
 struct ClientOptions {
   static constexpr std::chrono::milliseconds kDefaultConnectTimeout{30000};
+  static constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;  // as ServerOptions
 
   std::string host;          // the server's address or name
   std::uint16_t port = 0;
@@ -35,6 +36,8 @@ struct ClientOptions {
   Secret secret{};
   // Connecting retries (connection refused while the server is not up yet) until this passes.
   std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
+  // Largest frame (header + payload) sent or accepted; a bigger request throws ProtocolError.
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
 };
 
 class Client {
@@ -62,6 +65,8 @@ class Client {
 
   // Called once, from the reader thread, when the server sends ABORT or the connection drops
   // unexpectedly. The argument is the launcher's reason (or what happened to the connection).
+  // If that already happened when the handler is set, it is called at once from the caller's
+  // thread. The handler must not destroy the Client (the destructor joins the reader thread).
   void set_abort_handler(std::function<void(const std::string& reason)> handler);
 
   int rank() const;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,12 +21,19 @@ namespace hora::rdv {
 
 struct ServerOptions {
   static constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
+  static constexpr std::chrono::milliseconds kDefaultAuthTimeout{10000};
+  static constexpr std::chrono::milliseconds kDefaultIoTimeout{30000};
 
   std::string bind_address = "127.0.0.1";  // an address of the chosen interface
   std::uint16_t port = 0;                   // 0: any free port (read it back with port())
   int size = 1;                             // ranks in the job
   std::array<std::uint8_t, 32> secret{};
-  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;  // header + payload, either direction
+  // A connection that has not authenticated this long after accept is rejected and closed.
+  std::chrono::milliseconds auth_timeout = kDefaultAuthTimeout;
+  // Once a frame's header has arrived its payload must follow within this; a queued response
+  // must be taken by the peer within this. Otherwise the connection is dropped.
+  std::chrono::milliseconds io_timeout = kDefaultIoTimeout;
 };
 
 // What the launcher hears from the server. Every callback runs on the io_context thread.
@@ -33,7 +41,10 @@ struct ServerEvents {
   std::function<void(int rank, const std::string& peer)> on_connected;
   // clean: the rank said goodbye before closing. reason: what happened otherwise.
   std::function<void(int rank, bool clean, const std::string& reason)> on_disconnected;
-  // A connection was refused before it authenticated (bad proof, garbage, wrong version).
+  // A connection was refused: before it authenticated (bad proof, garbage, wrong version,
+  // duplicate rank, no AUTH in time), or afterwards for breaking the protocol (garbage, an
+  // oversized frame, an unknown op). In the latter case on_disconnected(rank, false, reason)
+  // is reported too.
   std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
 };
 
@@ -50,6 +61,18 @@ class Server {
   const std::set<int>& ranks_seen() const;
   // Ranks connected right now.
   std::set<int> ranks_connected() const;
+
+  // What the server holds right now, for diagnostics and tests (io thread only). `waits` are
+  // requests parked until a key, barrier or exchange completes; `exchanges` are exchanges with
+  // uploads held in memory (0 once every exchange has been handed out).
+  struct Stats {
+    std::size_t connections = 0;  // open sockets, authenticated or not
+    std::size_t keys = 0;
+    std::size_t waits = 0;
+    std::size_t barriers = 0;
+    std::size_t exchanges = 0;
+  };
+  Stats stats() const;
 
   // Sends ABORT(reason) to every connected rank; later connections get it right after auth.
   void abort_all(const std::string& reason);

@@ -1,0 +1,255 @@
+// The wire format: header and payload round trips, and every way a frame can be refused.
+#include <catch2/catch.hpp>
+
+#include "rendezvous/format.h"
+#include "rendezvous/wire.h"
+
+using namespace hora::rdv;
+using wire::Bytes;
+using wire::Op;
+using wire::Status;
+
+namespace {
+
+std::array<std::uint8_t, wire::kHeaderBytes> header_bytes(const wire::Header& h) {
+  std::array<std::uint8_t, wire::kHeaderBytes> b{};
+  wire::encode_header(h, b.data());
+  return b;
+}
+
+Status decode(const std::array<std::uint8_t, wire::kHeaderBytes>& b, std::size_t limit,
+              wire::Header* out, std::string* why) {
+  return wire::decode_header(b, limit, out, why);
+}
+
+Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+}  // namespace
+
+TEST_CASE("header layout is the documented one", "[wire]") {
+  wire::Header h;
+  h.op = Op::kExchange;
+  h.status = Status::kTimeout;
+  h.request_id = 0x04030201;
+  h.payload_bytes = 0x0a0b0c0d;
+  auto b = header_bytes(h);
+  std::array<std::uint8_t, 16> expected{0x48, 0x52, 1,    0x15, 1,    0,    0,    0,
+                                        0x01, 0x02, 0x03, 0x04, 0x0d, 0x0c, 0x0b, 0x0a};
+  CHECK(b == expected);
+}
+
+TEST_CASE("header round trip", "[wire]") {
+  for (auto op : {Op::kHello, Op::kAuth, Op::kReject, Op::kAbort, Op::kGoodbye, Op::kSet,
+                  Op::kGet, Op::kAdd, Op::kDel, Op::kBarrier, Op::kExchange}) {
+    for (auto st : {Status::kOk, Status::kTimeout, Status::kInvalid, Status::kAborted,
+                    Status::kBadFrame, Status::kDuplicateRank}) {
+      wire::Header h;
+      h.op = op;
+      h.status = st;
+      h.request_id = 0xdeadbeef;
+      h.payload_bytes = 1000;
+      wire::Header out;
+      std::string why;
+      REQUIRE(decode(header_bytes(h), 1016, &out, &why) == Status::kOk);
+      CHECK(out.op == op);
+      CHECK(out.status == st);
+      CHECK(out.request_id == 0xdeadbeef);
+      CHECK(out.payload_bytes == 1000);
+      CHECK(out.version == wire::kVersion);
+    }
+  }
+}
+
+TEST_CASE("malformed headers are refused with the matching status", "[wire]") {
+  wire::Header h;
+  h.op = Op::kSet;
+  h.request_id = 9;
+  h.payload_bytes = 100;
+  auto good = header_bytes(h);
+  wire::Header out;
+  std::string why;
+
+  SECTION("bad magic") {
+    auto b = good;
+    b[0] = 'G';
+    b[1] = 'E';
+    CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadFrame);
+    CHECK_THAT(why, Catch::Contains("not a hora rendezvous frame"));
+  }
+  SECTION("bad version") {
+    auto b = good;
+    b[2] = 2;
+    CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadVersion);
+    CHECK_THAT(why, Catch::Contains("version 2"));
+  }
+  SECTION("reserved bytes set") {
+    auto b = good;
+    b[6] = 1;
+    CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadFrame);
+    CHECK_THAT(why, Catch::Contains("reserved"));
+  }
+  SECTION("unknown op") {
+    auto b = good;
+    b[3] = 0x7f;
+    CHECK(decode(b, 1 << 20, &out, &why) == Status::kUnknownOp);
+    CHECK_THAT(why, Catch::Contains("0x7f"));
+  }
+  SECTION("unknown status") {
+    auto b = good;
+    b[4] = 200;
+    CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadFrame);
+  }
+  SECTION("frame over the limit; exactly at the limit is fine") {
+    CHECK(decode(good, 115, &out, &why) == Status::kTooLarge);
+    CHECK_THAT(why, Catch::Contains("116 bytes exceeds the limit of 115"));
+    CHECK(decode(good, 116, &out, &why) == Status::kOk);
+  }
+  SECTION("a 4 GiB length does not overflow the check") {
+    auto b = good;
+    b[12] = b[13] = b[14] = b[15] = 0xff;
+    CHECK(decode(b, std::size_t{1} << 40, &out, &why) == Status::kOk);
+    CHECK(decode(b, std::size_t{0xffffffff}, &out, &why) == Status::kTooLarge);
+  }
+  SECTION("the request id is decoded even from a refused header") {
+    auto b = good;
+    b[2] = 9;
+    decode(b, 1 << 20, &out, &why);
+    CHECK(out.request_id == 9);
+  }
+}
+
+TEST_CASE("encode_frame puts the payload after the header", "[wire]") {
+  Bytes payload{1, 2, 3};
+  auto f = wire::encode_frame(Op::kGet, Status::kOk, 42, payload);
+  REQUIRE(f.size() == wire::kHeaderBytes + 3);
+  wire::Header h;
+  std::string why;
+  std::array<std::uint8_t, wire::kHeaderBytes> hb{};
+  std::copy_n(f.begin(), hb.size(), hb.begin());
+  REQUIRE(decode(hb, 1 << 20, &h, &why) == Status::kOk);
+  CHECK(h.payload_bytes == 3);
+  CHECK(h.request_id == 42);
+  CHECK(Bytes(f.begin() + wire::kHeaderBytes, f.end()) == payload);
+}
+
+TEST_CASE("payload round trips", "[wire]") {
+  SECTION("HELLO") {
+    wire::Hello m;
+    for (std::size_t i = 0; i < m.nonce.size(); ++i) m.nonce[i] = static_cast<std::uint8_t>(i * 7);
+    auto enc = wire::encode(m);
+    CHECK(enc.size() == wire::kNonceBytes);
+    CHECK(wire::decode_hello(enc).nonce == m.nonce);
+  }
+  SECTION("AUTH") {
+    wire::AuthRequest m{-3, 1024, {}};
+    m.proof.fill(0xab);
+    auto enc = wire::encode(m);
+    CHECK(enc.size() == wire::kAuthPayloadBytes);
+    auto d = wire::decode_auth(enc);
+    CHECK(d.rank == -3);
+    CHECK(d.size == 1024);
+    CHECK(d.proof == m.proof);
+  }
+  SECTION("SET with binary value, empty key") {
+    wire::SetRequest m{"", Bytes{0, 255, 0, 7}};
+    auto d = wire::decode_set(wire::encode(m));
+    CHECK(d.key.empty());
+    CHECK(d.value == m.value);
+  }
+  SECTION("GET / BARRIER") {
+    wire::WaitRequest m{"gloo/addr/3", 0x123456789abcULL};
+    auto d = wire::decode_wait(wire::encode(m));
+    CHECK(d.key == m.key);
+    CHECK(d.timeout_ms == m.timeout_ms);
+  }
+  SECTION("ADD") {
+    wire::AddRequest m{"count", std::numeric_limits<std::int64_t>::min()};
+    auto d = wire::decode_add(wire::encode(m));
+    CHECK(d.key == "count");
+    CHECK(d.delta == m.delta);
+  }
+  SECTION("DEL") {
+    CHECK(wire::decode_del(wire::encode(wire::DelRequest{"k"})).key == "k");
+  }
+  SECTION("EXCHANGE") {
+    wire::ExchangeRequest m{"mesh", 30000, {bytes_of("to 0"), Bytes{}, bytes_of("to rank 2")}};
+    auto enc = wire::encode(m);
+    auto d = wire::decode_exchange(enc);
+    CHECK(d.name == "mesh");
+    CHECK(d.timeout_ms == 30000);
+    CHECK(d.slices == m.slices);
+  }
+  SECTION("responses") {
+    CHECK(wire::decode_bytes(wire::encode_bytes(bytes_of("v"))) == bytes_of("v"));
+    CHECK(wire::decode_i64(wire::encode_i64(-5)) == -5);
+    CHECK(wire::decode_u8(wire::encode_u8(1)) == 1);
+    std::vector<Bytes> col{bytes_of("a"), Bytes{}, bytes_of("ccc")};
+    auto enc = wire::encode_slices(col);
+    CHECK(enc.size() == wire::slices_wire_bytes(col));
+    CHECK(wire::decode_slices(enc) == col);
+    CHECK(wire::decode_message(wire::encode_message("timed out")) == "timed out");
+  }
+}
+
+TEST_CASE("every truncation of a payload is refused, as are trailing bytes", "[wire]") {
+  auto exchange = wire::encode(wire::ExchangeRequest{"x", 5, {bytes_of("ab"), bytes_of("c")}});
+  auto set = wire::encode(wire::SetRequest{"key", bytes_of("value")});
+  auto auth = wire::encode(wire::AuthRequest{1, 2, {}});
+  for (std::size_t n = 0; n < exchange.size(); ++n) {
+    CHECK_THROWS_AS(wire::decode_exchange(std::span(exchange).first(n)), wire::DecodeError);
+  }
+  for (std::size_t n = 0; n < set.size(); ++n) {
+    CHECK_THROWS_AS(wire::decode_set(std::span(set).first(n)), wire::DecodeError);
+  }
+  for (std::size_t n = 0; n < auth.size(); ++n) {
+    CHECK_THROWS_AS(wire::decode_auth(std::span(auth).first(n)), wire::DecodeError);
+  }
+  exchange.push_back(0);
+  CHECK_THROWS_WITH(wire::decode_exchange(exchange), Catch::Contains("unexpected bytes"));
+  set.push_back(0);
+  CHECK_THROWS_AS(wire::decode_set(set), wire::DecodeError);
+}
+
+TEST_CASE("a slice count larger than the payload can hold is refused up front", "[wire]") {
+  auto p = wire::Writer().str("x").u64(1).u32(0xffffffffu).take();
+  CHECK_THROWS_WITH(wire::decode_exchange(p), Catch::Contains("cannot fit"));
+  auto col = wire::Writer().u32(1u << 30).take();
+  CHECK_THROWS_AS(wire::decode_slices(col), wire::DecodeError);
+}
+
+TEST_CASE("a string length past the end is refused", "[wire]") {
+  auto p = wire::Writer().u32(1000).raw(bytes_of("short")).take();
+  CHECK_THROWS_WITH(wire::decode_del(p), Catch::Contains("truncated"));
+}
+
+TEST_CASE("op and status classification", "[wire]") {
+  CHECK(wire::is_request_op(Op::kGet));
+  CHECK(wire::is_request_op(Op::kGoodbye));
+  CHECK_FALSE(wire::is_request_op(Op::kAuth));
+  CHECK_FALSE(wire::is_request_op(Op::kAbort));
+  CHECK_FALSE(wire::is_known_op(0x00));
+  CHECK_FALSE(wire::is_known_op(0x06));
+  CHECK_FALSE(wire::is_known_op(0x16));
+  CHECK(wire::is_known_status(25));
+  CHECK_FALSE(wire::is_known_status(4));
+  CHECK_FALSE(wire::is_known_status(26));
+  CHECK(std::string(wire::status_name(Status::kAuthFailed)) == "AUTH_FAILED");
+}
+
+TEST_CASE("durations and rank lists read naturally", "[format]") {
+  using std::chrono::milliseconds;
+  CHECK(format_duration(milliseconds(30000)) == "30 s");
+  CHECK(format_duration(milliseconds(1500)) == "1.5 s");
+  CHECK(format_duration(milliseconds(250)) == "250 ms");
+  CHECK(format_ranks({3}, 16) == "rank 3 of 16");
+  CHECK(format_ranks({3, 7}, 16) == "ranks 3, 7 of 16");
+  CHECK(format_ranks({0, 1, 2, 5, 9, 10}, 16) == "ranks 0-2, 5, 9-10 of 16");
+  std::vector<int> many;
+  for (int i = 0; i < 100; i += 2) many.push_back(i);
+  auto s = format_ranks(many, 100);
+  CHECK_THAT(s, Catch::StartsWith("ranks 0, 2, 4"));
+  CHECK_THAT(s, Catch::EndsWith(", and 18 more of 100"));
+  CHECK(format_rank_list({1, 2, 3, 8}) == "1-3, 8");
+  CHECK(format_endpoint("127.0.0.1", 4000) == "127.0.0.1:4000");
+  CHECK(format_endpoint("::1", 4000) == "[::1]:4000");
+}
