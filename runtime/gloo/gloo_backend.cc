@@ -134,8 +134,8 @@ void GlooBackend::fail(ScopeState& s, Scope scope, const OpInfo& info) {
   if (io && why.find("Timed out") != std::string::npos) {
     kind = kTimeout;
     message = fmt::format(
-        "{}: {} failed: no progress for {} (HORA_TIMEOUT_SECONDS): another rank of the group "
-        "died, is stuck, or called a different collective; see the other ranks' output, or raise "
+        "{}: {} failed: no progress for {}: another rank of the group died, is stuck, or called "
+        "a different collective (see the other ranks' output); if it is only slow, raise "
         "HORA_TIMEOUT_SECONDS ({})",
         who(world_), what, seconds(world_.timeout), why);
   } else if (io && peer >= 0) {

@@ -42,16 +42,24 @@ void rethrow_translated(const WorldInfo& world, const std::string& step, const A
                                    timeout_hint.empty() ? "" : "; " + timeout_hint),
                        rank, host);
   } catch (const rdv::AuthError& e) {
+    // The rendezvous client's messages already name the server and the step it failed at.
+    const std::string why = e.what();
     throw ConnectionError(
-        fmt::format("{}: {}: the rendezvous server {} refused this rank: {} (HORA_SECRET does not "
-                    "match the job's secret: was this rank started by another horarun?)",
-                    who(world), step, server, e.what()),
+        fmt::format("{}: {}: {}{}", who(world), step, why,
+                    why.find("HORA_SECRET") != std::string::npos
+                        ? ""
+                        : " (HORA_SECRET does not match the job's secret: was this rank started "
+                          "by another horarun?)"),
         rank, host);
   } catch (const rdv::ConnectError& e) {
+    const std::string why = e.what();
     throw ConnectionError(
-        fmt::format("{}: {}: cannot reach the rendezvous server {} (HORA_RENDEZVOUS): {}; is "
-                    "horarun still running, and can this host reach that address?",
-                    who(world), step, server, e.what()),
+        fmt::format("{}: {}: {}{}", who(world), step, why,
+                    why.find("HORA_RENDEZVOUS") != std::string::npos
+                        ? ""
+                        : fmt::format(" (HORA_RENDEZVOUS={}: is horarun still running, and can "
+                                      "this host reach that address?)",
+                                      server)),
         rank, host);
   } catch (const rdv::Error& e) {
     throw ConnectionError(fmt::format("{}: {}: rendezvous server {}: {}", who(world), step, server,

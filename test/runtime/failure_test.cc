@@ -266,3 +266,30 @@ TEST_CASE("init names the rendezvous address when nobody listens there", "[failu
   }
   CHECK(std::chrono::steady_clock::now() - start < 10s);
 }
+
+TEST_CASE("the launcher's abort interrupts init() while it waits for the other ranks",
+          "[failure][abort][init]") {
+  hora::test::TestServer server(2);
+  const auto worlds = hora::test::make_worlds(hora::test::one_host(2), server, 30s);
+  std::exception_ptr error;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread rank0([&] {
+    try {
+      Runtime runtime(worlds[0]);  // rank 1 never comes: init() waits in the address exchange
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  const auto deadline = start + 20s;
+  while (server.waits() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  server.abort_all("horarun was interrupted (SIGINT)");
+  rank0.join();
+  INFO(hora::test::message_of(error));
+  REQUIRE(is<hora::AbortedError>(error));
+  CHECK_THAT(hora::test::message_of(error),
+             Catch::Contains("rank 0 on host0: init()") &&
+                 Catch::Contains("job aborted by launcher: horarun was interrupted (SIGINT)"));
+  CHECK(std::chrono::steady_clock::now() - start < 25s);
+}

@@ -1,5 +1,6 @@
 #include "test/runtime/test_job.h"
 
+#include <future>
 #include <stdexcept>
 
 #include <boost/asio/post.hpp>
@@ -30,6 +31,16 @@ TestServer::~TestServer() {
 }
 
 void TestServer::abort_all(const std::string& reason) { server_->abort_all(reason); }
+
+std::size_t TestServer::waits() {
+  std::promise<std::size_t> result;
+  auto future = result.get_future();
+  boost::asio::post(io_, [&] { result.set_value(server_->stats().waits); });
+  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    throw std::runtime_error("the test rendezvous server's io thread did not answer in 10 s");
+  }
+  return future.get();
+}
 
 std::vector<int> one_host(int n) { return std::vector<int>(static_cast<std::size_t>(n), 0); }
 

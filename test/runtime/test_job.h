@@ -28,6 +28,9 @@ class TestServer {
   const rdv::Secret& secret() const { return secret_; }
   // Posted to the io thread, like the launcher's abort.
   void abort_all(const std::string& reason);
+  // Requests parked at the server right now (a get, barrier or exchange waiting for others),
+  // read on the io thread.
+  std::size_t waits();
 
  private:
   boost::asio::io_context io_;
