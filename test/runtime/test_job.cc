@@ -8,14 +8,14 @@
 
 namespace hora::test {
 
-TestServer::TestServer(int size) {
+TestServer::TestServer(int size, rdv::ServerEvents events) {
   for (std::size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<std::uint8_t>(i * 7 + 3);
   rdv::ServerOptions options;
   options.bind_address = "127.0.0.1";
   options.port = 0;
   options.size = size;
   options.secret = secret_;
-  server_ = std::make_unique<rdv::Server>(io_, options);
+  server_ = std::make_unique<rdv::Server>(io_, options, std::move(events));
   port_ = server_->port();
   thread_ = std::thread([this] { io_.run(); });
 }

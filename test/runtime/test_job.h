@@ -22,7 +22,7 @@ namespace hora::test {
 // The rendezvous server of one test job.
 class TestServer {
  public:
-  explicit TestServer(int size);
+  explicit TestServer(int size, rdv::ServerEvents events = {});
   ~TestServer();  // stops the server and joins its thread
   std::uint16_t port() const { return port_; }
   const rdv::Secret& secret() const { return secret_; }

@@ -1,0 +1,28 @@
+// A rank process for public_api_test: joins the job from its environment with hora::init()
+// (public API only), checks an allreduce, prints one line, and leaves.
+//   rank_child            return from main without hora::shutdown() (the atexit path)
+//   rank_child shutdown   call hora::shutdown() first
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <hora/hora.h>
+
+int main(int argc, char** argv) {
+  try {
+    hora::init();
+    hora::init();  // harmless
+    std::vector<double> v{static_cast<double>(hora::rank() + 1)};
+    hora::allreduce(v, hora::ReduceOp::kSum);
+    std::vector<std::int32_t> mine(static_cast<std::size_t>(hora::rank() + 1), hora::rank());
+    const auto gathered = hora::allgather(mine);
+    std::printf("rank %d of %d local %d/%d cross %d/%d host %s sum %g gathered %zu\n", hora::rank(),
+                hora::size(), hora::local_rank(), hora::local_size(), hora::cross_rank(),
+                hora::cross_size(), hora::hostname().c_str(), v[0], gathered.size());
+    if (argc > 1 && std::strcmp(argv[1], "shutdown") == 0) hora::shutdown();
+    return 0;
+  } catch (const hora::Error& e) {
+    std::fprintf(stderr, "rank_child: %s\n", e.what());
+    return 1;
+  }
+}
