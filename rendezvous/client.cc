@@ -530,8 +530,10 @@ std::vector<Bytes> Client::exchange(const std::string& name, const std::vector<B
     throw Error(fmt::format("rank {}: {} needs one slice per rank ({}), got {}", rank(), what,
                             size, slices.size()));
   }
-  wire::ExchangeRequest req{name, static_cast<std::uint64_t>(timeout.count()), slices};
-  auto payload = impl(this).call(Op::kExchange, wire::encode(req), timeout, what);
+  auto payload = impl(this).call(
+      Op::kExchange,
+      wire::encode_exchange(name, static_cast<std::uint64_t>(timeout.count()), slices), timeout,
+      what);
   std::vector<Bytes> column;
   try {
     column = wire::decode_slices(payload);

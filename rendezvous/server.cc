@@ -130,9 +130,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     std::map<int, std::uint64_t> entered;  // rank -> token
     std::set<int> left;
   };
+  // A rank's row: the EXCHANGE payload as received, and views of its slices inside it (moving
+  // the payload vector keeps its buffer, so the views stay valid).
   struct Upload {
     std::uint64_t token;
-    std::vector<Bytes> slices;
+    Bytes payload;
+    std::vector<std::span<const std::uint8_t>> slices;
   };
   struct Exchange {
     std::map<int, Upload> uploads;  // rank -> its row
@@ -646,7 +649,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       case Op::kBarrier:
         return handle_barrier(c, wire::decode_wait(c->payload));
       case Op::kExchange:
-        return handle_exchange(c, wire::decode_exchange(c->payload));
+        return handle_exchange(c, wire::decode_exchange_view(c->payload));
       default:
         // on_header only lets request ops through.
         return reject(c, Status::kUnknownOp,
@@ -661,7 +664,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       case Op::kBarrier: wire::decode_wait(payload); break;
       case Op::kAdd: wire::decode_add(payload); break;
       case Op::kDel: wire::decode_del(payload); break;
-      case Op::kExchange: wire::decode_exchange(payload); break;
+      case Op::kExchange: wire::decode_exchange_view(payload); break;
       default: break;
     }
     return 0;
@@ -711,7 +714,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     for (auto t : tokens) complete_wait(t, {});
   }
 
-  void handle_exchange(const ConnPtr& c, wire::ExchangeRequest m) {
+  void handle_exchange(const ConnPtr& c, wire::ExchangeView m) {
     std::uint32_t id = c->header.request_id;
     if (static_cast<int>(m.slices.size()) != opts.size) {
       return respond(c, Op::kExchange, id, Status::kInvalid,
@@ -727,23 +730,30 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                          c->rank, m.name)));
     }
     auto token = add_wait(c, WaitKind::kExchange, id, m.name, clamp(m.timeout_ms));
-    ex.uploads[c->rank] = Upload{token, std::move(m.slices)};
+    ex.uploads[c->rank] = Upload{token, std::move(c->payload), std::move(m.slices)};
     if (static_cast<int>(ex.uploads.size()) < opts.size) return;
 
-    // Everyone uploaded: hand each rank its column. Each slice is moved into exactly one
-    // response, and the exchange is forgotten, so its memory goes once the responses are sent.
+    // Everyone uploaded: hand each rank its column, copied out of the rows. The exchange is
+    // forgotten and its rows freed here; the columns are freed as their writes complete.
     Exchange done = std::move(ex);
     exchanges.erase(m.name);
+    std::vector<const Upload*> rows;
+    rows.reserve(opts.size);
+    for (const auto& [rank, up] : done.uploads) rows.push_back(&up);
+    std::vector<std::pair<std::uint64_t, Bytes>> columns;
+    columns.reserve(opts.size);
     for (int r = 0; r < opts.size; ++r) {
+      std::size_t bytes = 4;
+      for (const Upload* row : rows) bytes += 4 + row->slices[r].size();
       wire::Writer w;
+      w.reserve(bytes);
       w.u32(static_cast<std::uint32_t>(opts.size));
-      for (int j = 0; j < opts.size; ++j) {
-        Bytes& s = done.uploads[j].slices[r];
-        w.bytes(s);
-        Bytes().swap(s);
-      }
-      complete_wait(done.uploads[r].token, w.take());
+      for (const Upload* row : rows) w.bytes(row->slices[r]);
+      columns.emplace_back(rows[r]->token, w.take());
     }
+    rows.clear();
+    done.uploads.clear();
+    for (auto& [token, column] : columns) complete_wait(token, std::move(column));
   }
 
   void wake_getters(const std::string& key) {

@@ -212,10 +212,13 @@ Bytes encode(const SetRequest& m) { return Writer().str(m.key).bytes(m.value).ta
 Bytes encode(const WaitRequest& m) { return Writer().str(m.key).u64(m.timeout_ms).take(); }
 Bytes encode(const AddRequest& m) { return Writer().str(m.key).i64(m.delta).take(); }
 Bytes encode(const DelRequest& m) { return Writer().str(m.key).take(); }
-Bytes encode(const ExchangeRequest& m) {
+Bytes encode(const ExchangeRequest& m) { return encode_exchange(m.name, m.timeout_ms, m.slices); }
+
+Bytes encode_exchange(std::string_view name, std::uint64_t timeout_ms,
+                      const std::vector<Bytes>& slices) {
   Writer w;
-  w.str(m.name).u64(m.timeout_ms).u32(static_cast<std::uint32_t>(m.slices.size()));
-  for (const auto& s : m.slices) w.bytes(s);
+  w.str(name).u64(timeout_ms).u32(static_cast<std::uint32_t>(slices.size()));
+  for (const auto& s : slices) w.bytes(s);
   return w.take();
 }
 
@@ -268,7 +271,7 @@ DelRequest decode_del(std::span<const std::uint8_t> payload) {
 }
 
 namespace {
-std::vector<Bytes> read_slices(Reader& r) {
+std::uint32_t read_slice_count(Reader& r) {
   std::uint32_t n = r.u32();
   // Each slice has at least its 4-byte length: a count the payload cannot hold is rejected
   // before anything is allocated for it.
@@ -276,12 +279,34 @@ std::vector<Bytes> read_slices(Reader& r) {
     throw DecodeError(fmt::format("slice count {} cannot fit in the {} bytes that follow", n,
                                   r.remaining()));
   }
+  return n;
+}
+
+std::vector<Bytes> read_slices(Reader& r) {
+  std::uint32_t n = read_slice_count(r);
   std::vector<Bytes> slices;
   slices.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) slices.push_back(r.bytes());
   return slices;
 }
 }  // namespace
+
+std::span<const std::uint8_t> Reader::view() {
+  std::uint32_t n = u32();
+  return take(n, "length-prefixed field");
+}
+
+ExchangeView decode_exchange_view(std::span<const std::uint8_t> payload) {
+  Reader r(payload);
+  ExchangeView m;
+  m.name = r.str();
+  m.timeout_ms = r.u64();
+  std::uint32_t n = read_slice_count(r);
+  m.slices.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) m.slices.push_back(r.view());
+  r.expect_end();
+  return m;
+}
 
 ExchangeRequest decode_exchange(std::span<const std::uint8_t> payload) {
   Reader r(payload);

@@ -128,6 +128,7 @@ class Writer {
   Writer& raw(std::span<const std::uint8_t> v);   // no length prefix
   Writer& bytes(std::span<const std::uint8_t> v);  // uint32 length + bytes
   Writer& str(std::string_view v);                 // uint32 length + bytes
+  void reserve(std::size_t n) { buf_.reserve(n); }
   Bytes take() { return std::move(buf_); }
   std::size_t size() const { return buf_.size(); }
 
@@ -146,6 +147,8 @@ class Reader {
   std::int64_t i64();
   void raw(std::span<std::uint8_t> out);
   Bytes bytes();
+  // A length-prefixed field as a view into the payload (no copy).
+  std::span<const std::uint8_t> view();
   std::string str();
   std::size_t remaining() const { return rest_.size(); }
   // Throws DecodeError if bytes are left over.
@@ -194,6 +197,17 @@ Bytes encode(const WaitRequest& m);
 Bytes encode(const AddRequest& m);
 Bytes encode(const DelRequest& m);
 Bytes encode(const ExchangeRequest& m);
+// EXCHANGE without copying: encodes straight from the caller's slices, and decodes into views
+// of the payload (valid while the payload buffer lives and is not resized).
+Bytes encode_exchange(std::string_view name, std::uint64_t timeout_ms,
+                      const std::vector<Bytes>& slices);
+struct ExchangeView {
+  std::string name;
+  std::uint64_t timeout_ms = 0;
+  std::vector<std::span<const std::uint8_t>> slices;
+};
+ExchangeView decode_exchange_view(std::span<const std::uint8_t> payload);
+
 Hello decode_hello(std::span<const std::uint8_t> payload);
 AuthRequest decode_auth(std::span<const std::uint8_t> payload);
 SetRequest decode_set(std::span<const std::uint8_t> payload);

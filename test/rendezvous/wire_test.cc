@@ -210,9 +210,30 @@ TEST_CASE("every truncation of a payload is refused, as are trailing bytes", "[w
   CHECK_THROWS_AS(wire::decode_set(set), wire::DecodeError);
 }
 
+TEST_CASE("the copy-free exchange encoding and view decoding agree with the plain ones",
+          "[wire]") {
+  std::vector<Bytes> slices{bytes_of("first"), Bytes{}, Bytes(300, 9)};
+  auto enc = wire::encode_exchange("n", 77, slices);
+  CHECK(enc == wire::encode(wire::ExchangeRequest{"n", 77, slices}));
+  auto v = wire::decode_exchange_view(enc);
+  CHECK(v.name == "n");
+  CHECK(v.timeout_ms == 77);
+  REQUIRE(v.slices.size() == 3);
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    CHECK(Bytes(v.slices[i].begin(), v.slices[i].end()) == slices[i]);
+  }
+  // Views point into the payload itself.
+  CHECK(v.slices[0].data() >= enc.data());
+  CHECK(v.slices[2].data() + 300 == enc.data() + enc.size());
+  for (std::size_t n = 0; n < enc.size(); ++n) {
+    CHECK_THROWS_AS(wire::decode_exchange_view(std::span(enc).first(n)), wire::DecodeError);
+  }
+}
+
 TEST_CASE("a slice count larger than the payload can hold is refused up front", "[wire]") {
   auto p = wire::Writer().str("x").u64(1).u32(0xffffffffu).take();
   CHECK_THROWS_WITH(wire::decode_exchange(p), Catch::Contains("cannot fit"));
+  CHECK_THROWS_WITH(wire::decode_exchange_view(p), Catch::Contains("cannot fit"));
   auto col = wire::Writer().u32(1u << 30).take();
   CHECK_THROWS_AS(wire::decode_slices(col), wire::DecodeError);
 }
