@@ -20,15 +20,26 @@
 // calling thread; they may call write()/close_stdin()/close() on any channel and exec() on the
 // session, but must not destroy the Session.
 //
-// Driving a session from Boost.Asio (the launcher):
+// Driving a session from Boost.Asio (the launcher), one driver per session; this is what
+// test/ssh/session_test.cc ("driven from a Boost.Asio loop") runs:
 //
-//     boost::asio::posix::stream_descriptor sd(io, session->fd());   // does not own: release()
-//     std::function<void()> arm = [&] {                               // before the session dies
-//       session->pump();
-//       auto want = session->interest();
-//       if (want.write) sd.async_wait(sd.wait_write, [&](auto ec) { if (!ec) arm(); });
-//       sd.async_wait(sd.wait_read, [&](auto ec) { if (!ec) arm(); });  // (de-duplicate as needed)
-//     };
+//     // sd_ wraps session_->fd() without owning it: call sd_.release() before the session dies.
+//     void Driver::kick() {  // call after exec()/write()/close_stdin()/close(); waits call it too
+//       session_->pump();
+//       const Session::Interest want = session_->interest();
+//       if (want.again) asio::post(io_, [this] { kick(); });
+//       if (want.read && !read_armed_) {
+//         read_armed_ = true;
+//         sd_.async_wait(sd_.wait_read, [this](auto ec) { read_armed_ = false; if (!ec) kick(); });
+//       }
+//       if (want.write && !write_armed_) {
+//         write_armed_ = true;
+//         sd_.async_wait(sd_.wait_write, [this](auto ec) { write_armed_ = false; if (!ec) kick(); });
+//       }
+//     }
+//
+// pump() is cheap when there is nothing to do, so kicking more often than needed is harmless;
+// kicking too rarely is not (data queued with write() waits for the next pump()).
 //
 // Ownership: the Session owns the socket and the libssh2 session; exec() returns a shared_ptr to
 // a Channel that the session also keeps until the channel is finished. Destroying the Session

@@ -8,6 +8,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
+
+#include <boost/asio.hpp>
 #include <fstream>
 #include <sstream>
 
@@ -401,4 +405,67 @@ TEST_CASE("many channels streaming stdout and stderr at once lose nothing and al
     CHECK(err[i] == 500'000);
     CHECK(chans[i]->exit()->exit_status == i + 10);
   }
+}
+
+TEST_CASE("channels driven from a Boost.Asio loop as session.h describes", "[session][asio]") {
+  LocalSshd sshd;
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  boost::asio::io_context io;
+  boost::asio::posix::stream_descriptor sd(io, s->fd());
+  bool read_armed = false, write_armed = false;
+  std::function<void()> kick = [&] {
+    s->pump();
+    const Session::Interest want = s->interest();
+    if (want.again) boost::asio::post(io, [&] { kick(); });
+    if (want.read && !read_armed) {
+      read_armed = true;
+      sd.async_wait(sd.wait_read, [&](boost::system::error_code ec) {
+        read_armed = false;
+        if (!ec) kick();
+      });
+    }
+    if (want.write && !write_armed) {
+      write_armed = true;
+      sd.async_wait(sd.wait_write, [&](boost::system::error_code ec) {
+        write_armed = false;
+        if (!ec) kick();
+      });
+    }
+  };
+
+  // Two "ranks": each echoes what it reads (like a guard reading its environment block), and
+  // the second only gets its input after the first has answered, written from the first's
+  // stdout handler (inside pump(); the pump in progress carries it).
+  std::string out0, out1;
+  int finished = 0;
+  std::shared_ptr<Channel> c1;
+  Channel::Handlers h0;
+  h0.on_stdout = [&](std::string_view d) {
+    out0.append(d);
+    if (out0 == "env-0\n") {
+      c1->write("env-1\n");
+      c1->close_stdin();
+      kick();
+    }
+  };
+  h0.on_exit = [&](const ExitInfo&) {
+    if (++finished == 2) io.stop();
+  };
+  Channel::Handlers h1;
+  h1.on_stdout = [&](std::string_view d) { out1.append(d); };
+  h1.on_exit = [&](const ExitInfo&) {
+    if (++finished == 2) io.stop();
+  };
+  auto c0 = s->exec("cat", std::move(h0));
+  c1 = s->exec("cat; exit 9", std::move(h1));
+  c0->write("env-0\n");
+  c0->close_stdin();
+  kick();
+
+  io.run_for(20s);  // stopped by the second on_exit; the bound only matters when that never comes
+  sd.release();
+  CHECK(finished == 2);
+  CHECK(out0 == "env-0\n");
+  CHECK(out1 == "env-1\n");
+  CHECK(c1->exit()->exit_status == 9);
 }
