@@ -2,13 +2,34 @@
 // checks the arguments and dispatches to a backend.
 #include <hora/hora.h>
 
-#include <fmt/format.h>
+#include <initializer_list>
 
+#include <fmt/format.h>
+#include <hora/cuda.h>
+
+#include "runtime/nccl/backend.h"
 #include "runtime/src/runtime.h"
 
 namespace hora {
 
 using detail::process_runtime;
+
+namespace {
+
+// GPU buffers passed to the host API go to the stream overloads of <hora/cuda.h> on the default
+// stream, which route them to NCCL (and reject mixed host/GPU arguments). They send host
+// buffers back here, so there is no loop. Without NCCL or a GPU this costs one cached check.
+bool on_gpu(std::initializer_list<const void*> buffers) {
+  if (!detail::nccl::gpu_available()) return false;
+  for (const void* p : buffers) {
+    if (p != nullptr && detail::nccl::is_device_pointer(p)) return true;
+  }
+  return false;
+}
+
+void* const kDefaultStream = nullptr;
+
+}  // namespace
 
 void init() { detail::process_init(); }
 
@@ -26,11 +47,17 @@ const std::string& hostname() { return process_runtime("hostname()").world().hos
 
 void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
                Scope scope) {
+  if (on_gpu({sendbuf, recvbuf})) {
+    return allreduce(sendbuf, recvbuf, count, type, op, kDefaultStream, scope);
+  }
   process_runtime("allreduce").allreduce(sendbuf, recvbuf, count, type, op, scope);
 }
 
 void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                const std::vector<std::size_t>& counts, DataType type, Scope scope) {
+  if (on_gpu({sendbuf, recvbuf})) {
+    return allgather(sendbuf, count, recvbuf, counts, type, kDefaultStream, scope);
+  }
   process_runtime("allgather").allgather(sendbuf, count, recvbuf, counts, type, scope);
 }
 
@@ -39,11 +66,15 @@ std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope) {
 }
 
 void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
+  if (on_gpu({buffer})) return broadcast(buffer, count, type, root, kDefaultStream, scope);
   process_runtime("broadcast").broadcast(buffer, count, type, root, scope);
 }
 
 void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
               const std::vector<std::size_t>& recv_splits, DataType type, Scope scope) {
+  if (on_gpu({sendbuf, recvbuf})) {
+    return alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, kDefaultStream, scope);
+  }
   process_runtime("alltoall").alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope);
 }
 
@@ -54,6 +85,9 @@ std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_sp
 
 void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
                    ReduceOp op, Scope scope) {
+  if (on_gpu({sendbuf, recvbuf})) {
+    return reducescatter(sendbuf, count, recvbuf, type, op, kDefaultStream, scope);
+  }
   process_runtime("reducescatter").reducescatter(sendbuf, count, recvbuf, type, op, scope);
 }
 

@@ -13,6 +13,7 @@
 #include "rendezvous/client.h"
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
+#include "runtime/nccl/backend.h"
 #include "runtime/src/error_translation.h"
 #include "runtime/src/log.h"
 #include "runtime/src/reduce.h"
@@ -320,7 +321,12 @@ void process_init() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_runtime != nullptr) return;
   WorldInfo world = world_from_environment();
-  g_runtime = new Runtime(std::move(world));
+  auto runtime = std::make_unique<Runtime>(std::move(world));
+  // The GPU backend forms its NCCL communicators lazily through the same rendezvous
+  // connection, and aborts them when the launcher aborts the job.
+  nccl::attach(runtime->world(), runtime->client(), runtime->world().timeout);
+  runtime->on_abort([](const std::string& reason) { nccl::abort_all(reason); });
+  g_runtime = runtime.release();
   if (!g_atexit_registered) {
     g_atexit_registered = true;
     std::atexit(shutdown_at_exit);
@@ -335,6 +341,8 @@ void process_shutdown() {
     g_runtime = nullptr;
   }
   if (runtime == nullptr) return;
+  // NCCL communicators go first: they may still need the rendezvous connection to finish.
+  nccl::detach();
   try {
     runtime->shutdown();
   } catch (...) {

@@ -53,6 +53,12 @@ class Runtime {
   // flight fail and every later call throw hora::AbortedError.
   void abort(const std::string& reason);
   bool aborted() const { return abort_.reason().has_value(); }
+  // Runs hook(reason) on the launcher's abort (other backends abort their work with it).
+  void on_abort(AbortState::Hook hook) { abort_.on_abort(std::move(hook)); }
+
+  // The rendezvous connection (null in a world of one), for backends that form their own
+  // communicators through it (NCCL). Valid until shutdown().
+  rdv::Client* client() const { return client_.get(); }
 
   const WorldInfo& world() const { return world_; }
   int rank(Scope scope) const;
