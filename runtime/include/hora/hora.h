@@ -4,8 +4,20 @@
 //   hora::allreduce(grad, grad, n, hora::DataType::kFloat32, hora::ReduceOp::kAverage);
 //   hora::shutdown();
 //
-// Every function below throws hora::Error (see error.h). Collectives are blocking and must be
-// called in the same order, with matching arguments, on every rank of the scope.
+// Every function below throws hora::Error (see error.h); messages name this rank and host, the
+// operation, and the peer when one is to blame. Collectives are blocking and must be called in
+// the same order, with matching arguments, on every rank of the scope; they run on one thread
+// at a time (use <hora/async.h> to submit from several threads or in different orders).
+//
+// Failures. A collective that cannot complete throws instead of hanging: PeerFailure when a
+// peer closed its connection (it died), TimeoutError when no progress was made for
+// HORA_TIMEOUT_SECONDS (default 30), AbortedError as soon as horarun aborts the job (another
+// rank failed, or horarun was interrupted). After such an error the scope's communicator is
+// closed: later collectives on it throw at once; end the program. Wrong arguments throw
+// UsageError before anything is sent, and the communicator stays usable.
+//
+// Host buffers go through Gloo over TCP. With NCCL built in (<hora/cuda.h>), GPU buffers passed
+// here are routed to NCCL on the default stream.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +35,9 @@ namespace hora {
 void init();
 
 // Leaves the job cleanly: tells the rendezvous this rank is done and tears down communicators.
-// Called automatically at exit if the program did not.
+// Called automatically at exit if the program did not. Safe to call twice; a world of one may
+// init() again afterwards. Throws hora::ConnectionError / TimeoutError / AbortedError from init()
+// when the rendezvous cannot be reached in HORA_START_TIMEOUT or the job is aborted meanwhile.
 void shutdown();
 
 bool is_initialized();
@@ -37,12 +51,21 @@ int cross_size();
 const std::string& hostname();  // the host name this rank was launched on (HORA_HOSTNAME)
 
 // --- Blocking collectives on contiguous host buffers. sendbuf == recvbuf means in place. ---
+// Buffers need no particular alignment. A null buffer is allowed only where no element is read
+// or written (count 0).
 
+// Element-wise reduction of `count` elements over the scope, into recvbuf on every rank.
+// Integers: sum and product wrap around (two's complement); kAverage sums, then divides by the
+// number of ranks with truncation toward zero (-7 / 2 == -3). float16 and bfloat16 are reduced
+// in float32 and rounded (to nearest even) after every step. kMin and kMax propagate NaN.
+// Floating-point sums are computed in a ring order that depends on the number of ranks, so the
+// last bits may differ from a sequential sum (but are the same on every rank).
 void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                ReduceOp op, Scope scope = Scope::kGlobal);
 
 // Each rank contributes `count` elements (counts may differ per rank). recvbuf receives the
 // concatenation in rank order and must hold the sum of all counts; counts[i] is rank i's count.
+// sendbuf may already sit at this rank's place inside recvbuf (in place).
 void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                const std::vector<std::size_t>& counts, DataType type,
                Scope scope = Scope::kGlobal);
@@ -54,7 +77,9 @@ std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope = Scope
 void broadcast(void* buffer, std::size_t count, DataType type, int root,
                Scope scope = Scope::kGlobal);
 
-// send_splits[i] elements go to rank i; recv_splits[i] elements arrive from rank i.
+// send_splits[i] elements go to rank i (consecutive in sendbuf, in rank order); recv_splits[i]
+// elements arrive from rank i, stored the same way. send_splits[me] must equal recv_splits[me].
+// The buffers may overlap (in place): the input is then staged in a copy first.
 void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
               const std::vector<std::size_t>& recv_splits, DataType type,
               Scope scope = Scope::kGlobal);
@@ -66,10 +91,13 @@ std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_sp
 // Reduces `count` elements across ranks and scatters the result: rank r receives
 // reducescatter_count(count, r, n) elements, the block that starts at the sum of the
 // counts of ranks before it. Blocks are split evenly; the first count % n ranks get one more.
+// Reductions behave as in allreduce (kAverage divides this rank's block). Data moves in a ring:
+// each rank sends and receives (n-1)/n of the input.
 void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
                    ReduceOp op, Scope scope = Scope::kGlobal);
-std::size_t reducescatter_count(std::size_t count, int rank, int nranks);
+std::size_t reducescatter_count(std::size_t count, int rank, int nranks);  // needs no init()
 
+// Returns once every rank of the scope has called barrier().
 void barrier(Scope scope = Scope::kGlobal);
 
 // --- Typed conveniences. ---
