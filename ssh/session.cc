@@ -256,7 +256,7 @@ bool Channel::step() {
         }
         fail("could not open an SSH channel on " + where + " for `" + command_ + "`: " +
              session_->last_error() +
-             " (sshd's MaxSessions limits the channels of one connection; its default is 10)");
+             " (a common cause: sshd's MaxSessions, default 10, limits the channels of one connection)");
         return true;
       }
       session_->opening_ = nullptr;

@@ -38,7 +38,7 @@ std::string LocalSshd::unavailable_reason() {
   return {};
 }
 
-LocalSshd::LocalSshd() {
+LocalSshd::LocalSshd(const std::string& extra_config) {
   ::mkdir("/run/sshd", 0755);  // sshd's privilege separation directory; EEXIST is fine
   sh("ssh-keygen -q -t ed25519 -N '' -C hora-test-host -f " + (dir_ / "host_ed25519"));
   sh("ssh-keygen -q -t ed25519 -N '' -C hora-test-client -f " + client_key());
@@ -52,9 +52,9 @@ LocalSshd::LocalSshd() {
              "StrictModes no\n"
              "PasswordAuthentication no\n"
              "KbdInteractiveAuthentication no\n"
-             "MaxSessions 50\n"
              "PidFile none\n"
-             "LogLevel VERBOSE\n");
+             "LogLevel VERBOSE\n" +
+                 extra_config);
 
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};

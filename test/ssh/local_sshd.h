@@ -28,7 +28,9 @@ class LocalSshd {
   // Empty when this machine can run the fixture, else why not (the test then exits 77).
   static std::string unavailable_reason();
 
-  LocalSshd();
+  // `extra_config` is appended to sshd_config (later lines do not override earlier ones in
+  // sshd, so the defaults below that it must be able to change are left out: MaxSessions).
+  explicit LocalSshd(const std::string& extra_config = "MaxSessions 50\n");
   ~LocalSshd();
   LocalSshd(const LocalSshd&) = delete;
   LocalSshd& operator=(const LocalSshd&) = delete;

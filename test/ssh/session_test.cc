@@ -469,3 +469,19 @@ TEST_CASE("channels driven from a Boost.Asio loop as session.h describes", "[ses
   CHECK(out1 == "env-1\n");
   CHECK(c1->exit()->exit_status == 9);
 }
+
+TEST_CASE("more channels than sshd's MaxSessions: the extra ones fail and say why", "[session][errors]") {
+  LocalSshd sshd("MaxSessions 2\n");
+  auto s = Session::connect(sshd.target(), {}, in(10s));
+  std::vector<std::shared_ptr<Channel>> chans;
+  for (int i = 0; i < 3; ++i) chans.push_back(s->exec("cat"));
+  pump_until(*s, [&] { return chans[2]->done(); }, in(10s));
+  REQUIRE(chans[2]->exit());
+  CHECK_THAT(chans[2]->exit()->error, Catch::Contains("MaxSessions"));
+  CHECK_FALSE(chans[0]->done());
+  CHECK_FALSE(chans[1]->done());
+  // The session survives: close the two and they end normally.
+  for (int i = 0; i < 2; ++i) chans[i]->close_stdin();
+  pump_until(*s, [&] { return s->active_channels() == 0; }, in(10s));
+  CHECK(chans[0]->exit()->exit_status == 0);
+}
