@@ -5,6 +5,7 @@
 #   scripts/bench.sh collectives          # one of them (names: see usage below)
 #   scripts/bench.sh collectives -e 1M    # arguments after the name go to that benchmark
 #   BUILD_DIR=build-foo scripts/bench.sh  # another build directory (default: build)
+#   NO_BUILD=1 scripts/bench.sh           # skip set-up and build (the binaries exist already)
 #
 # Adding a benchmark: write a function bench_<name> that prints a heading and its results, add
 # <name> to BENCHMARKS, and describe it in usage(). Ranks are started with build/cli/horarun.
@@ -23,7 +24,7 @@ usage: scripts/bench.sh [all | NAME [ARGS...]]
                 ARGS go to allreduce_bench, e.g. --collective allreduce -e 1M
   all           every benchmark above, with default arguments (the default)
 
-Environment: BUILD_DIR (default build).
+Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.
 EOF
 }
 
@@ -32,6 +33,7 @@ heading() {
 }
 
 build() {
+  if [ -n "${NO_BUILD:-}" ]; then return 0; fi
   bash scripts/build.sh "$BUILD_DIR" >/dev/null
 }
 
