@@ -100,7 +100,12 @@ void LocalRankProcess::start(const GuardRequest& request, Events events) {
   sigemptyset(&empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  // The guard gets a process group of its own: a terminal's Ctrl-C (SIGINT to the foreground
+  // group) must reach horarun alone, which then ends the job in order and reports the
+  // interrupt, rather than racing guards that would report their ranks' SIGTERM first.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
 
   std::string guard_flag = "--guard";
   char* argv[] = {argv0_.data(), guard_flag.data(), nullptr};

@@ -36,6 +36,9 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
   return acceptor.local_endpoint().port();
 }
 
+// A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
+constexpr std::chrono::milliseconds kRepeatedSignal{1000};
+
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
@@ -76,6 +79,7 @@ struct Supervisor::Impl {
   bool finished = false;
   std::string cause;     // printed at the end; empty on success
   int exit_code = 0;
+  std::optional<Clock::time_point> first_signal;
 
   Impl(asio::io_context& io_, const RankTable& table_, SupervisorConfig config_,
        RankProcessFactory& factory_, Output& output_)
@@ -230,8 +234,13 @@ struct Supervisor::Impl {
   }
 
   void on_signal(int sig) {
+    const auto now = Clock::now();
     if (!ending) {
+      first_signal = now;
       end_job(fmt::format("interrupted by {}; ended the job", signal_name(sig)), 128 + sig);
+    } else if (first_signal && now - *first_signal < kRepeatedSignal) {
+      // The same interrupt delivered twice (e.g. `timeout` signals its child and then its
+      // process group); only a deliberate second interrupt skips the grace periods.
     } else {
       log->warn("{} again: killing every rank now", signal_name(sig));
       kill_all();

@@ -1,0 +1,230 @@
+#!/bin/bash
+# Integration tests of horarun with real ranks: `horarun_test.sh CASE [ARGS]`.
+# Environment: HORARUN (the launcher), PROBE (rank_probe), COLLECTIVES (collectives_check).
+# Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
+set -u
+WORK=$(mktemp -d /tmp/horarun_test.XXXXXX)
+BACKGROUND=()  # horarun processes started in the background; killed on exit if still there
+trap '[ ${#BACKGROUND[@]} -gt 0 ] && kill -KILL "${BACKGROUND[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+fail() { echo "FAIL: $*" >&2; for f in out err; do [ -f $f ] && { echo "--- $f" >&2; tail -n 40 $f >&2; }; done; exit 1; }
+ok() { echo "ok: $*"; }
+
+# run SECONDS ARGS...: runs horarun with a deadline; sets rc; output in ./out and ./err.
+run() {
+  local limit=$1; shift
+  timeout -s KILL "$limit" "$HORARUN" "$@" >out 2>err
+  rc=$?
+  [ $rc -eq 137 ] && grep -q . err && ! grep -q "signal 9" err && fail "horarun hung (killed after ${limit}s)"
+  return 0
+}
+
+# wait_for SECONDS COMMAND...: polls until COMMAND succeeds.
+wait_for() {
+  local limit=$1; shift
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -ge $end ] && return 1
+    sleep 0.05
+  done
+}
+
+pids_gone() {
+  local f
+  for f in "$1"/*.pid; do
+    [ -e "$f" ] || continue
+    kill -0 "$(cat "$f")" 2>/dev/null && return 1
+  done
+  return 0
+}
+
+have_pidfiles() { [ "$(ls "$1"/*.pid 2>/dev/null | wc -l)" -eq "$2" ]; }
+
+case_collectives() {
+  local np=$1
+  run 240 -np "$np" -H "localhost:$np" "$COLLECTIVES"
+  [ $rc -eq 0 ] || fail "collectives_check at -np $np exited $rc"
+  local n
+  n=$(grep -cE "^\[[0-9]+\]<stdout>:collectives_check rank [0-9]+ of $np: [0-9]+ checks, 0 failures$" out)
+  [ "$n" -eq "$np" ] || fail "expected $np clean summaries, got $n"
+  ok "every collective x dtype x op at -np $np"
+}
+
+case_plain() {
+  run 30 -np 4 -H localhost:4 sh -c 'echo $HORA_RANK/$HORA_SIZE'
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  [ "$(sort out)" = "$(printf '[0]<stdout>:0/4\n[1]<stdout>:1/4\n[2]<stdout>:2/4\n[3]<stdout>:3/4')" ] ||
+    fail "unexpected output"
+  run 30 -np 2 sh -c 'exit 5'
+  [ $rc -eq 5 ] || fail "exit 5 gave rc=$rc"
+  run 30 -np 2 no-such-command-xyz
+  [ $rc -eq 127 ] || fail "missing command gave rc=$rc"
+  grep -q "cannot run 'no-such-command-xyz'" err || fail "no message for a missing command"
+  ok "plain commands, exit codes"
+}
+
+case_usage() {
+  run 10 -np 5 -H localhost:2 true
+  [ $rc -eq 2 ] || fail "np > slots gave rc=$rc"
+  grep -q -- "-np 5" err && grep -q "2 on 1 host" err || fail "message must name both numbers"
+  run 10 -np 2 -H 'bad host:2' true
+  [ $rc -eq 2 ] || fail "bad -H gave rc=$rc"
+  run 10 --dry-run -np 3 -H a:2,b:2 true
+  [ $rc -eq 0 ] && grep -q "b " out || fail "--dry-run"
+  run 10 -cb
+  [ $rc -eq 0 ] && grep -q "Gloo" out || fail "-cb"
+  ok "usage errors exit 2; --dry-run and -cb exit 0"
+}
+
+case_env() {
+  # Two "hosts" that are both this machine: local and cross ranks differ from global ones.
+  run 120 -np 3 -H localhost:2,127.0.0.1:1 "$PROBE" env
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  [ "$(grep -c 'env ok=1' out)" -eq 3 ] || fail "not every rank agreed with its environment"
+  grep -q '^\[2\]<stdout>:env ok=1 rank=2 size=3 local_rank=0 cross_rank=1$' out ||
+    fail "rank 2 should be local_rank 0, cross_rank 1"
+  # The contract as a plain rank sees it.
+  run 30 -np 2 -H localhost:2 -x HORA_TEST_FWD=yes --log-level debug --tcp sh -c 'env | sort'
+  [ $rc -eq 0 ] || fail "env run rc=$rc"
+  for kv in HORA_RANK=1 HORA_SIZE=2 HORA_LOCAL_RANK=1 HORA_LOCAL_SIZE=2 HORA_CROSS_RANK=0 \
+            HORA_CROSS_SIZE=1 HORA_HOSTNAME=localhost HORA_HOST_INDEX=0 HORA_IFACE=lo \
+            HORA_START_TIMEOUT=30 HORA_LOG_LEVEL=debug HOROVOD_RANK=1 HOROVOD_CONTROLLER=gloo \
+            RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 \
+            GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo PYTHONUNBUFFERED=1 NCCL_IB_DISABLE=1 \
+            HORA_TEST_FWD=yes; do
+    grep -qx "\[1\]<stdout>:$kv" out || fail "rank 1 lacks $kv"
+  done
+  grep -qE '^\[1\]<stdout>:HORA_RENDEZVOUS=127\.0\.0\.1:[0-9]+$' out || fail "HORA_RENDEZVOUS"
+  grep -qE '^\[1\]<stdout>:HORA_SECRET=[0-9a-f]{64}$' out || fail "HORA_SECRET"
+  grep -qE '^\[1\]<stdout>:MASTER_PORT=[0-9]+$' out || fail "MASTER_PORT"
+  ok "environment contract seen by real ranks"
+}
+
+# whole_lines RANK STREAM KIND: counts lines `[RANK]<STREAM>:rank=RANK KIND=i <3000 x c> end`
+# where c is the rank's letter (rank_probe's `output` mode), i.e. lines that arrived whole.
+whole_lines() {
+  awk -v rank="$1" -v stream="$2" -v kind="$3" '
+    BEGIN { c = sprintf("%c", 97 + rank); body = ""; for (i = 0; i < 3000; i++) body = body c
+            prefix = "[" rank "]<" stream ">:"; good = 0 }
+    index($0, prefix) == 1 {
+      n = split(substr($0, length(prefix) + 1), f, " ")
+      if (n == 4 && f[1] == "rank=" rank && f[2] ~ ("^" kind "=[0-9]+$") && f[3] == body &&
+          f[4] == "end") good++
+    }
+    END { print good }'
+}
+
+case_output() {
+  run 60 -np 3 --output-filename logs "$PROBE" output 200
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  local r
+  for r in 0 1 2; do
+    [ "$(whole_lines "$r" stdout line < out)" -eq 200 ] || fail "rank $r: stdout lines missing or mixed"
+    [ "$(whole_lines "$r" stderr err < err)" -eq 200 ] || fail "rank $r: stderr lines missing or mixed"
+    grep -qx "\[$r\]<stdout>:rank=$r last line without newline" out || fail "rank $r: partial last line lost"
+    [ "$(wc -l < logs/rank.$r/stdout)" -eq 201 ] || fail "logs/rank.$r/stdout"
+    [ "$(wc -l < logs/rank.$r/stderr)" -eq 200 ] || fail "logs/rank.$r/stderr"
+    head -c 12 logs/rank.$r/stdout | grep -q "^rank=$r line" || fail "file lines must be unprefixed"
+  done
+  # Every line of horarun's stdout is a rank's whole line.
+  [ "$(grep -cvE '^\[[0-2]\]<stdout>:rank=' out)" -eq 0 ] || fail "stray stdout lines"
+  run 30 -np 1 -prefix-timestamp echo hi
+  grep -qE '^[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9:]{8} [0-9]{4}\[0\]<stdout>:hi$' out ||
+    fail "timestamp prefix"
+  ok "prefixed whole lines, nothing lost, --output-filename, timestamps"
+}
+
+case_exit3() {
+  local tag="tag-$$-$RANDOM"
+  run 60 -np 3 "$PROBE" exit 3 1 "$tag"
+  [ $rc -eq 3 ] || fail "rc=$rc, want 3"
+  grep -q "^horarun: rank 1 on localhost exited with code 3$" err || fail "final message"
+  pgrep -f "$tag" >/dev/null && fail "ranks still running after horarun exited"
+  ok "rank exiting 3: horarun exits 3, the others are gone"
+}
+
+case_kill_in_allreduce() {
+  local start=$SECONDS
+  run 90 -np 3 "$PROBE" kill-in-allreduce
+  [ $rc -eq 137 ] || fail "rc=$rc, want 137"
+  grep -q "^horarun: rank 1 on localhost was killed by signal 9 (SIGKILL)$" err || fail "final message"
+  for r in 0 2; do
+    grep -E "^\[$r\]<stderr>:rank $r failed as expected: .*rank 1" err >/dev/null ||
+      fail "rank $r's error does not name rank 1"
+  done
+  ok "rank SIGKILLed in an allreduce: the others fail naming rank 1, exit 137 in $((SECONDS - start)) s"
+}
+
+case_sigkill_launcher() {
+  mkdir pids
+  # Started directly (not under `timeout`) so that the signals below reach horarun itself;
+  # the EXIT trap kills it if the test fails half-way.
+  "$HORARUN" -np 3 "$PROBE" hang "$WORK/pids" >out 2>err &
+  local hpid=$!
+  BACKGROUND+=($hpid)
+  wait_for 30 have_pidfiles pids 3 || fail "ranks did not start"
+  # The job secret is in no process's command line.
+  local secret
+  secret=$(tr '\0' '\n' < /proc/"$(cat pids/0.pid)"/environ | sed -n 's/^HORA_SECRET=//p')
+  [ ${#secret} -eq 64 ] || fail "could not read rank 0's HORA_SECRET"
+  # (compared inside bash: a grep given the secret would itself have it on its command line)
+  local cmdline
+  for cmdline in /proc/[0-9]*/cmdline; do
+    [[ "$( { tr '\0' ' ' < "$cmdline"; } 2>/dev/null)" == *"$secret"* ]] && fail "secret on the command line of $cmdline"
+  done
+  kill -KILL $hpid
+  wait $hpid 2>/dev/null
+  wait_for 10 pids_gone pids || fail "rank processes survived SIGKILL of horarun: $(cat pids/*.pid)"
+  ok "SIGKILL of horarun leaves no rank behind; the secret is on no command line"
+}
+
+case_sigint() {
+  mkdir pids
+  # Started directly (not under `timeout`) so that the signals below reach horarun itself;
+  # the EXIT trap kills it if the test fails half-way.
+  "$HORARUN" -np 3 "$PROBE" hang "$WORK/pids" >out 2>err &
+  local hpid=$!
+  BACKGROUND+=($hpid)
+  wait_for 30 have_pidfiles pids 3 || fail "ranks did not start"
+  kill -INT $hpid
+  wait_for 30 eval '! kill -0 $hpid 2>/dev/null' || fail "horarun did not end within 30 s of SIGINT"
+  wait $hpid
+  rc=$?
+  [ $rc -eq 130 ] || fail "rc=$rc, want 130"
+  pids_gone pids || fail "ranks still running after horarun exited"
+  grep -q "interrupted by SIGINT" err || fail "no message"
+  # The same for a plain command that never joins the rendezvous, by SIGTERM.
+  rm -f pids/*
+  "$HORARUN" -np 2 "$PROBE" sleep "$WORK/pids" >out 2>err &
+  hpid=$!
+  BACKGROUND+=($hpid)
+  wait_for 30 have_pidfiles pids 2 || fail "plain ranks did not start"
+  kill -TERM $hpid
+  wait_for 30 eval '! kill -0 $hpid 2>/dev/null' || fail "horarun did not end within 30 s of SIGTERM"
+  wait $hpid
+  rc=$?
+  [ $rc -eq 143 ] || fail "SIGTERM: rc=$rc, want 143"
+  pids_gone pids || fail "plain ranks still running after SIGTERM"
+  ok "SIGINT gives 130, SIGTERM 143, no rank left"
+}
+
+case_garbage() {
+  run 90 -np 3 "$PROBE" garbage
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  [ "$(grep -c 'garbage rejected=1 allreduce_ok=1' out)" -eq 3 ] || fail "job did not complete"
+  grep -q "rejected a rendezvous connection" err || fail "the rejection was not reported"
+  ok "garbage client rejected while the job completes"
+}
+
+case_start_timeout() {
+  local start=$SECONDS
+  run 60 -np 3 --start-timeout 3 "$PROBE" noinit 1
+  [ $rc -eq 1 ] || fail "rc=$rc, want 1"
+  grep -q "rank 1 on localhost did not reach the rendezvous within 3 s" err || fail "message"
+  grep -q -- "--start-timeout" err || fail "message must name --start-timeout"
+  [ $((SECONDS - start)) -lt 20 ] || fail "took $((SECONDS - start)) s"
+  ok "--start-timeout names the missing rank"
+}
+
+"case_${1//-/_}" "${@:2}"
