@@ -1,6 +1,7 @@
 #!/bin/bash
 # Integration tests of horarun with real ranks: `horarun_test.sh CASE [ARGS]`.
-# Environment: HORARUN (the launcher), PROBE (rank_probe), COLLECTIVES (collectives_check).
+# Environment: HORARUN (the launcher), PROBE (rank_probe), COLLECTIVES (collectives_check),
+# DROPPER (connection_dropper).
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
 WORK=$(mktemp -d /tmp/horarun_test.XXXXXX)
@@ -225,6 +226,17 @@ case_start_timeout() {
   grep -q -- "--start-timeout" err || fail "message must name --start-timeout"
   [ $((SECONDS - start)) -lt 20 ] || fail "took $((SECONDS - start)) s"
   ok "--start-timeout names the missing rank"
+}
+
+case_connection_drop() {
+  local start=$SECONDS tag="tag-$$-$RANDOM"
+  run 60 -np 2 "$DROPPER" "$tag"
+  [ $rc -eq 1 ] || fail "rc=$rc, want 1"
+  grep -qE "^horarun: rank [01] on localhost lost its rendezvous connection .* and was still running 3 s later" err ||
+    fail "message"
+  [ $((SECONDS - start)) -lt 20 ] || fail "took $((SECONDS - start)) s"
+  pgrep -f "$tag" >/dev/null && fail "ranks still running after horarun exited"
+  ok "a rank that lost its rendezvous connection but kept running ends the job"
 }
 
 "case_${1//-/_}" "${@:2}"
