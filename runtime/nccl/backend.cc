@@ -230,12 +230,6 @@ struct Backend::Impl {
     bool creating = false;  // between ncclCommInitRankConfig and the end of its wait
   };
 
-  // What a collective is, for messages: "allreduce of 1024 float32 (avg)".
-  struct Op {
-    std::string text;
-    Scope scope;
-  };
-
   Impl(const WorldInfo& w, rdv::Client* c, std::chrono::milliseconds t)
       : world(w), client(c), timeout(t) {
     for (Scope s : {Scope::kGlobal, Scope::kLocal, Scope::kCross}) {
