@@ -51,36 +51,47 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
+const char* group_name(Group group) {
+  switch (group) {
+    case Group::kGlobal: return "global";
+    case Group::kLocal: return "local";
+    case Group::kCross: return "cross";
+    case Group::kEngine: return "engine";
+  }
+  return "unknown";
+}
+
 GlooBackend::GlooBackend(const WorldInfo& world, Mesh mesh, const AbortState& abort)
     : world_(world), mesh_(std::move(mesh)), abort_(abort) {
-  scopes_[static_cast<int>(Scope::kGlobal)].context = mesh_.global;
-  scopes_[static_cast<int>(Scope::kLocal)].context = mesh_.local;
-  scopes_[static_cast<int>(Scope::kCross)].context = mesh_.cross;
+  scopes_[static_cast<int>(Group::kGlobal)].context = mesh_.global;
+  scopes_[static_cast<int>(Group::kLocal)].context = mesh_.local;
+  scopes_[static_cast<int>(Group::kCross)].context = mesh_.cross;
+  scopes_[static_cast<int>(Group::kEngine)].context = mesh_.engine;
 }
 
 GlooBackend::~GlooBackend() = default;
 
-GlooBackend::ScopeState& GlooBackend::state(Scope scope) {
+GlooBackend::ScopeState& GlooBackend::state(Group scope) {
   ScopeState& s = scopes_.at(static_cast<std::size_t>(scope));
   if (!s.context) {
     throw Error(fmt::format("internal: {} has no Gloo context for the {} scope", who(world_),
-                            name_of(scope)),
+                            group_name(scope)),
                 world_.rank, world_.hostname);
   }
   return s;
 }
 
-std::string GlooBackend::describe(const OpInfo& info, Scope scope) const {
+std::string GlooBackend::describe(const OpInfo& info, Group scope) const {
   std::string text = info.name;
   if (info.type) text += fmt::format(" of {} x {}", info.count, name_of(*info.type));
   if (info.op) text += fmt::format(" ({})", name_of(*info.op));
   if (info.root >= 0) text += fmt::format(" from root {}", info.root);
-  text += fmt::format(" over the {} group", name_of(scope));
+  text += fmt::format(" over the {} group", group_name(scope));
   return text;
 }
 
 template <typename Body>
-void GlooBackend::run(Scope scope, const OpInfo& info, Body&& body) {
+void GlooBackend::run(Group scope, const OpInfo& info, Body&& body) {
   ScopeState& s = state(scope);
   if (auto reason = abort_.reason()) {
     throw AbortedError(aborted_message(world_, describe(info, scope), *reason), world_.rank,
@@ -90,7 +101,7 @@ void GlooBackend::run(Scope scope, const OpInfo& info, Body&& body) {
     const std::string message =
         fmt::format("{}: {} cannot run: the {} group failed earlier and Gloo closed its "
                     "connections: {}",
-                    who(world_), describe(info, scope), name_of(scope), *s.broken);
+                    who(world_), describe(info, scope), group_name(scope), *s.broken);
     switch (s.broken_kind) {
       case kTimeout: throw TimeoutError(message, world_.rank, world_.hostname);
       case kMismatch: throw MismatchError(message, world_.rank, world_.hostname);
@@ -105,7 +116,7 @@ void GlooBackend::run(Scope scope, const OpInfo& info, Body&& body) {
   }
 }
 
-void GlooBackend::fail(ScopeState& s, Scope scope, const OpInfo& info) {
+void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
   const std::string what = describe(info, scope);
   if (auto reason = abort_.reason()) {
     throw AbortedError(aborted_message(world_, what, *reason), world_.rank, world_.hostname);
@@ -175,7 +186,7 @@ void GlooBackend::fail(ScopeState& s, Scope scope, const OpInfo& info) {
 }
 
 void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op,
-                            Scope scope) {
+                            Group scope) {
   run(scope, {"allreduce", count, type, op}, [&](std::shared_ptr<MeshContext>& context,
                                                  std::uint32_t tag) {
     ::gloo::AllreduceOptions opts(context);
@@ -190,7 +201,7 @@ void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, Redu
 }
 
 void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-                            const std::vector<std::size_t>& counts, DataType type, Scope scope) {
+                            const std::vector<std::size_t>& counts, DataType type, Group scope) {
   run(scope, {"allgather", count, type}, [&](std::shared_ptr<MeshContext>& context,
                                              std::uint32_t tag) {
     const std::size_t element = size_of(type);
@@ -219,7 +230,7 @@ void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbu
   });
 }
 
-std::vector<std::size_t> GlooBackend::allgather_counts(std::size_t count, Scope scope) {
+std::vector<std::size_t> GlooBackend::allgather_counts(std::size_t count, Group scope) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(state(scope).context->size));
   std::uint64_t mine = count;
   run(scope, OpInfo{"allgather_counts"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
@@ -233,7 +244,7 @@ std::vector<std::size_t> GlooBackend::allgather_counts(std::size_t count, Scope 
   return {all.begin(), all.end()};
 }
 
-void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
+void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root, Group scope) {
   OpInfo info{"broadcast", count, type};
   info.root = root;
   run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
@@ -250,7 +261,7 @@ void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int 
 
 void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
                            void* recvbuf, const std::vector<std::size_t>& recv_splits,
-                           DataType type, Scope scope) {
+                           DataType type, Group scope) {
   const std::size_t element = size_of(type);
   const std::size_t sent = std::accumulate(send_splits.begin(), send_splits.end(), std::size_t{0});
   const std::size_t received =
@@ -280,7 +291,7 @@ void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& 
 }
 
 std::vector<std::size_t> GlooBackend::alltoall_splits(const std::vector<std::size_t>& send_splits,
-                                                      Scope scope) {
+                                                      Group scope) {
   std::vector<std::uint64_t> out(send_splits.begin(), send_splits.end());
   std::vector<std::uint64_t> in(send_splits.size());
   run(scope, OpInfo{"alltoall_splits"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
@@ -297,7 +308,7 @@ std::vector<std::size_t> GlooBackend::alltoall_splits(const std::vector<std::siz
 
 void GlooBackend::reducescatter(const void* sendbuf, void* recvbuf,
                                 const std::vector<std::size_t>& block_counts, DataType type,
-                                ReduceOp op, Scope scope) {
+                                ReduceOp op, Group scope) {
   const std::size_t count =
       std::accumulate(block_counts.begin(), block_counts.end(), std::size_t{0});
   run(scope, {"reducescatter", count, type, op}, [&](std::shared_ptr<MeshContext>& context,
@@ -307,12 +318,26 @@ void GlooBackend::reducescatter(const void* sendbuf, void* recvbuf,
   });
 }
 
-void GlooBackend::barrier(Scope scope) {
+void GlooBackend::barrier(Group scope) {
   run(scope, OpInfo{"barrier"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
     ::gloo::BarrierOptions opts(context);
     opts.setTag(tag);
     opts.setTimeout(world_.timeout);
     ::gloo::barrier(opts);
+  });
+}
+
+void GlooBackend::allreduce_custom(void* buffer, std::size_t count, std::size_t element_size,
+                                   ReduceFn reduce, const char* name, Group scope) {
+  run(scope, OpInfo{name}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+    ::gloo::AllreduceOptions opts(context);
+    with_element(element_size, [&]<typename S>(S) {
+      opts.setOutput<S>(static_cast<S*>(buffer), count);
+    });
+    opts.setReduceFunction(reduce);
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::allreduce(opts);
   });
 }
 

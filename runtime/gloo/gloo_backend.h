@@ -23,9 +23,17 @@
 
 #include "runtime/gloo/mesh.h"
 #include "runtime/src/abort_state.h"
+#include "runtime/src/reduce.h"
 #include "runtime/src/world.h"
 
 namespace hora::detail {
+
+// The Gloo contexts of a rank: the three scopes of the public API, and the async engine's own
+// global context (so its background thread never shares a context with the user's thread).
+enum class Group : std::uint8_t { kGlobal = 0, kLocal = 1, kCross = 2, kEngine = 3 };
+
+inline Group group_of(Scope scope) { return static_cast<Group>(scope); }
+const char* group_name(Group group);  // "global", "local", "cross", "engine"
 
 class GlooBackend {
  public:
@@ -35,20 +43,26 @@ class GlooBackend {
   GlooBackend(const GlooBackend&) = delete;
   GlooBackend& operator=(const GlooBackend&) = delete;
 
+  // Every method may be called from one thread per group at a time: the groups share nothing
+  // but the abort state (thread-safe).
+
   // In place on `buffer`. kAverage sums; the caller divides.
-  void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, Scope scope);
+  void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, Group scope);
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-                 const std::vector<std::size_t>& counts, DataType type, Scope scope);
-  std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope);
-  void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope);
+                 const std::vector<std::size_t>& counts, DataType type, Group scope);
+  std::vector<std::size_t> allgather_counts(std::size_t count, Group scope);
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, Group scope);
   void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
-                const std::vector<std::size_t>& recv_splits, DataType type, Scope scope);
+                const std::vector<std::size_t>& recv_splits, DataType type, Group scope);
   std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
-                                           Scope scope);
+                                           Group scope);
   // block_counts[i] elements of the reduction go to scope rank i. kAverage sums.
   void reducescatter(const void* sendbuf, void* recvbuf, const std::vector<std::size_t>& block_counts,
-                     DataType type, ReduceOp op, Scope scope);
-  void barrier(Scope scope);
+                     DataType type, ReduceOp op, Group scope);
+  void barrier(Group scope);
+  // In place with a reduction of the caller's (the engine's bitwise AND of uint64 words).
+  void allreduce_custom(void* buffer, std::size_t count, std::size_t element_size,
+                        ReduceFn reduce, const char* name, Group scope);
 
   // Fails every context (peers see the connections close). Thread-safe.
   void close_all(const std::string& reason);
@@ -77,15 +91,15 @@ class GlooBackend {
   };
 
   template <typename Body>
-  void run(Scope scope, const OpInfo& info, Body&& body);
-  [[noreturn]] void fail(ScopeState& state, Scope scope, const OpInfo& info);
-  std::string describe(const OpInfo& info, Scope scope) const;
-  ScopeState& state(Scope scope);
+  void run(Group scope, const OpInfo& info, Body&& body);
+  [[noreturn]] void fail(ScopeState& state, Group scope, const OpInfo& info);
+  std::string describe(const OpInfo& info, Group scope) const;
+  ScopeState& state(Group scope);
 
   const WorldInfo& world_;
   Mesh mesh_;
   const AbortState& abort_;
-  std::array<ScopeState, 3> scopes_;
+  std::array<ScopeState, 4> scopes_;
 };
 
 }  // namespace hora::detail

@@ -28,13 +28,14 @@ using rdv::Bytes;
 //   layout slice:  u8 version | u32 host_index | u32 local_rank | u32 local_size | u32 cross_rank
 //                  | u32 cross_size | u16 n + n bytes host name | u16 n + n bytes Gloo address
 //                  (the sender's global pair for the recipient)
-//   groups slice:  u8 version | u8 count | count x (u8 scope: 1 local, 2 cross | u16 n + n bytes
-//                  Gloo address of the sender's pair for the recipient in that scope)
+//   groups slice:  u8 version | u8 count | count x (u8 scope: 1 local, 2 cross, 3 engine | u16
+//                  n + n bytes Gloo address of the sender's pair for the recipient there)
 // A Gloo TCP address is gloo::transport::tcp::Address::bytes(): a sockaddr_storage and a
 // sequence number, opaque here.
 constexpr std::uint8_t kSliceVersion = 1;
 constexpr std::uint8_t kLocalRecord = 1;
 constexpr std::uint8_t kCrossRecord = 2;
+constexpr std::uint8_t kEngineRecord = 3;
 
 class Writer {
  public:
@@ -347,13 +348,15 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
 
   PendingContext local;
   PendingContext cross;
+  PendingContext engine;
+  if (n > 1) engine.context = make_context(everyone, world.rank, layouts, mesh, pair_timeout);
   if (local_members.size() > 1) {
     local.context = make_context(local_members, world.local_rank, layouts, mesh, pair_timeout);
   }
   if (cross_members.size() > 1) {
     cross.context = make_context(cross_members, world.cross_rank, layouts, mesh, pair_timeout);
   }
-  for (PendingContext* pending : {&local, &cross}) {
+  for (PendingContext* pending : {&engine, &local, &cross}) {
     if (!pending->context) continue;
     abort.on_abort([context = pending->context](const std::string& reason) {
       context->fail("job aborted by launcher: " + reason);
@@ -372,7 +375,12 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     w.u8(kSliceVersion);
     const bool in_local = local.context && local_slot.count(j);
     const bool in_cross = cross.context && cross_slot.count(j);
-    w.u8(static_cast<std::uint8_t>(in_local + in_cross));
+    const bool in_engine = static_cast<bool>(engine.context);
+    w.u8(static_cast<std::uint8_t>(in_local + in_cross + in_engine));
+    if (in_engine) {
+      w.u8(kEngineRecord);
+      w.blob(engine.context->transport().getPair(j)->address().bytes());
+    }
     if (in_local) {
       w.u8(kLocalRecord);
       w.blob(local.context->transport().getPair(local_slot[j])->address().bytes());
@@ -389,7 +397,7 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     rethrow_translated(world, "init(): exchanging local/cross Gloo addresses through the rendezvous",
                        abort, start_hint);
   }
-  for (PendingContext* pending : {&local, &cross}) {
+  for (PendingContext* pending : {&engine, &local, &cross}) {
     if (pending->context) pending->peer_addresses.resize(pending->context->size);
   }
   auto fill_peer = [](PendingContext& pending, int slot, const std::vector<char>& address) {
@@ -408,7 +416,9 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     for (int k = 0; k < count; ++k) {
       const auto scope = r.u8();
       const auto address = r.blob();
-      if (scope == kLocalRecord && local.context && local_slot.count(j)) {
+      if (scope == kEngineRecord && engine.context) {
+        fill_peer(engine, j, address);
+      } else if (scope == kLocalRecord && local.context && local_slot.count(j)) {
         fill_peer(local, local_slot[j], address);
       } else if (scope == kCrossRecord && cross.context && cross_slot.count(j)) {
         fill_peer(cross, cross_slot[j], address);
@@ -424,12 +434,14 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
 
   // Step 5: connect, in the same order on every rank.
   connect_context(world, "global", global, abort, pair_timeout * 5);
+  if (engine.context) connect_context(world, "engine", engine, abort, pair_timeout * 5);
   if (local.context) connect_context(world, "local", local, abort, pair_timeout * 5);
   if (cross.context) connect_context(world, "cross", cross, abort, pair_timeout * 5);
 
   mesh.global = global.context;
   mesh.local = local.context;
   mesh.cross = cross.context;
+  mesh.engine = engine.context;
   log().debug("{}: Gloo mesh connected (global {}, local {}, cross {} ranks)", who(world), n,
               local_members.size(), cross_members.size());
   return mesh;

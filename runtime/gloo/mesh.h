@@ -10,9 +10,10 @@
 //   3. From everyone's layout, form the local group (same host index, ordered by local rank) and
 //      the cross group (same local rank, ordered by cross rank), checking that the launcher's
 //      numbers agree across ranks (else hora::MismatchError). Create their pairs.
-//   4. Exchange "hora/mesh/groups": the slice for rank j carries this rank's local and/or cross
-//      pair address for j when j shares that group (empty otherwise).
-//   5. Connect every pair: global, then local, then cross, each in increasing peer order. Gloo's
+//   4. Exchange "hora/mesh/groups": the slice for rank j carries this rank's engine pair address
+//      for j (a second global context, for the async engine's background thread) and its local
+//      and/or cross pair address for j when j shares that group.
+//   5. Connect every pair: global, engine, local, then cross, each in increasing peer order. Gloo's
 //      pair with the lower address waits for the other to connect; with every rank walking
 //      peers in the same order no cycle of waits can form (the same argument as Gloo's own
 //      connectFullMesh).
@@ -39,6 +40,9 @@ struct Mesh {
   std::shared_ptr<MeshContext> global;
   std::shared_ptr<MeshContext> local;
   std::shared_ptr<MeshContext> cross;
+  // Every rank again, on pairs of its own: the async engine's thread runs its collectives here,
+  // concurrently with the user's blocking ones on `global`.
+  std::shared_ptr<MeshContext> engine;
 };
 
 // Throws hora::Error subclasses naming the step. Every context is registered with `abort` as

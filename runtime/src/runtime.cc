@@ -11,6 +11,10 @@
 #include <hora/hora.h>
 
 #include "rendezvous/client.h"
+#include "runtime/engine/engine.h"
+#include "runtime/engine/engine_options.h"
+#include "runtime/engine/global_engine.h"
+#include "runtime/gloo/engine_transport.h"
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
 #include "runtime/nccl/backend.h"
@@ -103,6 +107,10 @@ void Runtime::abort(const std::string& reason) {
   std::fflush(stderr);
 }
 
+std::unique_ptr<engine::Transport> Runtime::make_engine_transport() {
+  return std::make_unique<EngineTransport>(world_, gloo_.get());
+}
+
 int Runtime::rank(Scope scope) const {
   switch (scope) {
     case Scope::kGlobal: return world_.rank;
@@ -188,7 +196,7 @@ void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, D
   if (count == 0) return;
   if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
   if (n == 1) return;  // the average of one value is itself
-  gloo_->allreduce(recvbuf, count, type, op, scope);
+  gloo_->allreduce(recvbuf, count, type, op, group_of(scope));
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
 }
 
@@ -213,13 +221,13 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->allgather(sendbuf, count, recvbuf, counts, type, scope);
+  gloo_->allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
   const int n = enter("allgather_counts", scope);
   if (n == 1) return {count};
-  return gloo_->allgather_counts(count, scope);
+  return gloo_->allgather_counts(count, group_of(scope));
 }
 
 void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
@@ -233,7 +241,7 @@ void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
   if (count == 0 || n == 1) return;
-  gloo_->broadcast(buffer, count, type, root, scope);
+  gloo_->broadcast(buffer, count, type, root, group_of(scope));
 }
 
 void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
@@ -259,7 +267,7 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
     if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
     return;
   }
-  gloo_->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope);
+  gloo_->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
 }
 
 std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>& send_splits,
@@ -267,7 +275,7 @@ std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>
   const int n = enter("alltoall_splits", scope);
   check_length(world_, "alltoall_splits", "send_splits", send_splits.size(), n, scope);
   if (n == 1) return send_splits;
-  return gloo_->alltoall_splits(send_splits, scope);
+  return gloo_->alltoall_splits(send_splits, group_of(scope));
 }
 
 void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
@@ -285,14 +293,14 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, scope);
+  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
   if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
 }
 
 void Runtime::barrier(Scope scope) {
   const int n = enter("barrier", scope);
   if (n == 1) return;
-  gloo_->barrier(scope);
+  gloo_->barrier(group_of(scope));
 }
 
 // --- The process's runtime. ---
@@ -304,6 +312,20 @@ namespace {
 std::mutex g_mutex;
 Runtime* g_runtime = nullptr;
 bool g_atexit_registered = false;
+// The async engine (<hora/async.h>) of this process and its transport; guarded by g_mutex.
+// Submitting threads reach the engine through engine::installed_engine(), not these.
+std::shared_ptr<engine::Engine> g_engine;
+std::unique_ptr<engine::Transport> g_engine_transport;
+
+// Uninstalls and stops the engine. Stopping waits for the engine thread's last cycle, which
+// may need the other ranks (bounded by their timeout), so it runs without g_mutex held.
+void stop_engine(std::shared_ptr<engine::Engine> engine,
+                 std::unique_ptr<engine::Transport> transport) {
+  engine::install_engine(nullptr);
+  if (engine) engine->shutdown();
+  engine.reset();
+  transport.reset();  // after the engine: it calls the transport until shutdown() returns
+}
 
 void shutdown_at_exit() {
   // A program that returns from main() without hora::shutdown() still leaves cleanly: the
@@ -326,6 +348,26 @@ void process_init() {
   // connection, and aborts them when the launcher aborts the job.
   nccl::attach(runtime->world(), runtime->client(), runtime->world().timeout);
   runtime->on_abort([](const std::string& reason) { nccl::abort_all(reason); });
+
+  // The async engine: its thread cycles with every other rank's from now on (the first cycle
+  // waits for all of them), on the Gloo context reserved for it.
+  std::unique_ptr<engine::Transport> transport;
+  std::shared_ptr<engine::Engine> eng;
+  try {
+    transport = runtime->make_engine_transport();
+    auto options = engine::EngineOptions::from_environment();
+    options.hostname = runtime->world().hostname;
+    eng = std::make_shared<engine::Engine>(*transport, std::move(options));
+    eng->start();
+  } catch (...) {
+    eng.reset();
+    transport.reset();
+    nccl::detach();
+    throw;  // `runtime` leaves the job on the way out
+  }
+  engine::install_engine(eng);
+  g_engine = std::move(eng);
+  g_engine_transport = std::move(transport);
   g_runtime = runtime.release();
   if (!g_atexit_registered) {
     g_atexit_registered = true;
@@ -335,12 +377,17 @@ void process_init() {
 
 void process_shutdown() {
   Runtime* runtime = nullptr;
+  std::shared_ptr<engine::Engine> engine;
+  std::unique_ptr<engine::Transport> transport;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     runtime = g_runtime;
     g_runtime = nullptr;
+    engine = std::move(g_engine);
+    transport = std::move(g_engine_transport);
   }
   if (runtime == nullptr) return;
+  stop_engine(std::move(engine), std::move(transport));
   // NCCL communicators go first: they may still need the rendezvous connection to finish.
   nccl::detach();
   try {

@@ -27,6 +27,9 @@ class Client;
 namespace hora::detail {
 
 class GlooBackend;
+namespace engine {
+class Transport;
+}
 
 class Runtime {
  public:
@@ -59,6 +62,10 @@ class Runtime {
   // The rendezvous connection (null in a world of one), for backends that form their own
   // communicators through it (NCCL). Valid until shutdown().
   rdv::Client* client() const { return client_.get(); }
+
+  // A Transport for the async engine on the Gloo context reserved for it (or local copies in a
+  // world of one). It must be destroyed before this Runtime shuts down.
+  std::unique_ptr<engine::Transport> make_engine_transport();
 
   const WorldInfo& world() const { return world_; }
   int rank(Scope scope) const;

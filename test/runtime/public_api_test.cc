@@ -201,7 +201,7 @@ TEST_CASE("rank processes join through their environment and leave with a goodby
     CHECK(WEXITSTATUS(status) == 0);
     const auto& w = worlds[r];
     CHECK_THAT(output, Catch::Contains(fmt::format(
-                           "rank {} of 3 local {}/{} cross {}/{} host host{} sum 6 gathered 6", r,
+                           "rank {} of 3 local {}/{} cross {}/{} host host{} sum 6 gathered 6 async 9", r,
                            w.local_rank, w.local_size, w.cross_rank, w.cross_size, w.host_index)));
     ::unlink(children[r].output_path.c_str());
   }
