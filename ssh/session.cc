@@ -764,7 +764,15 @@ void Session::authenticate(Clock::time_point deadline) {
       tried.push_back("key file " + file + ": cannot load it (" + last_error() +
                       "); a passphrase-protected key must be loaded into ssh-agent: ssh-add " + file);
     } else {
-      tried.push_back("key file " + file + ": refused by the server");
+      std::string why = "key file " + file + ": refused by the server";
+      // libssh2 before 1.11 signs RSA user keys with ssh-rsa (SHA-1) only, which OpenSSH 8.8+
+      // refuses unless PubkeyAcceptedAlgorithms allows it; say so rather than leave a mystery.
+      if (have_pub && LIBSSH2_VERSION_NUM < 0x010b00 && read_first_line(pub).rfind("ssh-rsa ", 0) == 0) {
+        why += " (an RSA key: this libssh2 " LIBSSH2_VERSION
+               " can only sign with ssh-rsa/SHA-1, which OpenSSH 8.8+ refuses by default; use an ed25519 or "
+               "ECDSA key, or allow PubkeyAcceptedAlgorithms +ssh-rsa on the server)";
+      }
+      tried.push_back(why);
     }
     gone(rc);
   }

@@ -485,3 +485,35 @@ TEST_CASE("more channels than sshd's MaxSessions: the extra ones fail and say wh
   pump_until(*s, [&] { return s->active_channels() == 0; }, in(10s));
   CHECK(chans[0]->exit()->exit_status == 0);
 }
+
+TEST_CASE("ECDSA key files authenticate too", "[session]") {
+  LocalSshd sshd;
+  const std::string key = sshd.dir() / "client_ecdsa";
+  sh("ssh-keygen -q -t ecdsa -N '' -f " + key + " && cat " + key + ".pub >> " + (sshd.dir() / "authorized_keys"));
+  Target t = sshd.target();
+  t.identity_files = {key};
+  CHECK(Session::connect(t, {}, in(10s))->auth_method() == "key file " + key);
+}
+
+// libssh2 1.10 signs with ssh-rsa (SHA-1), which OpenSSH >= 8.8 refuses by default; rsa-sha2
+// user authentication came with libssh2 1.11. The refusal must point at that, not just "refused".
+TEST_CASE("an RSA key refused by a current sshd: the error explains the SHA-1 signature problem", "[session]") {
+  LocalSshd strict;
+  const std::string key = strict.dir() / "client_rsa";
+  sh("ssh-keygen -q -t rsa -b 2048 -N '' -f " + key + " && cat " + key + ".pub >> " + (strict.dir() / "authorized_keys"));
+  Target t = strict.target();
+  t.identity_files = {key};
+  try {
+    auto s = Session::connect(t, {}, in(10s));
+    SUCCEED("this libssh2 signs RSA with SHA-2");  // a newer libssh2: nothing to explain
+  } catch (const AuthError& e) {
+    CHECK_THAT(e.what(), Catch::Contains(key + ": refused by the server") && Catch::Contains("ssh-rsa") &&
+                             Catch::Contains("ed25519"));
+  }
+  // A server that still accepts ssh-rsa signatures takes the same key.
+  LocalSshd lenient("MaxSessions 50\nPubkeyAcceptedAlgorithms +ssh-rsa\n");
+  sh("cat " + key + ".pub >> " + (lenient.dir() / "authorized_keys"));
+  Target t2 = lenient.target();
+  t2.identity_files = {key};
+  CHECK(Session::connect(t2, {}, in(10s))->auth_method() == "key file " + key);
+}
