@@ -63,7 +63,8 @@ Engine::Engine(Transport& transport, EngineOptions options, WarningSink warnings
       table_(size_),
       stall_(options_, rank_, warnings ? std::move(warnings) : WarningSink(write_stderr)),
       executor_(transport_, options_, timeline_, counters_),
-      invalid_((options_.cache_capacity + 63) / 64, 0) {}
+      who_("rank " + std::to_string(rank_) +
+           (options_.hostname.empty() ? std::string() : " on " + options_.hostname)) {}
 
 Engine::~Engine() { shutdown(); }
 
@@ -151,7 +152,7 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
       already_stopped =
           stop_reason_ ? with_context(stop_reason_, context + ": hora's engine has stopped")
                        : std::make_exception_ptr(Error(
-                             context + ": hora was shut down (" + stop_why_ + ")", rank_,
+                             who_ + ": " + context + ": hora was shut down (" + stop_why_ + ")", rank_,
                              options_.hostname));
     } else {
       if (!in_flight_.emplace(name, state).second) {
@@ -219,7 +220,10 @@ bool Engine::cycle() {
     fresh.swap(incoming_);
     stopping = shutdown_requested_;
   }
-  std::fill(invalid_.begin(), invalid_.end(), 0);
+  // The vector covers the bits in use at the start of the cycle: the cache is replicated, so
+  // every rank computes the same length.
+  const std::size_t bit_limit = cache_.bit_limit();
+  invalid_.assign((bit_limit + 63) / 64, 0);
   for (auto& s : fresh) {
     const std::string name = s->request.name;
     local_[name] = Local{std::move(s)};
@@ -263,7 +267,7 @@ bool Engine::cycle() {
   for (std::size_t k = 0; k < w; ++k) {
     for (std::uint64_t bits = ~words[1 + w + k]; bits != 0; bits &= bits - 1) {
       std::size_t bit = k * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-      if (bit >= cache_.capacity()) continue;
+      if (bit >= bit_limit) continue;  // padding of the last word
       any_invalid = true;
       if (auto it = hits_.find(bit); it != hits_.end()) {
         announce_later(it->second);
@@ -411,7 +415,7 @@ void Engine::stop(std::exception_ptr cause, const std::string& why) {
     const std::string what = describe(*s);
     std::exception_ptr error =
         cause ? with_context(cause, "hora's engine stopped before " + what + " completed")
-              : std::make_exception_ptr(Error("hora was shut down before " + what +
+              : std::make_exception_ptr(Error(who_ + ": hora was shut down before " + what +
                                                   " completed (" + why +
                                                   "); synchronize every async op before "
                                                   "calling hora::shutdown()",

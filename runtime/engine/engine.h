@@ -6,7 +6,7 @@
 //     ResponseCache: a hit marks the op's cache bit; a miss (or a changed signature) queues the
 //     request for announcement (a changed signature also marks the bit invalid).
 //  2. Bit-vector exchange: Transport::allreduce_and over
-//       [flags][hit bits: capacity][inverted invalid bits: capacity]
+//       [flags][hit bits][inverted invalid bits], each half ResponseCache::bit_limit() bits
 //     flags (AND): "nothing to announce", "not shutting down", "idle". Inverted bits under AND
 //     compute an OR, so one call yields: hits common to all ranks, bits any rank invalidated,
 //     whether any rank has something to announce, and whether any rank is shutting down.
@@ -133,6 +133,7 @@ class Engine {
   std::vector<std::string> to_announce_;           // in submission order
   std::vector<std::string> abandon_;               // stall-shutdown proposals for the next round
   std::vector<std::uint64_t> invalid_;             // this cycle's invalid bits (not inverted)
+  std::string who_;                                 // "rank R on HOST" for messages
   int idle_streak_ = 0;
 };
 

@@ -60,8 +60,8 @@ EngineOptions EngineOptions::from_environment() {
   if (auto v = env("HORA_CACHE_CAPACITY")) {
     o.cache_capacity = non_negative_integer("HORA_CACHE_CAPACITY", *v,
                                             "a number of entries (0 disables the cache)");
-    if (o.cache_capacity > (1u << 20)) {
-      bad("HORA_CACHE_CAPACITY", *v, "at most 1048576 entries");
+    if (o.cache_capacity > (1u << 16)) {
+      bad("HORA_CACHE_CAPACITY", *v, "at most 65536 entries");
     }
   }
   if (auto v = env("HORA_FUSION_THRESHOLD")) {

@@ -40,6 +40,7 @@ std::optional<std::size_t> ResponseCache::put(const Response& response) {
   free_bits_.erase(free_bits_.begin());
   slots_[bit] = response;
   by_name_.emplace(response.request.name, bit);
+  used_bits_.insert(bit);
   lru_.push_front(bit);
   lru_pos_[bit] = lru_.begin();
   return evicted;
@@ -51,6 +52,7 @@ void ResponseCache::erase(std::size_t bit) {
   slots_[bit].reset();
   lru_.erase(lru_pos_[bit]);
   free_bits_.insert(bit);
+  used_bits_.erase(bit);
 }
 
 }  // namespace hora::detail::engine

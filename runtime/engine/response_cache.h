@@ -31,6 +31,10 @@ class ResponseCache {
 
   std::size_t capacity() const { return slots_.size(); }
   std::size_t size() const { return by_name_.size(); }
+  // One past the highest bit in use (0 when empty). Identical on every rank, so the engine sizes
+  // the cycle's bit vector with it: a job with 200 cached names exchanges 4 words per half, not
+  // capacity / 64.
+  std::size_t bit_limit() const { return used_bits_.empty() ? 0 : *used_bits_.rbegin() + 1; }
 
   enum class State {
     kMiss,     // the name is not cached: announce it in a full negotiation
@@ -58,6 +62,7 @@ class ResponseCache {
   std::list<std::size_t> lru_;  // front: most recently used
   std::vector<std::list<std::size_t>::iterator> lru_pos_;
   std::set<std::size_t> free_bits_;
+  std::set<std::size_t> used_bits_;
 };
 
 }  // namespace hora::detail::engine

@@ -125,11 +125,18 @@ TEST_CASE("ResponseCache: hits, invalid signatures, LRU eviction and bit reuse",
   CHECK(cache.lookup(allreduce("c", 8), 0).bit == 1);
   CHECK(cache.at(1).request.name == "c");
 
+  CHECK(cache.bit_limit() == 2);
   cache.erase(0);
   CHECK_FALSE(cache.contains(0));
   CHECK(cache.size() == 1);
+  CHECK(cache.bit_limit() == 2);
+  cache.erase(1);
+  CHECK(cache.bit_limit() == 0);
+  CHECK_FALSE(cache.put(agreed(allreduce("c", 8))).has_value());
   CHECK_FALSE(cache.put(agreed(allreduce("d", 8))).has_value());
-  CHECK(cache.lookup(allreduce("d", 8), 0).bit == 0);  // lowest free bit is reused
+  CHECK(cache.lookup(allreduce("c", 8), 0).bit == 0);  // lowest free bit is reused
+  CHECK(cache.lookup(allreduce("d", 8), 0).bit == 1);
+  CHECK(cache.bit_limit() == 2);
 
   ResponseCache off(0);
   CHECK_FALSE(off.put(agreed(allreduce("a", 8))).has_value());
