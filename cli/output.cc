@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,11 +17,21 @@
 namespace hora::cli {
 namespace {
 
-// Returns false when the descriptor is gone for good (EPIPE, EBADF ...).
+// A reader that takes nothing for this long is treated as gone.
+constexpr int kStalledReaderMs = 60000;
+
+// Returns false when the descriptor is gone for good (EPIPE, EBADF ...) or its reader stalled.
+// horarun's stdout may have been handed to it non-blocking (shared with a parent that set
+// O_NONBLOCK): EAGAIN waits for room rather than dropping the line.
 bool write_all(int fd, std::string_view text) {
   while (!text.empty()) {
     ssize_t n = ::write(fd, text.data(), text.size());
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, kStalledReaderMs) <= 0) return false;
+      continue;
+    }
     if (n <= 0) return false;
     text.remove_prefix(static_cast<std::size_t>(n));
   }

@@ -154,7 +154,9 @@ struct Supervisor::Impl {
         rank.process->start(request, std::move(events));
         rank.started = true;
         log->info("started {}", who(r));
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
+        // A guard that was spawned before the failure is not `started`: the RankProcess's
+        // destructor kills it when the supervisor goes away.
         rank.open = {false, false};
         end_job(fmt::format("could not start {}: {}", who(r), e.what()), 1);
       }

@@ -1,0 +1,262 @@
+// The supervisor's failure policy with fake rank processes (the real rendezvous server runs on
+// 127.0.0.1:0; no rank connects to it). Fakes record what the supervisor asked and answer as
+// scripted, posting their events on the io_context like real processes do.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "cli/errors.h"
+#include "cli/log.h"
+#include "cli/supervisor.h"
+
+using namespace hora::cli;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
+
+namespace {
+
+struct Script {
+  std::string stdout_text;            // delivered right after start, in two pieces
+  std::optional<ExitStatus> exit_at_start;
+  bool obey_terminate = true;         // exit by SIGTERM when asked to terminate
+  bool keep_output_open = false;      // never close the streams (a leftover holds them)
+  bool fail_start = false;
+};
+
+struct Record {
+  int terminates = 0;
+  int kills = 0;
+  int close_outputs = 0;
+  GuardRequest request;  // what start() was given (outlives the process object)
+};
+
+class FakeRankProcess : public RankProcess {
+ public:
+  FakeRankProcess(boost::asio::io_context& io, Script script, Record& record)
+      : io_(io), script_(std::move(script)), record_(record) {}
+
+  void start(const GuardRequest& request, Events events) override {
+    if (script_.fail_start) throw SpawnError("fake spawn failure");
+    record_.request = request;
+    events_ = std::move(events);
+    running_ = true;
+    boost::asio::post(io_, [this] {
+      if (!script_.stdout_text.empty()) {
+        const std::string& t = script_.stdout_text;
+        events_.on_output(Stream::kStdout, std::string_view(t).substr(0, t.size() / 2));
+        events_.on_output(Stream::kStdout, std::string_view(t).substr(t.size() / 2));
+      }
+      if (script_.exit_at_start) finish(*script_.exit_at_start);
+    });
+  }
+  void terminate() override {
+    ++record_.terminates;
+    if (script_.obey_terminate && running_) {
+      boost::asio::post(io_, [this] { finish(ExitStatus{true, 0, SIGTERM}); });
+    }
+  }
+  void kill() override {
+    ++record_.kills;
+    if (running_) boost::asio::post(io_, [this] { finish(ExitStatus{true, 0, SIGKILL}); });
+  }
+  void close_output() override {
+    ++record_.close_outputs;
+    boost::asio::post(io_, [this] { close_streams(); });
+  }
+  bool running() const override { return running_; }
+
+ private:
+  void finish(const ExitStatus& st) {
+    if (!running_) return;
+    running_ = false;
+    if (!script_.keep_output_open) close_streams();
+    events_.on_exit(st);
+  }
+  void close_streams() {
+    if (closed_) return;
+    closed_ = true;
+    events_.on_output_closed(Stream::kStdout);
+    events_.on_output_closed(Stream::kStderr);
+  }
+
+  boost::asio::io_context& io_;
+  Script script_;
+  Record& record_;
+  Events events_;
+  bool running_ = false;
+  bool closed_ = false;
+};
+
+class FakeFactory : public RankProcessFactory {
+ public:
+  FakeFactory(boost::asio::io_context& io, std::vector<Script> scripts)
+      : io_(io), scripts_(std::move(scripts)), records_(scripts_.size()) {}
+  std::unique_ptr<RankProcess> create(int rank, const HostSpec&) override {
+    auto p = std::make_unique<FakeRankProcess>(io_, scripts_.at(static_cast<std::size_t>(rank)),
+                                               records_[static_cast<std::size_t>(rank)]);
+    created_.push_back(p.get());
+    return p;
+  }
+  const Record& record(int r) const { return records_.at(static_cast<std::size_t>(r)); }
+  std::vector<FakeRankProcess*> created_;  // valid only while the supervisor runs
+
+ private:
+  boost::asio::io_context& io_;
+  std::vector<Script> scripts_;
+  std::vector<Record> records_;
+};
+
+// Captures the Output's two descriptors through pipes (small amounts: no deadlock).
+struct Terminal {
+  int out[2], err[2];
+  Terminal() {
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+  }
+  ~Terminal() {
+    for (int fd : {out[0], out[1], err[0], err[1]}) if (fd >= 0) ::close(fd);
+  }
+  static std::string drain(int (&p)[2]) {
+    ::close(p[1]);
+    p[1] = -1;
+    std::string s;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(p[0], buf, sizeof buf)) > 0) s.append(buf, static_cast<std::size_t>(n));
+    return s;
+  }
+};
+
+struct Job {
+  boost::asio::io_context io;
+  RankTable table;
+  FakeFactory factory;
+  Terminal term;
+  Output output;
+  SupervisorConfig config;
+  std::string out, err;
+
+  Job(int np, std::vector<Script> scripts)
+      : table(parse_host_list("localhost:" + std::to_string(np)), np),
+        factory(io, std::move(scripts)),
+        output(OutputOptions{}, np, term.out[1], term.err[1]) {
+    config.command = {"./train"};
+    config.cwd = "/tmp";
+    config.abort_grace = 50ms;
+    config.kill_grace = 100ms;
+    config.guard_slack = 50ms;
+    config.drain_timeout = 100ms;
+    config.facts.start_timeout = 30s;
+  }
+  std::ostringstream log;  // the launcher logger's warnings during run()
+
+  int run() {
+    auto logger = launcher_log();
+    auto saved = logger->sinks();
+    logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_st>(log)};
+    Supervisor s(io, table, config, factory, output);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = s.run();
+    logger->sinks() = saved;
+    REQUIRE(std::chrono::steady_clock::now() - t0 < 10s);
+    out = Terminal::drain(term.out);
+    err = Terminal::drain(term.err);
+    return rc;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("all ranks exit 0: exit 0, output prefixed, no verdict line") {
+  Job job(2, {Script{"hello\nwor", ExitStatus{}}, Script{"x\n", ExitStatus{}}});
+  CHECK(job.run() == 0);
+  CHECK_THAT(job.out, Contains("[0]<stdout>:hello\n[0]<stdout>:wor\n"));
+  CHECK_THAT(job.out, Contains("[1]<stdout>:x\n"));
+  CHECK(job.err.empty());
+  // The guard was given the contract and the command.
+  const GuardRequest& req = job.factory.record(1).request;
+  CHECK(req.argv == std::vector<std::string>{"./train"});
+  CHECK(req.cwd == "/tmp");
+  CHECK(req.grace == 100ms);
+  bool has_rank = false;
+  for (const auto& [k, v] : req.env) has_rank |= (k == "HORA_RANK" && v == "1");
+  CHECK(has_rank);
+}
+
+TEST_CASE("the first failing rank decides the exit code; the others are terminated") {
+  Job job(3, {Script{}, Script{"", ExitStatus{false, 3, 0}}, Script{}});
+  CHECK(job.run() == 3);
+  CHECK(job.factory.record(0).terminates >= 1);
+  CHECK(job.factory.record(2).terminates >= 1);
+  CHECK(job.factory.record(0).kills == 0);
+  CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 3\n"));
+}
+
+TEST_CASE("a rank killed by a signal gives 128 + signal") {
+  Job job(2, {Script{}, Script{"", ExitStatus{true, 0, SIGSEGV}}});
+  CHECK(job.run() == 128 + SIGSEGV);
+  CHECK_THAT(job.err, Contains("rank 1 on localhost was killed by signal 11 (SIGSEGV)"));
+}
+
+TEST_CASE("a rank that ignores terminate is killed after the grace") {
+  Script stubborn;
+  stubborn.obey_terminate = false;
+  Job job(2, {stubborn, Script{"", ExitStatus{false, 1, 0}}});
+  CHECK(job.run() == 1);
+  CHECK(job.factory.record(0).terminates >= 1);
+  CHECK(job.factory.record(0).kills == 1);
+  CHECK_THAT(job.log.str(), Contains("rank 0 on localhost did not end after SIGTERM"));
+}
+
+TEST_CASE("output held open after exit is abandoned after the drain timeout") {
+  Script leftover{"partial line", ExitStatus{}};
+  leftover.keep_output_open = true;
+  Job job(1, {leftover});
+  CHECK(job.run() == 0);
+  CHECK(job.factory.record(0).close_outputs == 1);
+  CHECK_THAT(job.out, Contains("[0]<stdout>:partial line\n"));  // flushed when closed
+  CHECK_THAT(job.log.str(), Contains("output is still open"));
+}
+
+TEST_CASE("a rank that cannot be started ends the job with exit 1") {
+  Script broken;
+  broken.fail_start = true;
+  Job job(3, {Script{}, Script{}, broken});
+  CHECK(job.run() == 1);
+  CHECK(job.factory.record(0).terminates >= 1);
+  CHECK(job.factory.record(1).terminates >= 1);
+  CHECK_THAT(job.err, Contains("could not start rank 2 on localhost: fake spawn failure"));
+}
+
+TEST_CASE("SIGTERM to the launcher ends the job with 143") {
+  Job job(2, {Script{}, Script{}});
+  // Raised once the io_context runs: the supervisor's signal_set is installed by then.
+  boost::asio::post(job.io, [] { ::raise(SIGTERM); });
+  CHECK(job.run() == 143);
+  CHECK(job.factory.record(0).terminates >= 1);
+  CHECK_THAT(job.err, EndsWith("horarun: interrupted by SIGTERM; ended the job\n"));
+}
+
+TEST_CASE("start timeout is not enforced when no rank uses the rendezvous") {
+  Job job(1, {Script{}});
+  job.config.facts.start_timeout = 1s;
+  // The rank exits 0 by itself 1.5 s in, after the start timeout passed.
+  boost::asio::steady_timer later(job.io, 1500ms);
+  later.async_wait([&](const boost::system::error_code&) {
+    job.factory.created_.at(0)->terminate();  // obeyed: exits by SIGTERM...
+  });
+  // ...which is a failure; what matters is that the start timeout did not end the job first.
+  CHECK(job.run() == 128 + SIGTERM);
+  CHECK_THAT(job.err, Contains("was killed by signal 15"));
+  CHECK_THAT(job.err, !Contains("did not reach the rendezvous"));
+}
