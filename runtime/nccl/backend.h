@@ -52,7 +52,9 @@ bool gpu_available();
 
 // True when p is device (or managed) memory according to cudaPointerGetAttributes. False for
 // host memory (pageable or pinned), for nullptr, without a GPU and without NCCL. Any CUDA error
-// the query raises is cleared so it cannot surface in the caller's later CUDA calls.
+// the query raises is cleared so it cannot surface in the caller's later CUDA calls. Never
+// creates a CUDA context: while no context exists in the process (a CPU-only job on a GPU
+// host), every pointer is host memory and CUDA is not asked.
 bool is_device_pointer(const void* p);
 
 // Where a buffer lives, for routing and for a clear error when it is on another rank's GPU.

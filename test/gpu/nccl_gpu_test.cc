@@ -25,6 +25,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <cuda.h>  // driver API types; the functions come from cudart's entry-point query
 #include <cuda_runtime.h>
 
 #include <hora/error.h>
@@ -150,6 +151,36 @@ WorldInfo world_of_two(int rank) {
 }
 
 }  // namespace
+
+// Whether device 0's primary context is active (the driver's view; creates nothing).
+bool primary_context_active() {
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  void* get = nullptr;
+  void* state = nullptr;
+  cudaDriverEntryPointQueryResult r1{}, r2{};
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 12000, cudaEnableDefault, &r1) ==
+          cudaSuccess);
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 12000,
+                                           cudaEnableDefault, &r2) == cudaSuccess);
+  CUdevice device{};
+  REQUIRE(reinterpret_cast<DeviceGet>(get)(&device, 0) == CUDA_SUCCESS);
+  unsigned int flags = 0;
+  int active = 0;
+  REQUIRE(reinterpret_cast<PrimaryCtxGetState>(state)(device, &flags, &active) == CUDA_SUCCESS);
+  return active != 0;
+}
+
+// Declared first, so it runs before any test allocates GPU memory.
+TEST_CASE("classifying host buffers before any CUDA use creates no CUDA context") {
+  if (primary_context_active()) {
+    WARN("a CUDA context already exists; run this test case alone to check it");
+    return;
+  }
+  std::vector<float> host(16);
+  CHECK_FALSE(nccl::is_device_pointer(host.data()));
+  CHECK_FALSE(primary_context_active());  // a CPU-only job keeps its GPUs untouched
+}
 
 TEST_CASE("buffers are classified by where they live") {
   DeviceMemory device(64);

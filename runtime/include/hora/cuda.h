@@ -12,6 +12,7 @@
 // after `stream` has been synchronized, so a stream-ordered copy to the host has landed first.
 // A call that mixes device and host buffers is a UsageError. The collectives of <hora/hora.h>
 // route device buffers to NCCL on the default stream, so existing calls work with GPU buffers.
+// A program that never touches CUDA is never made to create a CUDA context by this check.
 //
 // Completion. A call is ordered after the work already enqueued on `stream`, and returns once
 // the collective has completed on the GPU: the result is in recvbuf and the stream is free. A
