@@ -109,6 +109,7 @@ int launch(const Options& options) {
   config.facts.start_timeout = options.start_timeout;
   config.facts.log_level = options.log_level;
   config.facts.tcp = options.tcp;
+  config.facts.tuning = options.tuning;
   config.facts.forwarded = options.env_forward;
   for (const auto& [name, value] : options.env_forward) {
     if (is_contract_variable(name)) {

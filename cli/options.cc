@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,15 @@ struct RawOptions {
   bool tcp = false;
   bool force_ssh = false;
   std::string horarun_path;
+  std::string timeline_filename;
+  bool timeline_mark_cycles = false;
+  std::optional<double> fusion_threshold_mb;
+  std::optional<double> cycle_time_ms;
+  std::optional<long long> cache_capacity;
+  bool no_stall_check = false;
+  std::optional<double> stall_warning_seconds;
+  std::optional<double> stall_shutdown_seconds;
+  std::optional<double> gloo_timeout_seconds;
 };
 
 std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
@@ -80,6 +90,24 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
   app->add_option("--horarun-path", raw.horarun_path,
                   "path of horarun on the remote hosts (default: this binary's path)");
+  app->add_option("--timeline-filename", raw.timeline_filename,
+                  "write a Chrome trace of the collectives (HORA_TIMELINE)");
+  app->add_flag("--timeline-mark-cycles", raw.timeline_mark_cycles,
+                "mark engine cycles in the timeline (HORA_TIMELINE_MARK_CYCLES)");
+  app->add_option("--fusion-threshold-mb", raw.fusion_threshold_mb,
+                  "tensor fusion buffer in MiB, 0 disables (HORA_FUSION_THRESHOLD; default 128)");
+  app->add_option("--cycle-time-ms", raw.cycle_time_ms,
+                  "engine cycle in milliseconds (HORA_CYCLE_TIME_MS; default 1)");
+  app->add_option("--cache-capacity", raw.cache_capacity,
+                  "response cache entries, 0 disables (HORA_CACHE_CAPACITY; default 1024)");
+  app->add_flag("--no-stall-check", raw.no_stall_check,
+                "disable the stall check (HORA_STALL_CHECK_DISABLE=1)");
+  app->add_option("--stall-check-warning-time-seconds", raw.stall_warning_seconds,
+                  "warn about tensors some ranks did not submit after this long (default 60)");
+  app->add_option("--stall-check-shutdown-time-seconds", raw.stall_shutdown_seconds,
+                  "fail the job after a stall this long, 0 = never (default 0)");
+  app->add_option("--gloo-timeout-seconds", raw.gloo_timeout_seconds,
+                  "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)");
   return app;
 }
 
@@ -119,6 +147,54 @@ std::string trim(const std::string& s) {
   std::size_t b = s.find_first_not_of(" \t");
   if (b == std::string::npos) return {};
   return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// Decimal text of a number for a variable: integers without a fraction.
+std::string number_text(double v) {
+  if (v == static_cast<double>(static_cast<long long>(v))) {
+    return std::to_string(static_cast<long long>(v));
+  }
+  return fmt::format("{}", v);
+}
+
+void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::string>>& out) {
+  auto positive = [](const char* flag, double v, bool allow_zero) {
+    if (v < 0 || (!allow_zero && v == 0) || !std::isfinite(v)) {
+      throw UsageError(fmt::format("{} {}: give a number {} 0", flag, v,
+                                   allow_zero ? "of at least" : "greater than"));
+    }
+  };
+  if (!raw.timeline_filename.empty()) out.emplace_back("HORA_TIMELINE", raw.timeline_filename);
+  if (raw.timeline_mark_cycles) out.emplace_back("HORA_TIMELINE_MARK_CYCLES", "1");
+  if (raw.fusion_threshold_mb) {
+    positive("--fusion-threshold-mb", *raw.fusion_threshold_mb, true);
+    out.emplace_back("HORA_FUSION_THRESHOLD",
+                     std::to_string(static_cast<long long>(*raw.fusion_threshold_mb * 1048576.0)));
+  }
+  if (raw.cycle_time_ms) {
+    positive("--cycle-time-ms", *raw.cycle_time_ms, false);
+    out.emplace_back("HORA_CYCLE_TIME_MS", number_text(*raw.cycle_time_ms));
+  }
+  if (raw.cache_capacity) {
+    if (*raw.cache_capacity < 0) {
+      throw UsageError(fmt::format("--cache-capacity {}: give 0 (no cache) or more entries",
+                                   *raw.cache_capacity));
+    }
+    out.emplace_back("HORA_CACHE_CAPACITY", std::to_string(*raw.cache_capacity));
+  }
+  if (raw.no_stall_check) out.emplace_back("HORA_STALL_CHECK_DISABLE", "1");
+  if (raw.stall_warning_seconds) {
+    positive("--stall-check-warning-time-seconds", *raw.stall_warning_seconds, false);
+    out.emplace_back("HORA_STALL_CHECK_SECONDS", number_text(*raw.stall_warning_seconds));
+  }
+  if (raw.stall_shutdown_seconds) {
+    positive("--stall-check-shutdown-time-seconds", *raw.stall_shutdown_seconds, true);
+    out.emplace_back("HORA_STALL_SHUTDOWN_SECONDS", number_text(*raw.stall_shutdown_seconds));
+  }
+  if (raw.gloo_timeout_seconds) {
+    positive("--gloo-timeout-seconds", *raw.gloo_timeout_seconds, false);
+    out.emplace_back("HORA_TIMEOUT_SECONDS", number_text(*raw.gloo_timeout_seconds));
+  }
 }
 
 }  // namespace
@@ -268,6 +344,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     options.env_forward.emplace_back(std::move(name), std::move(value));
   }
   options.tcp = raw.tcp;
+  add_tuning(raw, options.tuning);
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
 

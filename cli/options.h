@@ -41,6 +41,11 @@ struct Options {
   // environment given to parse_options.
   std::vector<std::pair<std::string, std::string>> env_forward;
   bool tcp = false;                            // --tcp: NCCL_IB_DISABLE=1
+  // horovodrun's engine flags, as the runtime's variables (docs/launcher.md lists the mapping):
+  // --timeline-filename, --timeline-mark-cycles, --fusion-threshold-mb, --cycle-time-ms,
+  // --cache-capacity, --no-stall-check, --stall-check-warning-time-seconds,
+  // --stall-check-shutdown-time-seconds, --gloo-timeout-seconds.
+  std::vector<std::pair<std::string, std::string>> tuning;
   bool force_ssh = false;
   std::string horarun_path;                    // --horarun-path
 

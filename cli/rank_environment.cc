@@ -85,6 +85,7 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("PYTHONUNBUFFERED", "1");
   if (facts.tcp) env.emplace_back("NCCL_IB_DISABLE", "1");
 
+  for (const auto& [name, value] : facts.tuning) put(env, name, value);
   for (const auto& [name, value] : facts.forwarded) put(env, name, value);
   return env;
 }

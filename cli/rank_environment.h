@@ -26,6 +26,7 @@ struct JobFacts {
   std::chrono::seconds start_timeout{30};
   std::string log_level;         // empty: HORA_LOG_LEVEL not set
   bool tcp = false;              // --tcp: NCCL_IB_DISABLE=1
+  EnvBlock tuning;               // runtime tuning from horovodrun's engine flags
   EnvBlock forwarded;            // -x NAME=VALUE, applied last (the user's word wins)
 };
 

@@ -126,3 +126,29 @@ TEST_CASE("--help returns the help text") {
   CHECK_THAT(o.help_text, Contains("--num-proc"));
   CHECK_THAT(o.help_text, Contains("--hostfile"));
 }
+
+TEST_CASE("horovodrun's engine flags become the runtime's variables") {
+  using Tuning = std::vector<std::pair<std::string, std::string>>;
+  Options o = parse_options(
+      {"-np", "2", "--timeline-filename", "tl.json", "--timeline-mark-cycles",
+       "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
+       "--no-stall-check", "--stall-check-warning-time-seconds", "30",
+       "--stall-check-shutdown-time-seconds", "0", "--gloo-timeout-seconds", "45", "x"},
+      {});
+  CHECK(o.tuning == Tuning{{"HORA_TIMELINE", "tl.json"},
+                           {"HORA_TIMELINE_MARK_CYCLES", "1"},
+                           {"HORA_FUSION_THRESHOLD", "67108864"},
+                           {"HORA_CYCLE_TIME_MS", "2.5"},
+                           {"HORA_CACHE_CAPACITY", "0"},
+                           {"HORA_STALL_CHECK_DISABLE", "1"},
+                           {"HORA_STALL_CHECK_SECONDS", "30"},
+                           {"HORA_STALL_SHUTDOWN_SECONDS", "0"},
+                           {"HORA_TIMEOUT_SECONDS", "45"}});
+  CHECK(parse_options({"-np", "2", "x"}, {}).tuning.empty());
+  CHECK_THROWS_WITH(parse_options({"-np", "2", "--cycle-time-ms", "0", "x"}, {}),
+                    Contains("--cycle-time-ms"));
+  CHECK_THROWS_WITH(parse_options({"-np", "2", "--cache-capacity", "-1", "x"}, {}),
+                    Contains("--cache-capacity"));
+  CHECK_THROWS_AS(parse_options({"-np", "2", "--fusion-threshold-mb", "lots", "x"}, {}),
+                  UsageError);
+}

@@ -136,3 +136,15 @@ TEST_CASE("--log-level, --tcp and -x add to the block; -x wins over the contract
   CHECK(plain.count("HORA_LOG_LEVEL") == 0);
   CHECK(plain.count("NCCL_IB_DISABLE") == 0);
 }
+
+TEST_CASE("tuning variables reach every rank; -x still wins") {
+  RankTable table(parse_host_list("localhost:2"), 2);
+  JobFacts f = facts();
+  f.tuning = {{"HORA_CYCLE_TIME_MS", "5"}, {"HORA_TIMELINE", "t.json"}};
+  f.forwarded = {{"HORA_CYCLE_TIME_MS", "7"}};
+  for (int r = 0; r < 2; ++r) {
+    auto env = as_map(rank_environment(table, r, f));
+    CHECK(env["HORA_TIMELINE"] == "t.json");
+    CHECK(env["HORA_CYCLE_TIME_MS"] == "7");
+  }
+}
