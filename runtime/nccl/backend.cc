@@ -476,7 +476,9 @@ struct Backend::Impl {
   // Forms the communicator of c's scope (see the protocol in backend.h).
   void create(Comm& c, const std::string& step, Clock::time_point deadline) {
     const std::string creating = fmt::format("creating {} for {}", describe(c.group), step);
-    UniqueId id = exchange_unique_id(
+    UniqueId id;
+    try {
+      id = exchange_unique_id(
         client, world, c.group,
         [&] {
           ncclUniqueId raw;
@@ -495,6 +497,12 @@ struct Backend::Impl {
           return bytes;
         },
         deadline);
+    } catch (const Error& e) {
+      // The ranks of this scope no longer agree on where they are (some may be initializing
+      // with the id already): a later attempt could not be matched, so the scope is closed.
+      c.broken = fmt::format("{} failed earlier: {}", creating, e.what());
+      throw;
+    }
     throw_if_aborted(creating);
 
     ncclUniqueId raw;
@@ -552,7 +560,14 @@ struct Backend::Impl {
                               who(), step, describe(c.group), c.broken),
                   world.rank, world.hostname);
     }
-    DeviceGuard guard(ensure_device());
+    std::optional<DeviceGuard> guard;
+    try {
+      guard.emplace(ensure_device());
+    } catch (const UsageError&) {
+      throw;  // already names this rank
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}: {}", who(), step, e.what()), world.rank, world.hostname);
+    }
     if (c.comm == nullptr) create(c, step, deadline);
     ensure_device_resources(c, step);
 
