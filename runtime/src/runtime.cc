@@ -101,10 +101,14 @@ void Runtime::close_abruptly() {
 }
 
 void Runtime::abort(const std::string& reason) {
-  if (!abort_.abort(reason)) return;
+  // The rendezvous client calls this once; the check only keeps a second caller quiet.
+  if (abort_.reason()) return;
   // One line, the same on every rank, so the launcher's interleaved output stays readable.
+  // Printed before collectives are woken, so it precedes whatever the program prints about
+  // the AbortedError it then catches.
   std::fprintf(stderr, "hora: rank %d: job aborted by launcher: %s\n", world_.rank, reason.c_str());
   std::fflush(stderr);
+  abort_.abort(reason);
 }
 
 std::unique_ptr<engine::Transport> Runtime::make_engine_transport() {
