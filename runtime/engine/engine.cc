@@ -253,9 +253,33 @@ bool Engine::cycle() {
   words[0] = flags;
   for (const auto& [bit, name] : hits_) words[1 + bit / 64] |= std::uint64_t{1} << (bit % 64);
   for (std::size_t k = 0; k < w; ++k) words[1 + w + k] = ~invalid_[k];
+  // The first cycle also checks that every rank uses the same cache capacity and fusion
+  // threshold (the replicated cache and the fusion batches depend on them): a value v and ~v
+  // both survive the AND unchanged on every rank only if all ranks sent the same v.
+  const bool first = counters_.cycles.load() == 0;
+  const std::uint64_t agreed_values[] = {options_.cache_capacity, options_.fusion_threshold};
+  if (first) {
+    for (std::uint64_t v : agreed_values) {
+      words.push_back(v);
+      words.push_back(~v);
+    }
+  }
   transport_.allreduce_and(words);
   counters_.cycles++;
   const auto agreed = Clock::now();
+  if (first) {
+    const char* names[] = {"HORA_CACHE_CAPACITY", "HORA_FUSION_THRESHOLD"};
+    for (std::size_t i = 0; i < 2; ++i) {
+      const std::size_t at = 1 + 2 * w + 2 * i;
+      if (words[at] != agreed_values[i] || words[at + 1] != ~agreed_values[i]) {
+        throw UsageError(who_ + ": " + names[i] + " differs between ranks (this rank has " +
+                             std::to_string(agreed_values[i]) +
+                             "); every rank must use the same value (horarun passes the same "
+                             "environment to all ranks)",
+                         rank_, options_.hostname);
+      }
+    }
+  }
 
   // 3. Shutdown, invalid bits, common hits.
   if ((words[0] & kNotStopping) == 0) {

@@ -615,3 +615,26 @@ TEST_CASE("Submission checks names and arguments", "[engine][usage]") {
   synchronize(first);
   CHECK_NOTHROW(e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum)));
 }
+
+TEST_CASE("Ranks with different fusion thresholds or cache capacities are told so", "[engine][usage]") {
+  const bool fusion = GENERATE(true, false);
+  hora::test::ThreadWorld world(2);
+  hora::test::ThreadTransport t0(world, 0), t1(world, 1);
+  EngineOptions a = fast_options(), b = fast_options();
+  if (fusion) {
+    b.fusion_threshold = 0;
+  } else {
+    b.cache_capacity = 16;
+  }
+  Engine e0(t0, a), e1(t1, b);
+  std::vector<float> v(4), w(4);
+  Handle h0 = e0.submit(make_allreduce_op("x", v.data(), v.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle h1 = e1.submit(make_allreduce_op("x", w.data(), w.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  e0.start();
+  e1.start();
+  const std::string var = fusion ? "HORA_FUSION_THRESHOLD" : "HORA_CACHE_CAPACITY";
+  for (const Handle* h : {&h0, &h1}) {
+    CHECK(fails_with<UsageError>(*h));
+    CHECK_THAT(outcome(*h), Catch::Contains(var + " differs between ranks"));
+  }
+}
