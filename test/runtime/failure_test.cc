@@ -293,3 +293,18 @@ TEST_CASE("the launcher's abort interrupts init() while it waits for the other r
                  Catch::Contains("job aborted by launcher: horarun was interrupted (SIGINT)"));
   CHECK(std::chrono::steady_clock::now() - start < 25s);
 }
+
+TEST_CASE("ranks whose launcher layouts disagree fail init() with a MismatchError",
+          "[failure][init]") {
+  hora::test::TestServer server(2);
+  auto worlds = hora::test::make_worlds(hora::test::one_host(2), server, 10s);
+  worlds[1].local_rank = 0;  // both ranks of host 0 claim local rank 0
+  const auto results = hora::test::run_job(worlds, [](Runtime&, const WorldInfo&) {});
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << hora::test::message_of(results[r].error));
+    REQUIRE(is<hora::MismatchError>(results[r].error));
+    CHECK_THAT(hora::test::message_of(results[r].error),
+               Catch::Contains("local group is inconsistent") &&
+                   Catch::Contains("HORA_LOCAL_RANK=0, already taken by rank 0"));
+  }
+}
