@@ -55,9 +55,11 @@ Executor::Executor(Transport& transport, const EngineOptions& options, Timeline&
       counters_(counters) {}
 
 void Executor::run(std::vector<ReadyOp>& ops, const Finish& finish) {
-  for (ReadyOp& op : ops) {
-    std::string negotiate = std::string("NEGOTIATE_") + upper_name_of(op.response.request.type);
-    timeline_.span(op.response.request.name, negotiate, op.state->submitted, op.agreed);
+  if (timeline_.enabled()) {
+    for (ReadyOp& op : ops) {
+      std::string negotiate = std::string("NEGOTIATE_") + upper_name_of(op.response.request.type);
+      timeline_.span(op.response.request.name, negotiate, op.state->submitted, op.agreed);
+    }
   }
   std::vector<bool> done(ops.size(), false);
   for (std::size_t i = 0; i < ops.size(); ++i) {
