@@ -147,7 +147,7 @@ void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
     message = fmt::format(
         "{}: {} failed: no progress for {}: another rank of the group died, is stuck, or called "
         "a different collective (see the other ranks' output); if it is only slow, raise "
-        "HORA_TIMEOUT_SECONDS ({})",
+        "horarun --gloo-timeout-seconds (HORA_TIMEOUT_SECONDS) ({})",
         who(world_), what, seconds(world_.timeout), why);
   } else if (io && peer >= 0) {
     kind = kPeer;
