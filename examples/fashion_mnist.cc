@@ -7,19 +7,34 @@
 //   1. Every rank reads the whole dataset (the files are small) and keeps the training images
 //      i = rank, rank + size, rank + 2*size, ...  as its shard.
 //   2. Rank 0 initialises the weights; hora::broadcast copies them to every other rank.
-//   3. Each step, every rank runs forward and backward on `--batch-size` images of its own shard,
-//      then one hora::allreduce(kAverage) over the flat gradient vector averages the gradients of
-//      all ranks. Every rank applies the same averaged gradient with the same SGD-momentum rule,
-//      so the weights stay bit-identical everywhere without further communication. The checksum
-//      every rank prints at the end shows it.
+//   3. Each step, every rank runs forward and backward on `--batch-size` images of its own shard
+//      and averages its gradients with every other rank's (kAverage), the way a framework
+//      integration does it (<hora/async.h>): each parameter tensor's gradient is submitted by
+//      name as soon as backpropagation has produced it -- "grad/W2" and "grad/b2" when the
+//      output layer's backward is done, then "grad/W1" and "grad/b1" -- so layer 2's gradients
+//      travel while layer 1's are still being computed. The step then synchronizes every handle
+//      before the optimizer reads the gradients. libhora's engine fuses the small tensors that
+//      are ready together into one allreduce, and because the names and shapes repeat every
+//      step its response cache reduces the negotiation to one bit-vector exchange per cycle.
+//      `--blocking` instead makes one blocking hora::allreduce over the whole flat gradient
+//      vector per step (fusion done by hand), for comparison.
+//      Every rank applies the same averaged gradient with the same SGD-momentum rule, so the
+//      weights stay bit-identical everywhere without further communication. The checksum every
+//      rank prints at the end shows it. (Across two async runs the last bits may differ: which
+//      tensors share a fusion buffer depends on timing, and the ring sums an element in an
+//      order that depends on its offset in the buffer.)
 //   4. After each epoch the training loss and the test accuracy are reduced across ranks (each
 //      rank evaluates a strided slice of the test set) and rank 0 prints them.
 //
-// All parameters live in one contiguous vector (and all gradients in another), so a step costs a
-// single allreduce: the "tensor fusion" a framework integration would get from libhora's engine.
+// All parameters live in one contiguous vector (and all gradients in another); each tensor is a
+// slice of it (see Layout), which is what lets --blocking reduce them all in one call.
+// `horarun --timeline-filename timeline.json ...` records what the engine did with the four
+// names (negotiation, fusion, the allreduce) for chrome://tracing or Perfetto.
 //
-// Only the public API (<hora/hora.h>) and zlib are used: this file is meant to be copied.
+// Only the public API (<hora/hora.h>, <hora/async.h>) and zlib are used: this file is meant to
+// be copied.
 
+#include <hora/async.h>
 #include <hora/hora.h>
 
 #include <zlib.h>
@@ -37,6 +52,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -69,11 +85,12 @@ struct Options {
   long limit = 0;  // 0: every training image
   std::uint64_t seed = kDefaultSeed;
   std::string data_dir = kDefaultDataDir;
+  bool blocking = false;  // one blocking allreduce per step instead of per-tensor async ops
 };
 
 constexpr const char* kUsage =
     "usage: fashion_mnist [--epochs N] [--batch-size N] [--lr X] [--hidden N] [--data DIR]\n"
-    "                     [--limit N] [--seed N]\n"
+    "                     [--limit N] [--seed N] [--blocking]\n"
     "\n"
     "Trains a 784-H-10 perceptron on Fashion-MNIST, data-parallel over the ranks horarun started\n"
     "(or alone when run directly). Example: horarun -np 4 -H localhost:4 fashion_mnist\n"
@@ -87,6 +104,9 @@ constexpr const char* kUsage =
     "                   (default /usr/share/datasets/fashion-mnist, from `apt-get install dataset-fashion-mnist`)\n"
     "  --limit N        train on the first N training images only (0: all; for quick tests)\n"
     "  --seed N         seed of the initial weights and the shuffling (default 42)\n"
+    "  --blocking       average the gradients with one blocking allreduce over all of them per\n"
+    "                   step, instead of one async allreduce per parameter tensor submitted as\n"
+    "                   soon as backpropagation produces it (the default, as a framework would)\n"
     "  -h, --help       this text\n";
 
 struct UsageError : std::runtime_error {
@@ -119,6 +139,11 @@ bool parse_options(int argc, char** argv, Options& options) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") return false;
+    if (arg == "--blocking") {
+      options.blocking = true;
+      continue;
+    }
+    if (arg.rfind("--blocking=", 0) == 0) throw UsageError("--blocking takes no value");
     std::string value;
     bool has_inline_value = false;
     if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
@@ -532,10 +557,14 @@ double softmax_cross_entropy(int n, const std::uint8_t* labels, Workspace& ws, b
   return loss;
 }
 
-// Backward pass after forward + softmax_cross_entropy(gradient=true); writes every gradient.
-void backward(const Layout& L, const float* params, int n, Workspace& ws, float* grad) {
+// The backward pass after forward + softmax_cross_entropy(gradient=true), in two halves so
+// each layer's gradients can be sent as soon as they exist. Between the halves the engine owns
+// the W2 and b2 slices of grad: the second half reads params (W2 itself) and the workspace,
+// and writes only the W1 and b1 slices.
+
+// Output layer: dW2 = hidden^T * d_logits; db2 = column sums. ReLU zeros are skipped.
+void backward_output_layer(const Layout& L, int n, const Workspace& ws, float* grad) {
   const int H = L.hidden;
-  // Output layer: dW2 = hidden^T * d_logits; db2 = column sums. ReLU zeros are skipped.
   float* dw2 = grad + L.w2;
   float* db2 = grad + L.b2;
   std::fill(dw2, dw2 + std::size_t(H) * kClasses, 0.0f);
@@ -550,7 +579,13 @@ void backward(const Layout& L, const float* params, int n, Workspace& ws, float*
       for (int c = 0; c < kClasses; ++c) row[c] += h[j] * d[c];
     }
   }
-  // Hidden layer: d_hidden = (d_logits * W2^T) masked by ReLU'; db1 = column sums.
+}
+
+// Hidden layer: d_hidden = (d_logits * W2^T) masked by ReLU'; db1 = column sums;
+// dW1 = x^T * d_hidden.
+void backward_hidden_layer(const Layout& L, const float* params, int n, Workspace& ws,
+                           float* grad) {
+  const int H = L.hidden;
   transpose(H, kClasses, params + L.w2, ws.w2t.data());
   gemm(n, H, kClasses, ws.d_logits.data(), kClasses, ws.w2t.data(), H, ws.d_hidden.data(), H,
        false);
@@ -564,9 +599,26 @@ void backward(const Layout& L, const float* params, int n, Workspace& ws, float*
       db1[j] += dh[j];
     }
   }
-  // dW1 = x^T * d_hidden: [784 x n] * [n x H].
+  // [784 x n] * [n x H].
   transpose(n, kInputs, ws.x.data(), ws.xt.data());
   gemm(kInputs, H, n, ws.xt.data(), n, ws.d_hidden.data(), H, grad + L.w1, H, false);
+}
+
+// One parameter tensor's gradient: a named slice of the flat gradient vector.
+struct GradientTensor {
+  const char* name;  // the async op's name: the same on every rank and every step
+  std::size_t offset, count;
+};
+
+// Submits the gradients of `tensors` for averaging over all ranks, in place. The slices belong
+// to libhora's engine until their handles are synchronized.
+void submit_gradients(std::initializer_list<GradientTensor> tensors, std::vector<float>& grad,
+                      std::vector<hora::Handle>& handles) {
+  for (const GradientTensor& t : tensors) {
+    float* slice = grad.data() + t.offset;
+    handles.push_back(hora::allreduce_async(t.name, slice, slice, t.count,
+                                            hora::DataType::kFloat32, hora::ReduceOp::kAverage));
+  }
 }
 
 // FNV-1a, 64-bit, over the bytes of the parameters: equal on every rank iff the weights are.
@@ -635,20 +687,30 @@ int run(const Options& options) {
         "fashion_mnist: %d rank%s, MLP %d-%d-%d (%zu parameters), %zu training images (%zu per "
         "rank), %zu test images\n"
         "fashion_mnist: batch %d per rank (%d global), %zu steps per epoch, lr %g (cosine), momentum %g, "
-        "seed %llu\n",
+        "seed %llu\n"
+        "fashion_mnist: gradients averaged by %s\n",
         size, size == 1 ? "" : "s", kInputs, options.hidden, kClasses, layout.total, train_count,
         smallest_shard, test.count, batch, batch * size, steps, double(options.lr),
-        double(Options::kMomentum), static_cast<unsigned long long>(options.seed));
+        double(Options::kMomentum), static_cast<unsigned long long>(options.seed),
+        options.blocking ? "one blocking allreduce per step (--blocking)"
+                         : "async allreduces per tensor (grad/W2, grad/b2, then grad/W1, grad/b1)");
   }
 
   Workspace ws(std::max(batch, 256), options.hidden);
   std::mt19937_64 shuffle_rng(options.seed * 0x9e3779b97f4a7c15ull + std::uint64_t(rank) + 1);
   const float momentum = Options::kMomentum;
+  const GradientTensor w1{"grad/W1", layout.w1, layout.b1 - layout.w1};
+  const GradientTensor b1{"grad/b1", layout.b1, layout.w2 - layout.b1};
+  const GradientTensor w2{"grad/W2", layout.w2, layout.b2 - layout.w2};
+  const GradientTensor b2{"grad/b2", layout.b2, layout.total - layout.b2};
+  std::vector<hora::Handle> handles;
   double final_accuracy = 0.0;
 
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
-    double allreduce_seconds = 0.0;
+    // Time the step spends blocked on gradient communication: in the blocking allreduce, or in
+    // synchronize() after the async ops (whatever ran while layer 1 was computed is hidden).
+    double comm_wait_seconds = 0.0;
     std::shuffle(shard.begin(), shard.end(), shuffle_rng);
     double loss_sum = 0.0;
     long train_correct = 0;
@@ -659,11 +721,23 @@ int run(const Options& options) {
       for (int b = 0; b < batch; ++b) labels[std::size_t(b)] = train.labels[idx[b]];
       forward(layout, params.data(), batch, ws);
       loss_sum += softmax_cross_entropy(batch, labels.data(), ws, true, &train_correct);
-      backward(layout, params.data(), batch, ws, grad.data());
-
-      const auto reduce_start = Clock::now();
-      hora::allreduce(grad, hora::ReduceOp::kAverage);
-      allreduce_seconds += seconds_since(reduce_start);
+      if (options.blocking) {
+        backward_output_layer(layout, batch, ws, grad.data());
+        backward_hidden_layer(layout, params.data(), batch, ws, grad.data());
+        const auto wait_start = Clock::now();
+        hora::allreduce(grad, hora::ReduceOp::kAverage);
+        comm_wait_seconds += seconds_since(wait_start);
+      } else {
+        handles.clear();
+        backward_output_layer(layout, batch, ws, grad.data());
+        submit_gradients({w2, b2}, grad, handles);
+        backward_hidden_layer(layout, params.data(), batch, ws, grad.data());
+        submit_gradients({w1, b1}, grad, handles);
+        // The optimizer reads every gradient: wait for all of them (rethrows an op's error).
+        const auto wait_start = Clock::now();
+        for (const hora::Handle& h : handles) hora::synchronize(h);
+        comm_wait_seconds += seconds_since(wait_start);
+      }
 
       // SGD with momentum, the learning rate cosine-decayed from --lr to 0 over the run (the
       // decay settles the noisy last epoch: ~+1% test accuracy). Identical inputs on every rank
@@ -705,9 +779,10 @@ int run(const Options& options) {
     if (rank == 0) {
       std::printf(
           "epoch %d/%d  train loss %.4f  train acc %.2f%%  test loss %.4f  test acc %.2f%%  "
-          "time %.2f s (allreduce %.2f s)  eval %.2f s\n",
+          "time %.2f s (%s %.2f s)  eval %.2f s\n",
           epoch, options.epochs, stats[0] / stats[1], 100.0 * stats[2] / stats[1],
-          stats[3] / double(test.count), 100.0 * final_accuracy, train_seconds, allreduce_seconds,
+          stats[3] / double(test.count), 100.0 * final_accuracy, train_seconds,
+          options.blocking ? "allreduce" : "sync wait", comm_wait_seconds,
           seconds_since(epoch_start) - train_seconds);
     }
   }
