@@ -1,5 +1,7 @@
 #include "runtime/src/runtime.h"
 
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -343,9 +345,26 @@ void shutdown_at_exit() {
 
 }  // namespace
 
+namespace {
+// Gloo writes to peer sockets without MSG_NOSIGNAL: a peer that dies mid-collective would kill
+// this rank with SIGPIPE instead of letting the write fail and the collective raise PeerFailure
+// naming the peer. Ignore SIGPIPE, but only when the program left it at the default: a program
+// that installed its own handler keeps it.
+void ignore_sigpipe_if_default() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+}  // namespace
+
 void process_init() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_runtime != nullptr) return;
+  ignore_sigpipe_if_default();
   WorldInfo world = world_from_environment();
   auto runtime = std::make_unique<Runtime>(std::move(world));
   // The GPU backend forms its NCCL communicators lazily through the same rendezvous
