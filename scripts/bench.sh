@@ -8,12 +8,18 @@
 #   NO_BUILD=1 scripts/bench.sh           # skip set-up and build (the binaries exist already)
 #
 # Adding a benchmark: write a function bench_<name> that prints a heading and its results, add
-# <name> to BENCHMARKS, and describe it in usage(). Ranks are started with build/cli/horarun.
+# <name> to BENCHMARKS (the order `all` runs them in), and describe it in usage(). The `case` at
+# the bottom dispatches every name in BENCHMARKS. Ranks are started with $BUILD_DIR/cli/horarun.
+# A benchmark that needs something optional prints why it is skipped and returns 0, so `all`
+# always runs to the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives)
+BENCHMARKS=(collectives fusion rendezvous launch)
+
+# How many times the launch benchmark starts each job (the median is printed).
+LAUNCH_RUNS=7
 
 usage() {
   cat <<EOF
@@ -22,6 +28,15 @@ usage: scripts/bench.sh [all | NAME [ARGS...]]
   collectives   allreduce_bench (nccl-tests table: allreduce, allgather, broadcast, alltoall,
                 reducescatter; float32 sum) at -np 2 and -np 4 on localhost, 4 B to 64 MiB.
                 ARGS go to allreduce_bench, e.g. --collective allreduce -e 1M
+  fusion        fusion_bench --launch --np 4: step time of 200 ResNet-like gradients (4 KiB to
+                4 MiB) through the async API fused, unfused (HORA_FUSION_THRESHOLD=0), and
+                through the blocking API one by one. ARGS go to fusion_bench, e.g. --steps 10
+  rendezvous    rendezvous_bench: connect time and all-to-all address exchange time of N
+                simulated ranks against one rendezvous server on 127.0.0.1.
+                ARGS are the rank counts (default 64 256 1024)
+  launch        time to start and finish a job of 4 ranks running \`true\` on localhost:
+                horarun -np 4 -H localhost:4 true vs Open MPI's mpirun -np 4 true,
+                median of $LAUNCH_RUNS runs each (mpirun is skipped when not installed)
   all           every benchmark above, with default arguments (the default)
 
 Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.
@@ -45,12 +60,96 @@ run_ranks() {
   "$BUILD_DIR/cli/horarun" -np "$np" -H "localhost:$np" "$@" | sed -u 's/^\[0\]<stdout>://'
 }
 
+# ---- launch timing helpers (shared by every benchmark that times whole jobs) ----
+
+# Microseconds since the epoch, from bash's clock (no process started to read it).
+now_us() {
+  local t="${EPOCHREALTIME//[.,]/}"
+  printf '%s' "$((10#$t))"
+}
+
+LAUNCH_ROW_FORMAT='%-56s %11s %9s %9s\n'
+
+launch_table_header() {
+  # shellcheck disable=SC2059
+  printf "$LAUNCH_ROW_FORMAT" "command ($LAUNCH_RUNS runs each)" "median (ms)" "min (ms)" "max (ms)"
+}
+
+# launch_row LABEL COMMAND...: runs COMMAND LAUNCH_RUNS times (stdout and stderr discarded) and
+# prints one table row with the median, min and max wall time. If a run exits non-zero, the row
+# says so, the run's stderr follows, and the function still returns 0 (the table goes on).
+launch_row() {
+  local label="$1"
+  shift
+  local -a times=()
+  local i start rc err
+  err="$(mktemp)"
+  for ((i = 0; i < LAUNCH_RUNS; i++)); do
+    start="$(now_us)"
+    rc=0
+    "$@" >/dev/null 2>"$err" </dev/null || rc=$?
+    if [ "$rc" -ne 0 ]; then
+      # shellcheck disable=SC2059
+      printf "$LAUNCH_ROW_FORMAT" "$label" "failed: run $((i + 1)) exited $rc" "" ""
+      sed 's/^/    /' "$err"
+      rm -f "$err"
+      return 0
+    fi
+    times+=($(($(now_us) - start)))
+  done
+  rm -f "$err"
+  local -a sorted
+  mapfile -t sorted < <(printf '%s\n' "${times[@]}" | sort -n)
+  local median="${sorted[$((LAUNCH_RUNS / 2))]}"
+  # shellcheck disable=SC2059
+  printf "$LAUNCH_ROW_FORMAT" "$label" "$(us_to_ms "$median")" "$(us_to_ms "${sorted[0]}")" \
+    "$(us_to_ms "${sorted[$((LAUNCH_RUNS - 1))]}")"
+}
+
+us_to_ms() {
+  printf '%d.%d' "$(($1 / 1000))" "$((($1 % 1000) / 100))"
+}
+
+# ---- the benchmarks ----
+
 bench_collectives() {
   local np
   for np in 2 4; do
     heading "Collectives: allreduce_bench, -np $np -H localhost:$np, 4 B to 64 MiB"
     run_ranks "$np" "$BUILD_DIR/examples/allreduce_bench" -b 4 -e 64M -f 2 "$@"
   done
+}
+
+bench_fusion() {
+  heading "Tensor fusion: fusion_bench --launch --np 4 (200 gradients, 4 KiB to 4 MiB, per step)"
+  # fusion_bench starts its own horarun jobs (fused, unfused, blocking) and prints one table.
+  "$BUILD_DIR/runtime/engine/bench/fusion_bench" --launch --np 4 \
+    --horarun "$BUILD_DIR/cli/horarun" "$@"
+}
+
+bench_rendezvous() {
+  heading "Rendezvous: connect + all-to-all address exchange, N ranks on one server (127.0.0.1)"
+  "$BUILD_DIR/rendezvous/bench/rendezvous_bench" "$@"
+}
+
+bench_launch() {
+  heading "Launch: a job of 4 ranks running 'true' on localhost, start to exit"
+  launch_table_header
+  launch_row "horarun -np 4 -H localhost:4 true" "$BUILD_DIR/cli/horarun" -np 4 -H localhost:4 true
+  local mpi=(mpirun --allow-run-as-root --oversubscribe -np 4 true)
+  if command -v mpirun >/dev/null 2>&1; then
+    launch_row "${mpi[*]}" "${mpi[@]}"
+  else
+    echo "mpirun not installed (apt-get install openmpi-bin to compare with Open MPI)"
+  fi
+}
+
+is_benchmark() {
+  local b
+  for b in "${BENCHMARKS[@]}"; do
+    if [ "$b" = "$1" ]; then return 0; fi
+  done
+  return 1
 }
 
 name="${1:-all}"
@@ -63,13 +162,13 @@ case "$name" in
     build
     for b in "${BENCHMARKS[@]}"; do "bench_$b"; done
     ;;
-  collectives)
+  *)
+    if ! is_benchmark "$name"; then
+      echo "scripts/bench.sh: unknown benchmark '$name'" >&2
+      usage >&2
+      exit 2
+    fi
     build
     "bench_$name" "$@"
-    ;;
-  *)
-    echo "scripts/bench.sh: unknown benchmark '$name'" >&2
-    usage >&2
-    exit 2
     ;;
 esac
