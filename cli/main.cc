@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,14 @@
 #include "cli/errors.h"
 #include "cli/guard.h"
 #include "cli/local_host.h"
-#include "cli/local_rank_process.h"
 #include "cli/log.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/rank_table.h"
+#include "cli/remote_hosts.h"
+#include "cli/ssh_rank_process.h"
 #include "cli/supervisor.h"
+#include "ssh/known_hosts.h"
 
 extern char** environ;
 
@@ -70,38 +73,60 @@ std::vector<HostSpec> host_list(const Options& options) {
   return {HostSpec{"", "localhost", *options.num_proc}};
 }
 
+// This binary's absolute path: the default --horarun-path (the same install on every host).
+std::string self_path() {
+  std::vector<char> buf(4096);
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) {
+    throw Error(fmt::format("cannot read /proc/self/exe ({}); give --horarun-path",
+                            std::strerror(errno)));
+  }
+  return std::string(buf.data(), static_cast<std::size_t>(n));
+}
+
+RemoteOptions remote_options(const Options& options) {
+  RemoteOptions ro;
+  ro.force_ssh = options.force_ssh;
+  if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
+  ro.overrides.port = options.ssh_port;
+  if (!options.ssh_identity_file.empty()) {
+    ro.overrides.identity_files.push_back(options.ssh_identity_file);
+  }
+  if (options.ssh_strict_host_key_checking_given) {
+    ro.overrides.host_key_policy = hora::ssh::parse_host_key_policy(
+        options.ssh_strict_host_key_checking, "--ssh-strict-host-key-checking");
+  }
+  ro.connect = hora::ssh::ConnectOptions::from_environment();
+  ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
+  ro.preflight_timeout = options.start_timeout;
+  return ro;
+}
+
 int launch(const Options& options) {
   const std::vector<HostSpec> hosts = host_list(options);
   const RankTable table(hosts, options.num_proc.value_or(total_slots(hosts)));
 
   const LocalHost local = LocalHost::discover();
-  std::vector<std::string> remote;
-  for (const HostSpec& h : table.hosts()) {
-    if (options.force_ssh || !local.is_local(h.name)) remote.push_back(h.address_for_display());
-  }
+  const RemoteOptions ro = remote_options(options);
   if (options.dry_run || options.verbose) {
+    const auto remote = resolve_remote_hosts(table.hosts(), local, ro);
     fmt::print("{}", table.describe());
-    for (const HostSpec& h : table.hosts()) {
-      const bool is_remote =
-          std::find(remote.begin(), remote.end(), h.address_for_display()) != remote.end();
+    for (std::size_t i = 0; i < table.hosts().size(); ++i) {
+      const HostSpec& h = table.hosts()[i];
+      const auto it = remote.find(static_cast<int>(i));
       fmt::print("host {}: {} rank{}, {}, interface {}\n", h.address_for_display(), h.slots,
-                 h.slots == 1 ? "" : "s", is_remote ? "over SSH" : "local",
-                 is_remote ? "(chosen at launch)" : "lo");
+                 h.slots == 1 ? "" : "s",
+                 it != remote.end() ? "over SSH to " + it->second.describe() : "local",
+                 it != remote.end() ? "(chosen at launch)" : (remote.empty() ? "lo" : "(by route)"));
     }
     std::fflush(stdout);
   }
   if (options.dry_run) return 0;
-  if (!remote.empty()) {
-    throw UsageError(fmt::format(
-        "{} {} not this machine{}; this build of horarun runs ranks on this machine only "
-        "(SSH launching is not available yet); use -H localhost:N",
-        fmt::join(remote, ", "), remote.size() == 1 ? "is" : "are",
-        options.force_ssh ? " or --force-ssh was given" : ""));
-  }
 
-  boost::asio::io_context io;
-  LocalRankProcessFactory factory(io);
-  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size());
+  std::vector<int> ranks_per_host(table.hosts().size(), 0);
+  for (int r = 0; r < table.size(); ++r) ++ranks_per_host.at(table.rank(r).host_index);
+  RemotePlan plan = prepare_remote_hosts(table.hosts(), ranks_per_host, local, ro);
+
   SupervisorConfig config;
   config.command = options.command;
   config.cwd = current_directory();
@@ -116,6 +141,37 @@ int launch(const Options& options) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
     }
   }
+  if (plan.any()) {
+    // Remote ranks must reach the rendezvous server: it listens on every address, and each host
+    // is told the address of this machine that its SSH connection came from. Local ranks use the
+    // address the first remote host sees, so their Gloo devices bind an address peers can reach.
+    config.bind_address = "0.0.0.0";
+    const std::string launcher_address = plan.hosts.begin()->second.launcher_address;
+    for (std::size_t i = 0; i < table.hosts().size(); ++i) {
+      const auto it = plan.hosts.find(static_cast<int>(i));
+      HostNetwork net;
+      net.rendezvous_host = it != plan.hosts.end() ? it->second.launcher_address : launcher_address;
+      // Without --network-interfaces libhora binds the source address of its route to the
+      // rendezvous server (runtime/gloo/device.cc); the iface engineer's choice replaces this.
+      net.iface = "";
+      config.host_network.push_back(std::move(net));
+    }
+    const int host0 = table.rank(0).host_index;
+    const auto it0 = plan.hosts.find(host0);
+    config.master_addr = it0 != plan.hosts.end() ? it0->second.host_address : launcher_address;
+    if (it0 != plan.hosts.end()) config.master_port_probe_address = "0.0.0.0";
+    for (const auto& [index, host] : plan.hosts) {
+      launcher_log()->info("{}: reaches the launcher at {}", host.target.describe(),
+                           host.launcher_address);
+    }
+  }
+
+  boost::asio::io_context io;
+  std::map<int, RemoteHostSessions> sessions;
+  for (auto& [index, host] : plan.hosts) sessions.emplace(index, std::move(host.sessions));
+  // Declared before the supervisor: it owns the SSH sessions the rank processes use.
+  HybridRankProcessFactory factory(io, table.hosts(), std::move(sessions), ro.horarun_path);
+  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size());
   Supervisor supervisor(io, table, std::move(config), factory, output);
   return supervisor.run();
 }

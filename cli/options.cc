@@ -31,7 +31,7 @@ struct RawOptions {
   std::optional<int> ssh_port;
   std::string ssh_identity_file;
   std::string ssh_config;
-  std::string strict_host_key_checking = Options::kDefaultStrictHostKeyChecking;
+  std::string strict_host_key_checking;  // empty: not given
   std::vector<std::string> network_interfaces_lists;
   std::vector<std::string> network_interface;
   std::vector<std::string> env;
@@ -287,7 +287,8 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.ssh_port = raw.ssh_port;
   options.ssh_identity_file = raw.ssh_identity_file;
   options.ssh_config = raw.ssh_config;
-  {
+  if (!raw.strict_host_key_checking.empty()) {
+    options.ssh_strict_host_key_checking_given = true;
     const std::string mode = lower(raw.strict_host_key_checking);
     if (mode != "yes" && mode != "accept-new" && mode != "no") {
       throw UsageError(fmt::format(

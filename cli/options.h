@@ -36,6 +36,8 @@ struct Options {
   std::string ssh_identity_file;               // -i/--ssh-identity-file
   std::string ssh_config;                      // --ssh-config FILE
   std::string ssh_strict_host_key_checking = kDefaultStrictHostKeyChecking;
+  // Given on the command line: then it wins over StrictHostKeyChecking in ssh_config.
+  bool ssh_strict_host_key_checking_given = false;
   std::vector<std::string> network_interfaces; // --network-interfaces a,b and --network-interface
   // -x/--env NAME[=VALUE], in order, resolved: `-x NAME` takes NAME's value from the
   // environment given to parse_options.

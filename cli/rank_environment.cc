@@ -55,7 +55,11 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("HORA_HOSTNAME", host.name);
   env.emplace_back("HORA_HOST_INDEX", s_host_index);
   env.emplace_back("HORA_RENDEZVOUS", facts.rendezvous);
-  env.emplace_back("HORA_IFACE", facts.iface);
+  // An empty iface (remote hosts without --network-interfaces) leaves the interface variables
+  // unset: libhora then binds on the source address of its route to HORA_RENDEZVOUS, and
+  // NCCL/Gloo programs use their own defaults rather than an empty name.
+  const bool iface = !facts.iface.empty();
+  if (iface) env.emplace_back("HORA_IFACE", facts.iface);
   env.emplace_back("HORA_SECRET", facts.secret_hex);
   env.emplace_back("HORA_START_TIMEOUT", std::to_string(facts.start_timeout.count()));
   if (!facts.log_level.empty()) env.emplace_back("HORA_LOG_LEVEL", facts.log_level);
@@ -69,7 +73,7 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("HOROVOD_HOSTNAME", host.name);
   env.emplace_back("HOROVOD_CONTROLLER", "gloo");
   env.emplace_back("HOROVOD_CPU_OPERATIONS", "gloo");
-  env.emplace_back("HOROVOD_GLOO_IFACE", facts.iface);
+  if (iface) env.emplace_back("HOROVOD_GLOO_IFACE", facts.iface);
 
   env.emplace_back("RANK", s_rank);
   env.emplace_back("WORLD_SIZE", s_size);
@@ -80,8 +84,10 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("MASTER_ADDR", facts.master_addr);
   env.emplace_back("MASTER_PORT", std::to_string(facts.master_port));
 
-  env.emplace_back("GLOO_SOCKET_IFNAME", facts.iface);
-  env.emplace_back("NCCL_SOCKET_IFNAME", facts.iface);
+  if (iface) {
+    env.emplace_back("GLOO_SOCKET_IFNAME", facts.iface);
+    env.emplace_back("NCCL_SOCKET_IFNAME", facts.iface);
+  }
   env.emplace_back("PYTHONUNBUFFERED", "1");
   if (facts.tcp) env.emplace_back("NCCL_IB_DISABLE", "1");
 

@@ -19,7 +19,8 @@ using EnvBlock = std::vector<std::pair<std::string, std::string>>;
 // Facts about the job that are the same for every rank, or chosen per host by the caller.
 struct JobFacts {
   std::string rendezvous;        // host:port this rank's host reaches the rendezvous server at
-  std::string iface;             // the interface this rank's host uses (HORA_IFACE)
+  std::string iface;             // the interface this rank's host uses (HORA_IFACE); empty:
+                                 // HORA_IFACE and the *_IFNAME variables are not set
   std::string master_addr;       // an address of rank 0's host every rank can reach
   std::uint16_t master_port = 0; // a port free on rank 0's host
   std::string secret_hex;        // 64 hex digits

@@ -36,6 +36,11 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
   return acceptor.local_endpoint().port();
 }
 
+// "fe80::1" -> "[fe80::1]" for host:port; other addresses unchanged.
+std::string bracketed(const std::string& address) {
+  return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
+}
+
 // A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
 constexpr std::chrono::milliseconds kRepeatedSignal{1000};
 
@@ -128,9 +133,12 @@ struct Supervisor::Impl {
     facts.rendezvous = fmt::format("{}:{}", config.bind_address, server->port());
     facts.iface = config.iface;
     facts.master_addr = config.master_addr;
-    facts.master_port = free_port(io, config.master_addr);
+    facts.master_port = free_port(
+        io, config.master_port_probe_address.empty() ? config.master_addr
+                                                     : config.master_port_probe_address);
     facts.secret_hex = rdv::secret_to_hex(secret);
-    log->info("rendezvous server listening on {}", facts.rendezvous);
+    log->info("rendezvous server listening on {}:{}", bracketed(config.bind_address),
+              server->port());
 
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (!ec) on_signal(sig);
@@ -140,6 +148,12 @@ struct Supervisor::Impl {
       if (ending) break;  // a signal or an earlier spawn failure
       GuardRequest request;
       request.cwd = config.cwd;
+      if (!config.host_network.empty()) {
+        const HostNetwork& net =
+            config.host_network.at(static_cast<std::size_t>(table.rank(r).host_index));
+        facts.rendezvous = fmt::format("{}:{}", bracketed(net.rendezvous_host), server->port());
+        facts.iface = net.iface;
+      }
       request.env = rank_environment(table, r, facts);
       request.argv = config.command;
       request.grace = config.kill_grace;

@@ -29,6 +29,12 @@
 
 namespace hora::cli {
 
+// How the ranks of one host reach the launcher and each other.
+struct HostNetwork {
+  std::string rendezvous_host;  // the launcher's address as this host sees it
+  std::string iface;            // HORA_IFACE for its ranks; empty: libhora picks by route
+};
+
 struct SupervisorConfig {
   static constexpr std::chrono::milliseconds kDefaultAbortGrace{2000};
   static constexpr std::chrono::milliseconds kDefaultKillGrace{3000};
@@ -41,6 +47,13 @@ struct SupervisorConfig {
   std::string bind_address = "127.0.0.1";  // the rendezvous server's address
   std::string iface = "lo";          // HORA_IFACE etc. for every rank (all-local jobs)
   std::string master_addr = "127.0.0.1";
+  // Per host (index into the rank table's hosts); empty: every rank reaches the rendezvous at
+  // bind_address and uses `iface` (all-local jobs). Set when any host is remote: the server then
+  // binds bind_address (e.g. 0.0.0.0) and each host is told the address it can reach.
+  std::vector<HostNetwork> host_network;
+  // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote
+  // the launcher can only check a port on this machine (main.cc passes the wildcard address).
+  std::string master_port_probe_address;
   JobFacts facts;                    // start_timeout, log_level, tcp, forwarded; the rest is
                                      // filled in by the supervisor
   bool verbose = false;

@@ -1,0 +1,169 @@
+#include "cli/remote_hosts.h"
+
+#include <fmt/format.h>
+
+#include "cli/log.h"
+#include "ssh/errors.h"
+#include "ssh/format.h"
+#include "ssh/preflight.h"
+
+namespace hora::cli {
+namespace {
+
+constexpr std::string_view kProbeTag = "HORA-PROBE ";
+
+// "198.18.0.11:12345" -> "198.18.0.11"; "[fe80::1]:22" -> "fe80::1".
+std::string strip_port(const std::string& endpoint) {
+  std::string host = endpoint.substr(0, endpoint.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// The first line of the probe's output names the binary's state; returns the problem, or ""
+// when the binary is there and the extra probe (if any) succeeded.
+std::string judge_probe(const ssh::RunResult& run, const std::string& horarun_path,
+                        const std::string& extra_probe_args, const std::string& where) {
+  const std::string first = run.out.substr(0, run.out.find('\n'));
+  if (first.rfind(kProbeTag, 0) != 0) {
+    return fmt::format("{}: the probe command printed no result (exit status {}, stderr: '{}'); "
+                       "the remote login shell must be a POSIX shell",
+                       where, run.exit_status, run.err.substr(0, 200));
+  }
+  const std::string state = first.substr(kProbeTag.size());
+  if (state == "missing") {
+    return fmt::format("{}: horarun is not installed at {} there; install hora at the same path "
+                       "on every host, or give its path there with --horarun-path",
+                       where, horarun_path);
+  }
+  if (state == "not-executable") {
+    return fmt::format("{}: {} exists there but is not executable by the remote user; fix its "
+                       "permissions or give another path with --horarun-path",
+                       where, horarun_path);
+  }
+  if (state != "ok") return fmt::format("{}: unexpected probe result '{}'", where, state);
+  if (!extra_probe_args.empty() && run.exit_status != 0) {
+    std::string err = run.err;
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    return fmt::format("{}: `{} {}` failed (exit status {}{}{}); the remote horarun may be an "
+                       "older build: install the same hora on every host",
+                       where, horarun_path, extra_probe_args, run.exit_status,
+                       err.empty() ? "" : ": ", err.substr(0, 300));
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args) {
+  const std::string p = ssh::shell_quote(horarun_path);
+  std::string cmd = fmt::format(
+      "if [ ! -e {0} ]; then echo '{1}missing'; elif [ ! -x {0} ] || [ -d {0} ]; then "
+      "echo '{1}not-executable'; else echo '{1}ok'",
+      p, kProbeTag);
+  if (!extra_probe_args.empty()) cmd += fmt::format("; exec {} {}", p, extra_probe_args);
+  cmd += "; fi";
+  return cmd;
+}
+
+std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hosts,
+                                                const LocalHost& local,
+                                                const RemoteOptions& options) {
+  std::map<int, ssh::Target> remote;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const HostSpec& h = hosts[i];
+    // No ssh_config is read for a host that is plainly this machine.
+    if (!options.force_ssh && local.is_local(h.name)) continue;
+    ssh::Overrides overrides = options.overrides;
+    if (!h.user.empty()) overrides.user = h.user;
+    ssh::Target target;
+    try {
+      target = ssh::resolve(h.name, overrides, options.config);
+    } catch (const ssh::Error& e) {
+      throw UsageError(fmt::format("host {}: {}; fix the ssh_config file or give another with "
+                                   "--ssh-config",
+                                   h.address_for_display(), e.what()));
+    }
+    if (!options.force_ssh && local.is_local(target.hostname)) continue;
+    remote.emplace(static_cast<int>(i), std::move(target));
+  }
+  return remote;
+}
+
+RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
+                                const std::vector<int>& ranks_per_host, const LocalHost& local,
+                                const RemoteOptions& options) {
+  RemotePlan plan;
+  const std::map<int, ssh::Target> targets = resolve_remote_hosts(hosts, local, options);
+  if (targets.empty()) return plan;
+
+  // One request per session: the first session of a host runs the probe; further sessions
+  // (hosts with more than 10 ranks) only connect and authenticate.
+  std::vector<ssh::ProbeRequest> requests;
+  std::vector<int> owner;  // host index of each request
+  const std::string probe = probe_command(options.horarun_path, options.extra_probe_args);
+  for (const auto& [index, target] : targets) {
+    const int ranks = ranks_per_host.at(static_cast<std::size_t>(index));
+    const int sessions = std::max(1, (ranks + RemoteHostSessions::kChannelsPerSession - 1) /
+                                         RemoteHostSessions::kChannelsPerSession);
+    for (int s = 0; s < sessions; ++s) {
+      requests.push_back(ssh::ProbeRequest{target, s == 0 ? probe : std::string(), {}});
+      owner.push_back(index);
+    }
+  }
+
+  ssh::PreflightOptions popts;
+  popts.connect = options.connect;
+  popts.keep_sessions = true;
+  const auto t0 = ssh::Clock::now();
+  std::vector<ssh::ProbeResult> results =
+      ssh::probe_hosts(requests, popts, t0 + options.preflight_timeout);
+  launcher_log()->info("preflight of {} host{} ({} session{}) took {}", targets.size(),
+                       targets.size() == 1 ? "" : "s", requests.size(),
+                       requests.size() == 1 ? "" : "s",
+                       ssh::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           ssh::Clock::now() - t0)));
+
+  // One problem per host: the first failing session's, or the probe's verdict.
+  std::map<int, std::string> problems;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    ssh::ProbeResult& r = results[i];
+    const int index = owner[i];
+    if (problems.count(index) != 0) continue;
+    const ssh::Target& target = targets.at(index);
+    if (!r.ok()) {
+      problems[index] = r.error_message;
+      continue;
+    }
+    RemoteHost& host = plan.hosts[index];
+    if (host.sessions.sessions.empty()) {
+      host.index = index;
+      host.target = target;
+      host.launcher_address = r.local_address;
+      host.host_address = r.session ? strip_port(r.session->remote_endpoint()) : target.hostname;
+    }
+    if (r.run) {
+      const std::string verdict = judge_probe(*r.run, options.horarun_path,
+                                              options.extra_probe_args, target.describe());
+      if (!verdict.empty()) {
+        problems[index] = verdict;
+        continue;
+      }
+      const std::string& out = r.run->out;
+      const std::size_t nl = out.find('\n');
+      host.probe_output = nl == std::string::npos ? std::string() : out.substr(nl + 1);
+    }
+    if (r.session) host.sessions.sessions.push_back(std::move(r.session));
+  }
+  if (!problems.empty()) {
+    std::string lines;
+    for (const auto& [index, why] : problems) lines += "\n  " + why;
+    throw PreflightError(fmt::format(
+        "preflight failed on {} of {} remote host{}; nothing was started:{}", problems.size(),
+        targets.size(), targets.size() == 1 ? "" : "s", lines));
+  }
+  return plan;
+}
+
+}  // namespace hora::cli

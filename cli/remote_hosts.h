@@ -1,0 +1,78 @@
+// Which hosts are remote, how to reach them, and whether they are ready: steps 2 and 3 of "A
+// job's life" (DESIGN.md). prepare_remote_hosts() resolves every remote host through ssh_config,
+// then preflights all of them at once with one deadline: connect, host key, authentication, and
+// a probe command that checks the horarun binary at the remote path (and, when the caller gives
+// one, runs an extra probe such as `horarun --probe-interfaces`). Any failure on any host throws
+// one PreflightError listing every failing host with its reason and fix; nothing is launched.
+//
+// Local detection never looks a name up in DNS: a host is local when its name as given is
+// (LocalHost::is_local), or when ssh_config maps it to a HostName that is; everything else is
+// remote. With force_ssh every host is remote.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/errors.h"
+#include "cli/host_list.h"
+#include "cli/local_host.h"
+#include "cli/ssh_rank_process.h"
+#include "ssh/config.h"
+#include "ssh/session.h"
+
+namespace hora::cli {
+
+// Some host failed the preflight. horarun exits 1.
+class PreflightError : public Error {
+  using Error::Error;
+};
+
+struct RemoteOptions {
+  static constexpr std::chrono::seconds kDefaultPreflightTimeout{30};
+
+  bool force_ssh = false;
+  ssh::ConfigSource config;     // --ssh-config (file empty: ~/.ssh/config, /etc/ssh/ssh_config)
+  ssh::Overrides overrides;     // -p, -i, --ssh-strict-host-key-checking; user set per host
+  ssh::ConnectOptions connect;  // agent socket, resolver
+  std::string horarun_path;     // the guard binary on every remote host (absolute)
+  // Appended to the probe on each host when non-empty, e.g. "--probe-interfaces": runs
+  // `<horarun_path> <extra_probe_args>` after the binary check; its stdout is returned per host.
+  std::string extra_probe_args;
+  std::chrono::seconds preflight_timeout = kDefaultPreflightTimeout;
+};
+
+struct RemoteHost {
+  int index = 0;             // into the rank table's hosts
+  ssh::Target target;
+  std::string launcher_address;  // this machine as the host sees it (Session::local_address)
+  std::string host_address;      // the address we connected to, without port
+  std::string probe_output;      // stdout of the extra probe (empty without one)
+  RemoteHostSessions sessions;   // ceil(ranks / 10) connected sessions
+};
+
+struct RemotePlan {
+  std::map<int, RemoteHost> hosts;  // by host index; hosts not in it run locally
+  bool any() const { return !hosts.empty(); }
+};
+
+// Which of `hosts` (the rank table's hosts) are remote, resolved through ssh_config. Pure
+// apart from reading the config files. Throws UsageError for a config error.
+std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hosts,
+                                                const LocalHost& local,
+                                                const RemoteOptions& options);
+
+// The probe command run on every host (exposed for tests): prints one line
+// `HORA-PROBE ok|missing|not-executable`, then runs the extra probe if any.
+std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args);
+
+// Resolves and preflights; `ranks_per_host[i]` is the number of ranks on hosts[i] (for the
+// number of sessions). Throws PreflightError naming every failing host.
+RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
+                                const std::vector<int>& ranks_per_host, const LocalHost& local,
+                                const RemoteOptions& options);
+
+}  // namespace hora::cli

@@ -1,0 +1,121 @@
+// Remote ranks: the guard (`<horarun> --guard`) runs on an SSH exec channel, one channel per
+// rank, over sessions that the preflight connected (remote_hosts.h).
+//
+// Protocol: the channel runs `cd <cwd> && exec <horarun> --guard`; the GuardRequest (cwd, env
+// block with the job secret, argv) goes on the channel's stdin, exactly as for local ranks, so
+// nothing secret appears on the remote command line. stdin stays open for the whole job: a later
+// `terminate\n` asks the guard to stop its rank, and EOF (channel closed, connection lost,
+// horarun killed) makes the guard stop it too. The guard exits with its rank's status or
+// re-raises its rank's signal, which sshd reports as exit-status / exit-signal.
+//
+// Threading: every Session is driven from the supervisor's io_context by one SessionDriver
+// (the pattern documented in ssh/session.h): the driver waits on the session's socket for the
+// session's interest and pumps it; channel handlers therefore run on the io_context thread, as
+// RankProcess requires. Nothing here is thread-safe; nothing needs to be.
+//
+// Ownership: SshRankProcessFactory owns the drivers and, through them, the sessions; it must
+// outlive every SshRankProcess it made (main.cc destroys the supervisor first). A process keeps
+// a shared_ptr to its channel; destroying the process closes the channel.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "cli/rank_process.h"
+#include "ssh/session.h"
+
+namespace hora::cli {
+
+// Pumps one ssh::Session from an io_context (see ssh/session.h, "Driving a session from
+// Boost.Asio"). kick() may be called at any time on the io_context thread, including from
+// inside the session's handlers (the nested pump returns at once and a posted kick follows).
+class SessionDriver {
+ public:
+  SessionDriver(boost::asio::io_context& io, std::unique_ptr<ssh::Session> session);
+  ~SessionDriver();
+  SessionDriver(const SessionDriver&) = delete;
+  SessionDriver& operator=(const SessionDriver&) = delete;
+
+  ssh::Session& session() { return *session_; }
+  void kick();
+
+ private:
+  boost::asio::io_context& io_;
+  std::unique_ptr<ssh::Session> session_;
+  // Wraps session_->fd() without owning it (released in the destructor).
+  boost::asio::posix::stream_descriptor sd_;
+  bool read_armed_ = false;
+  bool write_armed_ = false;
+  bool posted_ = false;
+  // Completion handlers hold a weak reference: the driver may go away with waits pending.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// ExitInfo (what sshd reported) as the supervisor's ExitStatus. A signal name ("KILL") becomes
+// its number; a channel that failed (connection lost, closed by us) becomes exit code 255, as
+// ssh(1) reports its own failures.
+ExitStatus exit_status_from(const ssh::ExitInfo& info);
+
+// `cd <cwd> && exec <horarun> --guard`, every part shell-quoted. An empty cwd omits the cd.
+std::string guard_command(const std::string& cwd, const std::string& horarun_path);
+
+class SshRankProcess : public RankProcess {
+ public:
+  SshRankProcess(int rank, std::string host, SessionDriver& driver, std::string horarun_path);
+  ~SshRankProcess() override;
+
+  void start(const GuardRequest& request, Events events) override;
+  void terminate() override;
+  void kill() override;
+  void close_output() override;
+  bool running() const override { return channel_ != nullptr && !exit_; }
+
+ private:
+  void finish(const ssh::ExitInfo& info);
+
+  int rank_;
+  std::string host_;
+  SessionDriver& driver_;
+  std::string horarun_path_;
+  Events events_;
+  std::shared_ptr<ssh::Channel> channel_;
+  std::optional<ExitStatus> exit_;
+  bool output_closed_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// One remote host's connections: sshd allows MaxSessions (default 10) channels per connection,
+// so a host with more ranks gets one session per kChannelsPerSession ranks.
+struct RemoteHostSessions {
+  static constexpr int kChannelsPerSession = 10;
+  std::vector<std::unique_ptr<ssh::Session>> sessions;
+};
+
+// Makes SshRankProcess for the hosts in `remote` (by host index of the rank table) and
+// LocalRankProcess for the others. `horarun_path` is the guard binary on the remote hosts.
+class HybridRankProcessFactory : public RankProcessFactory {
+ public:
+  // `hosts`: the rank table's hosts; `remote`: sessions by index into `hosts`.
+  HybridRankProcessFactory(boost::asio::io_context& io, std::vector<HostSpec> hosts,
+                           std::map<int, RemoteHostSessions> remote, std::string horarun_path);
+  ~HybridRankProcessFactory() override;
+
+  // `host` must be one of `hosts`; a remote host's ranks fill its sessions in order, at most
+  // kChannelsPerSession each.
+  std::unique_ptr<RankProcess> create(int rank, const HostSpec& host) override;
+
+ private:
+  boost::asio::io_context& io_;
+  std::vector<HostSpec> hosts_;
+  std::string horarun_path_;
+  std::map<int, std::vector<std::unique_ptr<SessionDriver>>> drivers_;
+  std::map<int, int> created_;  // ranks created so far per remote host index
+};
+
+}  // namespace hora::cli
