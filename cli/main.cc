@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "cli/guard.h"
 #include "cli/local_host.h"
 #include "cli/log.h"
+#include "cli/network_choice.h"
+#include "cli/network_probe.h"
+#include "cli/network_spec.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/rank_table.h"
@@ -99,6 +103,8 @@ RemoteOptions remote_options(const Options& options) {
   ro.connect = hora::ssh::ConnectOptions::from_environment();
   ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
   ro.preflight_timeout = options.start_timeout;
+  // Every remote host reports its interfaces in the preflight (DESIGN.md step 3).
+  ro.extra_probe_args = "--probe-interfaces";
   return ro;
 }
 
@@ -141,6 +147,35 @@ int launch(const Options& options) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
     }
   }
+  // --network-interfaces: check the names on every host against its probe and give each
+  // host's ranks its chosen interface. Without it, interfaces are not discovered yet (the
+  // listen/connect reachability probes of cli/network_probe.h are not wired in): remote jobs
+  // bind by route to the rendezvous address, all-local jobs use lo.
+  const NetworkSpec spec = parse_network_spec(options.network_interfaces);
+  std::optional<NetworkChoice> choice;
+  if (!spec.empty()) {
+    std::vector<HostInterfaces> probed;
+    for (std::size_t i = 0; i < table.hosts().size(); ++i) {
+      HostInterfaces hi;
+      hi.host = table.hosts()[i].name;
+      const auto it = plan.hosts.find(static_cast<int>(i));
+      hi.local = it == plan.hosts.end();
+      if (hi.local) {
+        hi.interfaces = local_interfaces();
+      } else {
+        hi.interfaces = parse_interfaces(it->second.probe_output, it->second.target.describe());
+        hi.hint_address = it->second.host_address;
+      }
+      probed.push_back(std::move(hi));
+    }
+    choice = choose_interfaces(probed, spec, nullptr);
+    if (options.verbose) fmt::print("{}", describe_choice(*choice));
+  }
+  auto iface_of = [&](std::size_t i, const std::string& fallback) {
+    return choice ? choice->hosts.at(i).iface : fallback;
+  };
+  if (!plan.any() && choice) config.iface = iface_of(0, config.iface);
+
   if (plan.any()) {
     // Remote ranks must reach the rendezvous server: it listens on every address, and each host
     // is told the address of this machine that its SSH connection came from. Local ranks use the
@@ -153,7 +188,7 @@ int launch(const Options& options) {
       net.rendezvous_host = it != plan.hosts.end() ? it->second.launcher_address : launcher_address;
       // Without --network-interfaces libhora binds the source address of its route to the
       // rendezvous server (runtime/gloo/device.cc); the iface engineer's choice replaces this.
-      net.iface = "";
+      net.iface = iface_of(i, "");
       config.host_network.push_back(std::move(net));
     }
     const int host0 = table.rank(0).host_index;
@@ -180,6 +215,8 @@ int launch(const Options& options) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--guard") == 0) return run_guard();
+  // Hidden probe modes run on remote hosts by the preflight (cli/network_probe.h).
+  if (const int rc = maybe_run_probe_mode(argc, argv); rc >= 0) return rc;
 
   // A closed terminal or pipe is handled where output is written; it must not kill the job.
   ::signal(SIGPIPE, SIG_IGN);

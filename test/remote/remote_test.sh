@@ -1,0 +1,246 @@
+#!/bin/bash
+# Multi-host tests of horarun over SSH: `remote_test.sh CASE`. Every case brings up its own test
+# hosts (scripts/testhosts.sh up --index auto: network namespaces with sshd on port 12345) and
+# tears them down on exit, even on failure. Exit 77 (skip) without root or `ip netns`.
+# Environment: HORARUN, COLLECTIVES (collectives_check), TESTHOSTS (scripts/testhosts.sh).
+# Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
+set -u
+CASE=${1:?usage: remote_test.sh CASE}
+
+[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
+ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
+command -v /usr/sbin/sshd >/dev/null || { echo "skip: no sshd"; exit 77; }
+
+WORK=$(mktemp -d /tmp/remote_test.XXXXXX)
+INDEX=""
+BACKGROUND=()
+cleanup() {
+  [ ${#BACKGROUND[@]} -gt 0 ] && kill -KILL "${BACKGROUND[@]}" 2>/dev/null
+  [ -n "$INDEX" ] && "$TESTHOSTS" down --index "$INDEX" >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+cd "$WORK"
+
+fail() { echo "FAIL: $*" >&2; for f in out err; do [ -f $f ] && { echo "--- $f" >&2; tail -n 40 $f >&2; }; done; exit 1; }
+ok() { echo "ok: $*"; }
+
+# up N: N test hosts h1..hN; sets INDEX, CONFIG (the alias file), STATE (the state dir), NET
+# (the first three octets of their network, e.g. 198.18.3).
+up() {
+  local vars
+  vars=$("$TESTHOSTS" up --index auto --hosts "$1" 2>"$WORK/testhosts.log") ||
+    { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
+  eval "$vars"
+  INDEX=$HORA_TESTHOSTS_INDEX
+  CONFIG=$HORA_TESTHOSTS_SSH_CONFIG
+  STATE=$HORA_TESTHOSTS_DIR
+  NET=198.18.$INDEX
+  unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG
+}
+
+# run SECONDS ARGS...: horarun with a deadline; sets rc; output in ./out and ./err.
+run() {
+  local limit=$1; shift
+  timeout -s KILL "$limit" "$HORARUN" "$@" >out 2>err
+  rc=$?
+  return 0
+}
+
+wait_for() {
+  local limit=$1; shift
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -ge $end ] && return 1
+    sleep 0.05
+  done
+}
+
+# Processes in the test hosts' namespaces other than their sshd (listeners and session
+# processes); prints "namespace pid comm" lines.
+rank_processes() {
+  local ns pid comm
+  for ns in $(ip netns list | awk '{print $1}' | grep "^hora$INDEX-h"); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      comm=$(cat /proc/$pid/comm 2>/dev/null) || continue
+      [ "$comm" = sshd ] && continue
+      echo "$ns $pid $comm"
+    done
+  done
+}
+count_sleepers() { [ "$(rank_processes | grep -c " sleep$")" -ge "$1" ]; }
+no_rank_processes() { [ -z "$(rank_processes)" ]; }
+
+check_collectives() {
+  local np=$1
+  [ $rc -eq 0 ] || fail "collectives_check at -np $np exited $rc"
+  local n
+  n=$(grep -cE "^\[[0-9]+\]<stdout>:collectives_check rank [0-9]+ of $np: [0-9]+ checks, 0 failures$" out)
+  [ "$n" -eq "$np" ] || fail "expected $np clean summaries, got $n"
+}
+
+case_two_hosts() {
+  up 2
+  run 240 --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sh -c 'echo "where $HORA_RANK $HORA_RENDEZVOUS $(ip -o -4 addr show eth0 | awk "{print \$4}")"; exec "$0"' "$COLLECTIVES"
+  check_collectives 4
+  # Ranks 0,1 run in h1's namespace, 2,3 in h2's, and reach the launcher at its bridge address.
+  for r in 0 1; do grep -q "^\[$r\]<stdout>:where $r $NET.1:[0-9]* $NET.11/24$" out || fail "rank $r not on h1"; done
+  for r in 2 3; do grep -q "^\[$r\]<stdout>:where $r $NET.1:[0-9]* $NET.12/24$" out || fail "rank $r not on h2"; done
+  ok "2 hosts x 2 slots: every collective checked, ranks placed on their hosts"
+}
+
+case_three_hosts() {
+  up 3
+  run 280 --ssh-config "$CONFIG" -np 6 -H h1:2,h2:2,h3:2 "$COLLECTIVES"
+  check_collectives 6
+  ok "3 hosts x 2 slots: every collective checked"
+}
+
+case_user_at_alias() {
+  up 2
+  run 60 --ssh-config "$CONFIG" -np 2 -H root@h1:1,root@h2:1 sh -c 'echo "$(id -un) $HORA_HOSTNAME"'
+  [ $rc -eq 0 ] || fail "root@h1,root@h2: rc=$rc"
+  [ "$(sort out)" = "$(printf '[0]<stdout>:root h1\n[1]<stdout>:root h2')" ] || fail "unexpected output"
+  # The user of user@host wins over ssh_config's User root: nobody has no authorised key.
+  run 60 --ssh-config "$CONFIG" -np 2 -H nobody@h1:1,h2:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "nobody@h1: expected exit 1, got $rc"
+  grep -q "nobody@h1" err || fail "the error does not name nobody@h1"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started although the preflight failed"
+  ok "user@alias: the given user logs in (root works, nobody is refused by name)"
+}
+
+case_config_port() {
+  up 1
+  # A config of our own: the port comes from this host's block only (no -p, no global Port);
+  # without it the connection would go to port 22, where nothing listens.
+  cat > cfg <<CFG
+Host node-a
+  HostName $NET.11
+  Port 12345
+Host *
+  User root
+  IdentityFile $STATE/id_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $STATE/known_hosts
+CFG
+  run 60 --ssh-config cfg -np 2 -H node-a:2 sh -c 'echo "$HORA_RANK $(ip -o -4 addr show eth0 | awk "{print \$4}")"'
+  [ $rc -eq 0 ] || fail "per-host Port from ssh_config: rc=$rc"
+  [ "$(sort out)" = "$(printf "[0]<stdout>:0 $NET.11/24\n[1]<stdout>:1 $NET.11/24")" ] || fail "unexpected output"
+  ok "the per-host Port of ssh_config is used"
+}
+
+case_wrong_port() {
+  up 2
+  local t0=$SECONDS
+  run 60 --ssh-config "$CONFIG" -p 2222 -np 2 -H h1:1,h2:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "wrong -p: expected exit 1, got $rc"
+  grep -q "preflight failed on 2 of 2 remote hosts" err || fail "not one message for both hosts"
+  grep -q "$NET.11:2222" err && grep -q "$NET.12:2222" err || fail "the error does not name host:port"
+  grep -q -- "-p" err || fail "the error does not point at -p"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started although the preflight failed"
+  [ $((SECONDS - t0)) -le 20 ] || fail "a refused port took $((SECONDS - t0)) s"
+  ok "wrong -p: both hosts reported with host:port, nothing launched"
+}
+
+case_unauthorised_key() {
+  up 2
+  ssh-keygen -q -t ed25519 -N '' -f stranger >/dev/null || fail "ssh-keygen"
+  sed "s|IdentityFile .*|IdentityFile $WORK/stranger|" "$CONFIG" > cfg
+  run 60 --ssh-config cfg -np 2 -H h1:1,h2:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "unauthorised key: expected exit 1, got $rc"
+  grep -qi "authentication failed" err || fail "no authentication error"
+  grep -q "$WORK/stranger" err || fail "the error does not name the key file tried"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started"
+  ok "an unauthorised key is refused with the key named, nothing launched"
+}
+
+case_changed_host_key() {
+  up 2
+  ssh-keygen -q -t ed25519 -N '' -f fakehost >/dev/null || fail "ssh-keygen"
+  # known_hosts where h1's entry holds another key: the real h1 now looks like an impostor.
+  awk -v key="$(cut -d' ' -f1,2 fakehost.pub)" -v h1="[$NET.11]:12345" \
+    '$1 == h1 { print h1, key; next } { print }' "$STATE/known_hosts" > known
+  grep -q "^\[$NET.11\]:12345 $(cut -d' ' -f1,2 fakehost.pub)" known || fail "could not fake the known_hosts entry"
+  sed "s|UserKnownHostsFile .*|UserKnownHostsFile $WORK/known|" "$CONFIG" > cfg
+  run 60 --ssh-config cfg -np 2 -H h1:1,h2:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "changed host key: expected exit 1, got $rc"
+  grep -qi "changed" err || fail "the error does not say the key changed"
+  grep -q "SHA256:" err || fail "no fingerprint in the error"
+  grep -q "h2" err && fail "h2 (unchanged key) was reported too"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started"
+  ok "a changed host key is refused with the fingerprint, only that host reported"
+}
+
+case_unreachable() {
+  up 1
+  # Nobody has .99 on the test network; ConnectTimeout keeps the wait short.
+  cat "$CONFIG" > cfg
+  cat >> cfg <<CFG
+
+Host ghost
+  HostName $NET.99
+  Port 12345
+  User root
+  ConnectTimeout 2
+  IdentityFile $STATE/id_ed25519
+  UserKnownHostsFile $STATE/known_hosts
+CFG
+  local t0=$SECONDS
+  run 60 --ssh-config cfg -np 2 -H h1:1,ghost:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "unreachable host: expected exit 1, got $rc"
+  grep -q "$NET.99:12345" err || fail "the error does not name the unreachable address"
+  grep -q "preflight failed on 1 of 2" err || fail "expected exactly ghost to fail"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started on h1 although ghost failed"
+  [ $((SECONDS - t0)) -le 15 ] || fail "took $((SECONDS - t0)) s with ConnectTimeout 2"
+  ok "an unreachable address fails the preflight within its ConnectTimeout, nothing launched"
+}
+
+case_remote_rank_fails() {
+  up 2
+  local t0=$SECONDS
+  run 60 --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sh -c 'if [ "$HORA_RANK" = 3 ]; then exit 7; fi; exec sleep 300'
+  [ $rc -eq 7 ] || fail "expected rank 3's exit code 7, got $rc"
+  grep -q "rank 3 on h2 exited with code 7" err || fail "the cause does not name rank 3 on h2"
+  [ $((SECONDS - t0)) -le 20 ] || fail "the job took $((SECONDS - t0)) s to end"
+  wait_for 5 no_rank_processes || fail "processes left: $(rank_processes)"
+  run 60 --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 sh -c 'if [ "$HORA_RANK" = 1 ]; then kill -KILL $$; fi; exec sleep 300'
+  [ $rc -eq 137 ] || fail "expected 128+9 for a rank killed by SIGKILL, got $rc"
+  grep -q "rank 1 on h2 was killed by signal 9" err || fail "the cause does not name the signal"
+  ok "a failing remote rank ends the job with its exit code (and its signal)"
+}
+
+case_sigkill_launcher() {
+  up 2
+  timeout -s KILL 120 "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 count_sleepers 4 || fail "the 4 remote ranks did not start: $(rank_processes)"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for 5 no_rank_processes || fail "left behind 5 s after SIGKILL of horarun: $(rank_processes)"
+  ok "SIGKILL of horarun: no process left in any host's namespace after 5 s"
+}
+
+case_secret_not_on_command_line() {
+  up 2
+  timeout -s KILL 120 "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 count_sleepers 4 || fail "the 4 remote ranks did not start: $(rank_processes)"
+  local p secret="" n=0
+  p=$(rank_processes | awk '$3 == "sleep" {print $2; exit}')
+  secret=$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^HORA_SECRET=//p')
+  [ ${#secret} -eq 64 ] || fail "rank process $p has no 64-digit HORA_SECRET"
+  for f in /proc/[0-9]*/cmdline; do
+    [ -r "$f" ] || continue
+    n=$((n + 1))
+    tr '\0' ' ' < "$f" 2>/dev/null | grep -q "$secret" && fail "the secret is on the command line of ${f%/cmdline}: $(tr '\0' ' ' < "$f")"
+  done
+  [ "$n" -gt 10 ] || fail "read only $n command lines"
+  kill -TERM "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for 10 no_rank_processes || fail "processes left after SIGTERM: $(rank_processes)"
+  ok "the job secret is on no process's command line ($n checked)"
+}
+
+"case_${CASE//-/_}"
