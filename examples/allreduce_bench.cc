@@ -2,6 +2,7 @@
 //
 //   horarun -np 4 -H localhost:4 allreduce_bench -b 4 -e 64M -f 2
 //   horarun -np 2 allreduce_bench --collective allgather --dtype all -e 1M
+//   horarun -np 8 -H gpu1:4,gpu2:4 allreduce_bench --device cuda -e 1G   # one GPU per rank
 //
 // For every size from -b to -e (multiplied by -f, or stepped by -i), every selected collective,
 // data type and reduction: one checked run, -w warm-up runs, then -n timed runs, out of place and
@@ -24,11 +25,25 @@
 // sendbuf pointing at this rank's block of recvbuf and reducescatter with recvbuf pointing at
 // this rank's block of sendbuf. broadcast has only the in-place form ("n/a" out of place).
 //
-// Exit status: 0 when every check passed, 1 when a check failed or a collective threw, 2 for a
-// usage error, 77 for `--device cuda` (GPU buffers are not available from this program yet: a
-// test harness counts 77 as "skipped").
+// --device cuda times GPU buffers instead: each rank selects hora::cuda_device(), allocates its
+// buffers there with cudaMalloc and calls the stream overloads of <hora/cuda.h> on a stream of
+// its own (libhora routes device buffers to NCCL). Inputs are written and results checked on the
+// host, copied in and out with cudaMemcpyAsync outside the timed part. NCCL has no in-place
+// alltoall, so that column is "n/a" on GPUs. The CUDA code is compiled only when hora's build
+// found CUDA and NCCL (examples/meson.build defines HORA_EXAMPLE_CUDA and links the CUDA
+// runtime); the CPU path needs neither.
+//
+// Exit status: 0 when every check passed, 1 when a check failed or a collective (or a CUDA call)
+// threw, 2 for a usage error, 77 for `--device cuda` where it cannot run: this program or libhora
+// built without CUDA/NCCL, or a rank with no CUDA device (a test harness counts 77 as
+// "skipped"; every rank exits 77 together).
 
+#include <hora/cuda.h>
 #include <hora/hora.h>
+
+#if HORA_EXAMPLE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -38,9 +53,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -132,12 +149,14 @@ constexpr const char* kUsage =
     "                        or all (default float32)\n"
     "      --collective L    allreduce, allgather, broadcast, alltoall, reducescatter, a\n"
     "                        comma-separated list of them, or all (default all)\n"
-    "      --device D        cpu (default); cuda is not available from this program yet\n"
-    "                        (exit status 77)\n"
+    "      --device D        cpu (default): host buffers; cuda: buffers on this rank's GPU\n"
+    "                        (hora::cuda_device()), collectives through NCCL; exit status 77\n"
+    "                        when a rank has no GPU or hora was built without NCCL\n"
     "      --full-iters      run -n and -w calls at every size\n"
     "  -h, --help            this text\n"
     "\n"
-    "Exit status: 0 all checks passed, 1 a check failed or a collective failed, 2 usage, 77 cuda.\n";
+    "Exit status: 0 all checks passed, 1 a check failed or a collective failed, 2 usage,\n"
+    "77 --device cuda unavailable (no GPU, or built without CUDA/NCCL).\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -396,37 +415,125 @@ double bus_factor(Collective c, int n) {
   }
 }
 
-struct Buffers {
+// Thrown when a CUDA runtime call fails; the message names the rank, host, call and CUDA error.
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+#if HORA_EXAMPLE_CUDA
+void check_cuda(cudaError_t status, const std::string& what) {
+  if (status == cudaSuccess) return;
+  throw CudaError("rank " + std::to_string(hora::rank()) + " on " + hora::hostname() + ": " +
+                  what + " failed: " + cudaGetErrorString(status) + " (" +
+                  cudaGetErrorName(status) + ")");
+}
+#endif
+
+// Where the collectives run: host memory through <hora/hora.h>, or this rank's GPU through the
+// stream overloads of <hora/cuda.h>.
+struct Device {
+  bool cuda = false;
+  int index = -1;          // the CUDA device (hora::cuda_device()) when cuda
+  void* stream = nullptr;  // a cudaStream_t this program created, when cuda
+};
+
+// The buffers of one row. send and recv are host memory: the collective's buffers on the CPU,
+// and on a GPU the staging area where inputs are written and results checked. With a GPU the
+// collective runs on dev_send / dev_recv, device memory of the same sizes owned by this object.
+class Buffers {
+ public:
+  Buffers(std::size_t bytes, const Device& device) : device_(device) {
+    send.assign(bytes, 0);
+    recv.assign(bytes, 0);
+#if HORA_EXAMPLE_CUDA
+    if (device_.cuda) {
+      check_cuda(cudaMalloc(reinterpret_cast<void**>(&dev_send_), bytes),
+                 "cudaMalloc of " + std::to_string(bytes) + " bytes (send buffer)");
+      check_cuda(cudaMalloc(reinterpret_cast<void**>(&dev_recv_), bytes),
+                 "cudaMalloc of " + std::to_string(bytes) + " bytes (receive buffer)");
+    }
+#endif
+  }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  ~Buffers() {
+#if HORA_EXAMPLE_CUDA
+    // A failure to free cannot be reported from a destructor and changes no result: ignored.
+    if (dev_send_ != nullptr) cudaFree(dev_send_);
+    if (dev_recv_ != nullptr) cudaFree(dev_recv_);
+#endif
+  }
+
+  // What the collective reads and writes.
+  unsigned char* send_ptr() { return device_.cuda ? dev_send_ : send.data(); }
+  unsigned char* recv_ptr() { return device_.cuda ? dev_recv_ : recv.data(); }
+
+  // Host -> device after fill_inputs, device -> host before count_wrong; no-ops on the CPU.
+  void upload() { copy(true); }
+  void download() { copy(false); }
+
   std::vector<unsigned char> send, recv;
+
+ private:
+  void copy([[maybe_unused]] bool to_device) {
+#if HORA_EXAMPLE_CUDA
+    if (!device_.cuda) return;
+    auto stream = static_cast<cudaStream_t>(device_.stream);
+    const auto kind = to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    const std::string what = to_device ? "cudaMemcpyAsync host to device" : "cudaMemcpyAsync device to host";
+    for (auto [host, dev] : {std::pair{send.data(), dev_send_}, std::pair{recv.data(), dev_recv_}}) {
+      check_cuda(cudaMemcpyAsync(to_device ? static_cast<void*>(dev) : host,
+                                 to_device ? static_cast<const void*>(host) : dev, send.size(), kind,
+                                 stream),
+                 what + " of " + std::to_string(send.size()) + " bytes");
+    }
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after " + what);
+#endif
+  }
+
+  Device device_;
+  unsigned char* dev_send_ = nullptr;
+  unsigned char* dev_recv_ = nullptr;
 };
 
 // Runs the collective once. in_place selects NCCL's in-place layout (see the top of the file).
+// With a GPU the stream overloads of <hora/cuda.h> run it; they return once it has completed.
 void run_once(Collective c, const Shape& s, DataType t, ReduceOp op, int root, bool in_place,
-              Buffers& b) {
+              Buffers& b, const Device& d) {
   const int n = hora::size();
   const int me = hora::rank();
   const std::size_t es = hora::size_of(t);
+  unsigned char* send = b.send_ptr();
+  unsigned char* recv = b.recv_ptr();
   switch (c) {
-    case Collective::kAllreduce:
-      hora::allreduce(in_place ? b.recv.data() : b.send.data(), b.recv.data(), s.count, t, op);
+    case Collective::kAllreduce: {
+      const void* src = in_place ? recv : send;
+      if (d.cuda) hora::allreduce(src, recv, s.count, t, op, d.stream);
+      else hora::allreduce(src, recv, s.count, t, op);
       break;
+    }
     case Collective::kAllgather: {
       std::vector<std::size_t> counts(std::size_t(n), s.per_rank);
-      const void* src = in_place ? b.recv.data() + std::size_t(me) * s.per_rank * es : b.send.data();
-      hora::allgather(src, s.per_rank, b.recv.data(), counts, t);
+      const void* src = in_place ? recv + std::size_t(me) * s.per_rank * es : send;
+      if (d.cuda) hora::allgather(src, s.per_rank, recv, counts, t, d.stream);
+      else hora::allgather(src, s.per_rank, recv, counts, t);
       break;
     }
     case Collective::kBroadcast:
-      hora::broadcast(b.recv.data(), s.count, t, root);
+      if (d.cuda) hora::broadcast(recv, s.count, t, root, d.stream);
+      else hora::broadcast(recv, s.count, t, root);
       break;
     case Collective::kAlltoall: {
       std::vector<std::size_t> splits(std::size_t(n), s.per_rank);
-      hora::alltoall(in_place ? b.recv.data() : b.send.data(), splits, b.recv.data(), splits, t);
+      const void* src = in_place ? recv : send;
+      if (d.cuda) hora::alltoall(src, splits, recv, splits, t, d.stream);
+      else hora::alltoall(src, splits, recv, splits, t);
       break;
     }
     case Collective::kReducescatter: {
-      void* dst = in_place ? b.send.data() + std::size_t(me) * s.per_rank * es : b.recv.data();
-      hora::reducescatter(b.send.data(), s.count, dst, t, op);
+      void* dst = in_place ? send + std::size_t(me) * s.per_rank * es : recv;
+      if (d.cuda) hora::reducescatter(send, s.count, dst, t, op, d.stream);
+      else hora::reducescatter(send, s.count, dst, t, op);
       break;
     }
   }
@@ -532,15 +639,19 @@ struct Result {
 
 // Collective calls below are made by every rank in the same order; only rank 0 prints.
 Result measure(const Options& o, Collective c, const Shape& s, DataType t, ReduceOp op,
-               bool in_place, Buffers& b) {
+               bool in_place, Buffers& b, const Device& d) {
   const int n = hora::size();
   Result r;
+  // NCCL has no in-place alltoall (<hora/cuda.h>): that column stays "n/a" on GPUs.
+  if (d.cuda && c == Collective::kAlltoall && in_place) return r;
   r.available = true;
 
   std::int64_t wrong = 0;
   if (o.check) {
     fill_inputs(c, s, t, op, o.root, in_place, b);
-    run_once(c, s, t, op, o.root, in_place, b);
+    b.upload();
+    run_once(c, s, t, op, o.root, in_place, b, d);
+    b.download();
     wrong = count_wrong(c, s, t, op, o.root, in_place, b);
   }
 
@@ -552,10 +663,11 @@ Result measure(const Options& o, Collective c, const Shape& s, DataType t, Reduc
     iters = std::max(std::min(o.iters, Options::kMinScaledIters), int(o.iters * scale));
     warmup = std::min(o.warmup, std::max(1, int(o.warmup * scale)));
   }
-  for (int i = 0; i < warmup; ++i) run_once(c, s, t, op, o.root, in_place, b);
-  hora::barrier();
+  for (int i = 0; i < warmup; ++i) run_once(c, s, t, op, o.root, in_place, b, d);
+  if (d.cuda) hora::barrier(d.stream);
+  else hora::barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) run_once(c, s, t, op, o.root, in_place, b);
+  for (int i = 0; i < iters; ++i) run_once(c, s, t, op, o.root, in_place, b, d);
   const double local_usec =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
       iters;
@@ -617,7 +729,7 @@ struct Totals {
   int busbw_rows = 0;
 };
 
-void run_collective(const Options& o, Collective c, Totals& totals) {
+void run_collective(const Options& o, const Device& d, Collective c, Totals& totals) {
   const int n = hora::size();
   const bool leader = hora::rank() == 0;
   if (leader) {
@@ -639,14 +751,12 @@ void run_collective(const Options& o, Collective c, Totals& totals) {
         const Shape s = shape_for(c, bytes, t, n);
         if (s.count == previous_count) continue;  // rounding made this row a repeat
         previous_count = s.count;
-        Buffers b;
         const std::size_t es = hora::size_of(t);
-        b.send.assign(s.count * es, 0);
-        b.recv.assign(s.count * es, 0);
+        Buffers b(s.count * es, d);
 
         Result out_of_place;
-        if (c != Collective::kBroadcast) out_of_place = measure(o, c, s, t, op, false, b);
-        Result in_place = measure(o, c, s, t, op, true, b);
+        if (c != Collective::kBroadcast) out_of_place = measure(o, c, s, t, op, false, b, d);
+        Result in_place = measure(o, c, s, t, op, true, b, d);
 
         for (const Result* r : {&out_of_place, &in_place}) {
           if (!r->available) continue;
@@ -667,6 +777,44 @@ void run_collective(const Options& o, Collective c, Totals& totals) {
   }
 }
 
+constexpr int kExitSkipped = 77;
+
+// --device cuda: why this rank cannot run on a GPU, or "" when it can.
+std::string cuda_unavailable_reason() {
+#if HORA_EXAMPLE_CUDA
+  if (!hora::cuda_built()) {
+    return "libhora was built without NCCL (configure hora with -Dnccl=enabled, with the CUDA "
+           "toolkit and NCCL installed)";
+  }
+  if (!hora::gpu_available()) {
+    return "CUDA reports no usable device (no GPU or no driver on this host, or "
+           "CUDA_VISIBLE_DEVICES hides them)";
+  }
+  return "";
+#else
+  return "this allreduce_bench was built without CUDA support (hora's meson setup found no CUDA "
+         "and NCCL; see 'NCCL (GPU collectives)' in its summary)";
+#endif
+}
+
+#if HORA_EXAMPLE_CUDA
+// The stream the benchmark's GPU collectives are enqueued on; destroyed with this object.
+class CudaStream {
+ public:
+  CudaStream() { check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                            "cudaStreamCreateWithFlags"); }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  // Nothing waits on the stream any more (every collective and copy was synchronized); a
+  // failure here changes no result, so it is ignored.
+  ~CudaStream() { cudaStreamDestroy(stream_); }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+#endif
+
 int run(const Options& o) {
   hora::init();
   const int n = hora::size();
@@ -675,12 +823,56 @@ int run(const Options& o) {
     throw UsageError("-r " + std::to_string(o.root) + " is not a rank of this job (ranks 0.." +
                      std::to_string(n - 1) + ")");
   }
+
+  Device device;
+  std::string device_name = "cpu";
+  if (o.device == "cuda") {
+    // The ranks decide together, so that a rank without a GPU does not leave the others waiting
+    // in a collective: either every rank runs on its GPU or every rank exits 77.
+    const std::string reason = cuda_unavailable_reason();
+    const std::vector<std::uint8_t> usable =
+        hora::allgather(std::vector<std::uint8_t>{std::uint8_t(reason.empty() ? 1 : 0)});
+    const long lacking = std::count(usable.begin(), usable.end(), std::uint8_t{0});
+    if (lacking > 0) {
+      if (lacking == n) {
+        if (leader) {
+          std::fprintf(stderr,
+                       "allreduce_bench: --device cuda is not available on any of the %d "
+                       "rank%s (rank 0 on %s: %s); use --device cpu\n",
+                       n, n == 1 ? "" : "s", hora::hostname().c_str(), reason.c_str());
+        }
+      } else if (!reason.empty()) {
+        std::fprintf(stderr,
+                     "allreduce_bench: rank %d on %s: --device cuda is not available: %s; every "
+                     "rank exits %d; use --device cpu or give every rank a GPU\n",
+                     hora::rank(), hora::hostname().c_str(), reason.c_str(), kExitSkipped);
+      }
+      hora::shutdown();
+      return kExitSkipped;
+    }
+  }
+#if HORA_EXAMPLE_CUDA
+  std::unique_ptr<CudaStream> stream;
+  if (o.device == "cuda") {
+    device.cuda = true;
+    device.index = hora::cuda_device();
+    check_cuda(cudaSetDevice(device.index),
+               "cudaSetDevice(" + std::to_string(device.index) + ") (hora::cuda_device())");
+    stream = std::make_unique<CudaStream>();
+    device.stream = stream->get();
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, device.index), "cudaGetDeviceProperties");
+    device_name = "cuda:" + std::to_string(device.index) + " (" + prop.name + ")";
+  }
+#endif
+
   // Host lines of every rank, gathered to all (every rank must take part in the collective).
   {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     const std::string line = "#  Rank " + std::to_string(hora::rank()) + " Pid " +
-                             std::to_string(getpid()) + " on " + host + " device cpu\n";
+                             std::to_string(getpid()) + " on " + host + " device " +
+                             device_name + "\n";
     const std::vector<std::uint8_t> all =
         hora::allgather(std::vector<std::uint8_t>(line.begin(), line.end()));
     if (leader) {
@@ -695,7 +887,7 @@ int run(const Options& o) {
     }
   }
   Totals totals;
-  for (Collective c : o.collectives) run_collective(o, c, totals);
+  for (Collective c : o.collectives) run_collective(o, device, c, totals);
   if (leader) {
     std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(totals.wrong),
                 !o.check ? "(not checked)" : totals.wrong == 0 ? "OK" : "FAILED");
@@ -720,13 +912,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allreduce_bench: %s\n%s", e.what(), kUsage);
     return 2;
   }
-  if (options.device == "cuda") {
-    std::fprintf(stderr,
-                 "allreduce_bench: --device cuda is not available: this program times host "
-                 "buffers only (GPU buffers need libhora built with NCCL and a CUDA device); "
-                 "use --device cpu\n");
-    return 77;
-  }
   try {
     return run(options);
   } catch (const UsageError& e) {
@@ -737,6 +922,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const hora::Error& e) {
     // libhora's messages name the rank, the host and the failed step.
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 1;
+  } catch (const CudaError& e) {
     std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
     return 1;
   }
