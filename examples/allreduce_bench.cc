@@ -449,8 +449,9 @@ class Buffers {
     if (device_.cuda) {
       check_cuda(cudaMalloc(reinterpret_cast<void**>(&dev_send_), bytes),
                  "cudaMalloc of " + std::to_string(bytes) + " bytes (send buffer)");
-      check_cuda(cudaMalloc(reinterpret_cast<void**>(&dev_recv_), bytes),
-                 "cudaMalloc of " + std::to_string(bytes) + " bytes (receive buffer)");
+      const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&dev_recv_), bytes);
+      if (status != cudaSuccess) cudaFree(dev_send_);  // no destructor runs for a failed constructor
+      check_cuda(status, "cudaMalloc of " + std::to_string(bytes) + " bytes (receive buffer)");
     }
 #endif
   }
