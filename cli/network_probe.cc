@@ -138,8 +138,9 @@ std::string parse_target(const std::string& text, Target& t) {
 
 std::string errno_text(const char* step, int err) { return fmt::format("{}: {}", step, std::strerror(err)); }
 
+// Rounded up, so a poll() with this timeout never wakes before the deadline (0 once it passed).
 int ms_until(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1'000'000));
 }
 
@@ -466,7 +467,8 @@ int run_probe_listen(const std::vector<std::string>& args, int stdin_fd, std::os
       if (a.link_local()) continue;
       Target t;
       if (!parse_target(fmt::format("x@{}:1", a.ipv6 ? "[" + a.address + "]" : a.address), t).empty()) continue;
-      reinterpret_cast<sockaddr_in*>(&t.addr)->sin_port = 0;  // same offset for sin6_port
+      // Port 0: the kernel picks a free one. sin_port and sin6_port share their offset.
+      reinterpret_cast<sockaddr_in*>(&t.addr)->sin_port = 0;
       UniqueFd fd(::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       sockaddr_storage bound{};
       socklen_t len = sizeof bound;

@@ -81,7 +81,7 @@ class SharedBuf : public std::streambuf {
   // Waits until `line` is a complete line of the output; false when `deadline` passes first.
   bool wait_for_line(const std::string& line, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_until(lock, deadline, [&] { return listen_output_complete(text_) || text_.find(line + "\n") != std::string::npos; });
+    return cv_.wait_until(lock, deadline, [&] { return text_.find(line + "\n") != std::string::npos; });
   }
 
  protected:
