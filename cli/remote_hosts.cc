@@ -27,9 +27,12 @@ std::string judge_probe(const ssh::RunResult& run, const std::string& horarun_pa
                         const std::string& extra_probe_args, const std::string& where) {
   const std::string first = run.out.substr(0, run.out.find('\n'));
   if (first.rfind(kProbeTag, 0) != 0) {
+    std::string err = run.err.substr(0, 200);
+    while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
     return fmt::format("{}: the probe command printed no result (exit status {}, stderr: '{}'); "
-                       "the remote login shell must be a POSIX shell",
-                       where, run.exit_status, run.err.substr(0, 200));
+                       "the remote user's login shell must be a POSIX shell that runs commands "
+                       "(check the user: user@host, User in ssh_config)",
+                       where, run.exit_status, err);
   }
   const std::string state = first.substr(kProbeTag.size());
   if (state == "missing") {
@@ -144,8 +147,9 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
       host.host_address = r.session ? strip_port(r.session->remote_endpoint()) : target.hostname;
     }
     if (r.run) {
-      const std::string verdict = judge_probe(*r.run, options.horarun_path,
-                                              options.extra_probe_args, target.describe());
+      const std::string verdict =
+          judge_probe(*r.run, options.horarun_path, options.extra_probe_args,
+                      fmt::format("{}@{}", target.user, target.describe()));
       if (!verdict.empty()) {
         problems[index] = verdict;
         continue;

@@ -101,12 +101,14 @@ case_user_at_alias() {
   run 60 --ssh-config "$CONFIG" -np 2 -H root@h1:1,root@h2:1 sh -c 'echo "$(id -un) $HORA_HOSTNAME"'
   [ $rc -eq 0 ] || fail "root@h1,root@h2: rc=$rc"
   [ "$(sort out)" = "$(printf '[0]<stdout>:root h1\n[1]<stdout>:root h2')" ] || fail "unexpected output"
-  # The user of user@host wins over ssh_config's User root: nobody has no authorised key.
+  # The user of user@host wins over ssh_config's User root. The test sshd authorises the test
+  # key for every user, so `nobody` logs in, but its login shell (nologin) cannot run the probe.
   run 60 --ssh-config "$CONFIG" -np 2 -H nobody@h1:1,h2:1 touch "$WORK/launched"
   [ $rc -eq 1 ] || fail "nobody@h1: expected exit 1, got $rc"
   grep -q "nobody@h1" err || fail "the error does not name nobody@h1"
+  grep -q "h2" err && fail "h2 (user root from ssh_config) was reported too"
   [ ! -e "$WORK/launched" ] || fail "a rank was started although the preflight failed"
-  ok "user@alias: the given user logs in (root works, nobody is refused by name)"
+  ok "user@alias: the given user logs in (root runs ranks; nobody's nologin shell is reported by name)"
 }
 
 case_config_port() {
@@ -211,7 +213,8 @@ case_remote_rank_fails() {
 
 case_sigkill_launcher() {
   up 2
-  timeout -s KILL 120 "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
+  # Not under timeout(1): $! must be horarun itself. The EXIT trap kills it if a check fails.
+  "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
   local pid=$!
   BACKGROUND+=("$pid")
   wait_for 30 count_sleepers 4 || fail "the 4 remote ranks did not start: $(rank_processes)"
@@ -223,7 +226,8 @@ case_sigkill_launcher() {
 
 case_secret_not_on_command_line() {
   up 2
-  timeout -s KILL 120 "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
+  # Not under timeout(1): $! must be horarun itself. The EXIT trap kills it if a check fails.
+  "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
   local pid=$!
   BACKGROUND+=("$pid")
   wait_for 30 count_sleepers 4 || fail "the 4 remote ranks did not start: $(rank_processes)"
