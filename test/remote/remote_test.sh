@@ -247,4 +247,26 @@ case_secret_not_on_command_line() {
   ok "the job secret is on no process's command line ($n checked)"
 }
 
+case_mixed_local_remote() {
+  up 2
+  # Rank 0 on this machine, 1 and 2 in namespaces: the local rank must bind an address the
+  # remote ranks can reach (the launcher's bridge address), not 127.0.0.1.
+  run 240 --ssh-config "$CONFIG" -np 3 -H localhost:1,h1:1,h2:1 "$COLLECTIVES"
+  check_collectives 3
+  ok "local and remote ranks in one job: every collective checked"
+}
+
+case_network_interfaces() {
+  up 2
+  run 60 --ssh-config "$CONFIG" --network-interfaces eth0 -np 2 -H h1:1,h2:1 sh -c 'echo "$HORA_IFACE $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
+  [ $rc -eq 0 ] || fail "--network-interfaces eth0: rc=$rc"
+  [ "$(sort out)" = "$(printf '[0]<stdout>:eth0 eth0 eth0\n[1]<stdout>:eth0 eth0 eth0')" ] || fail "unexpected interface variables"
+  run 60 --ssh-config "$CONFIG" --network-interfaces eth9 -np 2 -H h1:1,h2:1 touch "$WORK/launched"
+  [ $rc -eq 2 ] || fail "--network-interfaces eth9: expected exit 2, got $rc"
+  grep -q "no interface eth9 on h1; it has lo, eth0" err && grep -q "no interface eth9 on h2" err ||
+    fail "the error does not list both hosts' interfaces"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started"
+  ok "--network-interfaces is checked against every remote host's probe and passed to its ranks"
+}
+
 "case_${CASE//-/_}"
