@@ -16,7 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives fusion rendezvous launch)
+BENCHMARKS=(collectives fusion rendezvous launch remote_launch)
+
+# bench_remote_launch lives beside this script (it brings up its own SSH test hosts).
+# shellcheck source=scripts/bench_remote.sh
+source scripts/bench_remote.sh
 
 # How many times the launch benchmark starts each job (the median is printed).
 LAUNCH_RUNS=7
@@ -37,6 +41,8 @@ usage: scripts/bench.sh [all | NAME [ARGS...]]
   launch        time to start and finish a job of 4 ranks running \`true\` on localhost:
                 horarun -np 4 -H localhost:4 true vs Open MPI's mpirun -np 4 true,
                 median of $LAUNCH_RUNS runs each (mpirun is skipped when not installed)
+  remote_launch the same job over SSH on 2 test hosts x 2 slots (network namespaces, needs
+                root): horarun vs mpirun of the same shape, median of 5 runs each
   all           every benchmark above, with default arguments (the default)
 
 Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.
