@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -21,6 +22,7 @@
 #include "cli/local_host.h"
 #include "cli/log.h"
 #include "cli/network_choice.h"
+#include "cli/network_discovery.h"
 #include "cli/network_probe.h"
 #include "cli/network_spec.h"
 #include "cli/options.h"
@@ -148,12 +150,15 @@ int launch(const Options& options) {
     }
   }
   // --network-interfaces: check the names on every host against its probe and give each
-  // host's ranks its chosen interface. Without it, interfaces are not discovered yet (the
-  // listen/connect reachability probes of cli/network_probe.h are not wired in): remote jobs
-  // bind by route to the rendezvous address, all-local jobs use lo.
+  // host's ranks its chosen interface. Without it, jobs whose hosts are all remote (two or
+  // more) discover the interfaces with the listen/connect probes over the preflight's sessions
+  // (cli/network_discovery.h). Mixed local+remote and single-remote-host jobs are not
+  // discovered yet: their ranks bind by route to the rendezvous address; all-local jobs use lo.
   const NetworkSpec spec = parse_network_spec(options.network_interfaces);
+  const bool discover = spec.empty() && table.hosts().size() >= 2 &&
+                        plan.hosts.size() == table.hosts().size();
   std::optional<NetworkChoice> choice;
-  if (!spec.empty()) {
+  if (!spec.empty() || discover) {
     std::vector<HostInterfaces> probed;
     for (std::size_t i = 0; i < table.hosts().size(); ++i) {
       HostInterfaces hi;
@@ -168,8 +173,32 @@ int launch(const Options& options) {
       }
       probed.push_back(std::move(hi));
     }
-    choice = choose_interfaces(probed, spec, nullptr);
-    if (options.verbose) fmt::print("{}", describe_choice(*choice));
+    std::optional<Reachability> reach;
+    if (discover) {
+      // One deadline for the whole discovery, inside the start timeout.
+      const auto budget = std::min<std::chrono::seconds>(std::chrono::seconds(10),
+                                                         options.start_timeout);
+      const auto started = hora::ssh::Clock::now();
+      std::vector<DiscoveryTarget> targets;
+      for (std::size_t i = 0; i < table.hosts().size(); ++i) {
+        RemoteHost& rh = plan.hosts.at(static_cast<int>(i));
+        targets.push_back(DiscoveryTarget{probed[i].host, rh.sessions.sessions.at(0).get()});
+      }
+      reach = discover_reachability(targets, ro.horarun_path, started + budget);
+      launcher_log()->info("network discovery on {} hosts took {} ms", targets.size(),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                               hora::ssh::Clock::now() - started)
+                               .count());
+      if (options.verbose) {
+        fmt::print("{}", format_reachability_table(probed, *reach));
+        std::fflush(stdout);
+      }
+    }
+    choice = choose_interfaces(probed, spec, reach ? &*reach : nullptr);
+    if (options.verbose) {
+      fmt::print("{}", describe_choice(*choice));
+      std::fflush(stdout);
+    }
   }
   auto iface_of = [&](std::size_t i, const std::string& fallback) {
     return choice ? choice->hosts.at(i).iface : fallback;

@@ -25,11 +25,12 @@ cd "$WORK"
 fail() { echo "FAIL: $*" >&2; for f in out err; do [ -f $f ] && { echo "--- $f" >&2; tail -n 40 $f >&2; }; done; exit 1; }
 ok() { echo "ok: $*"; }
 
-# up N: N test hosts h1..hN; sets INDEX, CONFIG (the alias file), STATE (the state dir), NET
-# (the first three octets of their network, e.g. 198.18.3).
+# up N [OPTIONS...]: N test hosts h1..hN (OPTIONS go to testhosts.sh up, e.g.
+# --second-network); sets INDEX, CONFIG (the alias file), STATE (the state dir), NET (the first
+# three octets of their network, e.g. 198.18.3).
 up() {
-  local vars
-  vars=$("$TESTHOSTS" up --index auto --hosts "$1" 2>"$WORK/testhosts.log") ||
+  local vars n=$1; shift
+  vars=$("$TESTHOSTS" up --index auto --hosts "$n" "$@" 2>"$WORK/testhosts.log") ||
     { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
   eval "$vars"
   INDEX=$HORA_TESTHOSTS_INDEX
@@ -267,6 +268,23 @@ case_network_interfaces() {
     fail "the error does not list both hosts' interfaces"
   [ ! -e "$WORK/launched" ] || fail "a rank was started"
   ok "--network-interfaces is checked against every remote host's probe and passed to its ranks"
+}
+
+case_discovery() {
+  # h1..h3 share eth0; the second network is not common: h1 eth1 and h2 ens5 reach each other
+  # but h3's eth1 is isolated. Discovery must keep only eth0 on every host.
+  up 2 --second-network
+  run 120 --verbose --ssh-config "$CONFIG" -np 3 -H h1:1,h2:1,h3:1 sh -c 'echo "iface $HORA_RANK $HORA_IFACE $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"; exec "$0"' "$COLLECTIVES"
+  check_collectives 3
+  grep -q "^network: interfaces discovered" out || fail "--verbose did not print the discovered choice"
+  for h in h1 h2 h3; do
+    grep -qE "^  $h: eth0 $NET\.[0-9]+" out || fail "discovery did not choose eth0 on $h"
+  done
+  for r in 0 1 2; do
+    grep -q "^\[$r\]<stdout>:iface $r eth0 eth0 eth0$" out || fail "rank $r did not get eth0"
+  done
+  grep -q "network discovery on 3 hosts took" err || fail "no discovery timing in the --verbose log"
+  ok "discovery on 3 hosts picks the common routable eth0 (not the partly isolated second network)"
 }
 
 "case_${CASE//-/_}"

@@ -1,0 +1,34 @@
+// Automatic interface discovery for all-remote jobs (docs/network.md, "How interfaces are
+// chosen"; the probe protocol is in cli/network_probe.h). Runs over the SSH sessions the
+// preflight left open (remote_hosts.h), before any rank starts:
+//   1. on every host at once: `<horarun> --probe-listen TOKEN_i` (TOKEN_i random, distinct per
+//      host), stdin kept open, stdout read until "ready";
+//   2. on every host at once: `<horarun> --probe-connect <every other host's endpoints>`, read
+//      until the command ends;
+//   3. the listeners' stdin is closed; they exit 0.
+// One deadline bounds the whole sequence. Threading: runs on the caller's thread, driving every
+// session with one poll() loop (no other thread may use the sessions meanwhile).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/errors.h"
+#include "cli/network_choice.h"
+#include "ssh/session.h"
+
+namespace hora::cli {
+
+struct DiscoveryTarget {
+  std::string name;         // the host as in -H (error messages, reachability table)
+  ssh::Session* session;    // a connected session to that host, not used by anyone else now
+};
+
+// Measures which interface of every host every other host reaches. Throws NetworkError naming
+// the host, the step and the fix (--network-interfaces, --start-timeout) when a probe cannot
+// run, fails or the deadline passes.
+Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
+                                   const std::string& horarun_path,
+                                   ssh::Clock::time_point deadline);
+
+}  // namespace hora::cli
