@@ -16,11 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives fusion rendezvous launch remote_launch)
+BENCHMARKS=(collectives fusion rendezvous launch remote_launch discovery)
 
 # bench_remote_launch lives beside this script (it brings up its own SSH test hosts).
 # shellcheck source=scripts/bench_remote.sh
 source scripts/bench_remote.sh
+# bench_discovery too (network discovery time on 2, 4 and 8 test hosts).
+# shellcheck source=scripts/bench_discovery.sh
+source scripts/bench_discovery.sh
 
 # How many times the launch benchmark starts each job (the median is printed).
 LAUNCH_RUNS=7
@@ -43,6 +46,12 @@ usage: scripts/bench.sh [all | NAME [ARGS...]]
                 median of $LAUNCH_RUNS runs each (mpirun is skipped when not installed)
   remote_launch the same job over SSH on 2 test hosts x 2 slots (network namespaces, needs
                 root): horarun vs mpirun of the same shape, median of 5 runs each
+  discovery     network discovery time that horarun --verbose logs, and the whole job's wall
+                time, for -np N -H h1:1,...,hN:1 true on N test hosts with a second network
+                (--second-network: two reachable interfaces per host; needs root), median of
+                3 runs. One host set of max(N) hosts is brought up; each row uses h1..hN, never
+                the extra isolated host, except a last row h1,h2 + the isolated host.
+                ARGS are the host counts (default 2 4 8)
   all           every benchmark above, with default arguments (the default)
 
 Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.
