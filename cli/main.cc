@@ -19,10 +19,10 @@
 
 #include "cli/errors.h"
 #include "cli/guard.h"
+#include "cli/job_network.h"
 #include "cli/local_host.h"
 #include "cli/log.h"
 #include "cli/network_choice.h"
-#include "cli/network_discovery.h"
 #include "cli/network_probe.h"
 #include "cli/network_spec.h"
 #include "cli/options.h"
@@ -113,6 +113,8 @@ RemoteOptions remote_options(const Options& options) {
 int launch(const Options& options) {
   const std::vector<HostSpec> hosts = host_list(options);
   const RankTable table(hosts, options.num_proc.value_or(total_slots(hosts)));
+  // A malformed --network-interfaces is a usage error before any connection is made.
+  const NetworkSpec spec = parse_network_spec(options.network_interfaces);
 
   const LocalHost local = LocalHost::discover();
   const RemoteOptions ro = remote_options(options);
@@ -122,18 +124,30 @@ int launch(const Options& options) {
     for (std::size_t i = 0; i < table.hosts().size(); ++i) {
       const HostSpec& h = table.hosts()[i];
       const auto it = remote.find(static_cast<int>(i));
-      fmt::print("host {}: {} rank{}, {}, interface {}\n", h.address_for_display(), h.slots,
+      fmt::print("host {}: {} rank{}, {}\n", h.address_for_display(), h.slots,
                  h.slots == 1 ? "" : "s",
-                 it != remote.end() ? "over SSH to " + it->second.describe() : "local",
-                 it != remote.end() ? "(chosen at launch)" : (remote.empty() ? "lo" : "(by route)"));
+                 it != remote.end() ? "over SSH to " + it->second.describe() : "local");
     }
     std::fflush(stdout);
   }
-  if (options.dry_run) return 0;
 
+  // Steps 3 and 4 (DESIGN.md): preflight every remote host, then choose the interfaces
+  // (cli/job_network.h). --dry-run does both, so it shows what a launch would use, and stops
+  // before any rank starts.
   std::vector<int> ranks_per_host(table.hosts().size(), 0);
   for (int r = 0; r < table.size(); ++r) ++ranks_per_host.at(table.rank(r).host_index);
   RemotePlan plan = prepare_remote_hosts(table.hosts(), ranks_per_host, local, ro);
+  const JobNetwork network =
+      choose_job_network(table, plan, spec, ro.horarun_path, options.start_timeout);
+  if (options.verbose && network.reach) {
+    fmt::print("network: reachability measured by the probes:\n{}",
+               format_reachability_table(network.probed, *network.reach));
+  }
+  if (options.dry_run || options.verbose) {
+    fmt::print("{}", describe_choice(network.choice));
+    std::fflush(stdout);
+  }
+  if (options.dry_run) return 0;
 
   SupervisorConfig config;
   config.command = options.command;
@@ -149,85 +163,10 @@ int launch(const Options& options) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
     }
   }
-  // --network-interfaces: check the names on every host against its probe and give each
-  // host's ranks its chosen interface. Without it, jobs whose hosts are all remote (two or
-  // more) discover the interfaces with the listen/connect probes over the preflight's sessions
-  // (cli/network_discovery.h). Mixed local+remote and single-remote-host jobs are not
-  // discovered yet: their ranks bind by route to the rendezvous address; all-local jobs use lo.
-  const NetworkSpec spec = parse_network_spec(options.network_interfaces);
-  const bool discover = spec.empty() && table.hosts().size() >= 2 &&
-                        plan.hosts.size() == table.hosts().size();
-  std::optional<NetworkChoice> choice;
-  if (!spec.empty() || discover) {
-    std::vector<HostInterfaces> probed;
-    for (std::size_t i = 0; i < table.hosts().size(); ++i) {
-      HostInterfaces hi;
-      hi.host = table.hosts()[i].name;
-      const auto it = plan.hosts.find(static_cast<int>(i));
-      hi.local = it == plan.hosts.end();
-      if (hi.local) {
-        hi.interfaces = local_interfaces();
-      } else {
-        hi.interfaces = parse_interfaces(it->second.probe_output, it->second.target.describe());
-        hi.hint_address = it->second.host_address;
-      }
-      probed.push_back(std::move(hi));
-    }
-    std::optional<Reachability> reach;
-    if (discover) {
-      // One deadline for the whole discovery, inside the start timeout.
-      const auto budget = std::min<std::chrono::seconds>(std::chrono::seconds(10),
-                                                         options.start_timeout);
-      const auto started = hora::ssh::Clock::now();
-      std::vector<DiscoveryTarget> targets;
-      for (std::size_t i = 0; i < table.hosts().size(); ++i) {
-        RemoteHost& rh = plan.hosts.at(static_cast<int>(i));
-        targets.push_back(DiscoveryTarget{probed[i].host, rh.sessions.sessions.at(0).get()});
-      }
-      reach = discover_reachability(targets, ro.horarun_path, started + budget);
-      launcher_log()->info("network discovery on {} hosts took {} ms", targets.size(),
-                           std::chrono::duration_cast<std::chrono::milliseconds>(
-                               hora::ssh::Clock::now() - started)
-                               .count());
-      if (options.verbose) {
-        fmt::print("{}", format_reachability_table(probed, *reach));
-        std::fflush(stdout);
-      }
-    }
-    choice = choose_interfaces(probed, spec, reach ? &*reach : nullptr);
-    if (options.verbose) {
-      fmt::print("{}", describe_choice(*choice));
-      std::fflush(stdout);
-    }
-  }
-  auto iface_of = [&](std::size_t i, const std::string& fallback) {
-    return choice ? choice->hosts.at(i).iface : fallback;
-  };
-  if (!plan.any() && choice) config.iface = iface_of(0, config.iface);
-
-  if (plan.any()) {
-    // Remote ranks must reach the rendezvous server: it listens on every address, and each host
-    // is told the address of this machine that its SSH connection came from. Local ranks use the
-    // address the first remote host sees, so their Gloo devices bind an address peers can reach.
-    config.bind_address = "0.0.0.0";
-    const std::string launcher_address = plan.hosts.begin()->second.launcher_address;
-    for (std::size_t i = 0; i < table.hosts().size(); ++i) {
-      const auto it = plan.hosts.find(static_cast<int>(i));
-      HostNetwork net;
-      net.rendezvous_host = it != plan.hosts.end() ? it->second.launcher_address : launcher_address;
-      // Without --network-interfaces libhora binds the source address of its route to the
-      // rendezvous server (runtime/gloo/device.cc); the iface engineer's choice replaces this.
-      net.iface = iface_of(i, "");
-      config.host_network.push_back(std::move(net));
-    }
-    const int host0 = table.rank(0).host_index;
-    const auto it0 = plan.hosts.find(host0);
-    config.master_addr = it0 != plan.hosts.end() ? it0->second.host_address : launcher_address;
-    if (it0 != plan.hosts.end()) config.master_port_probe_address = "0.0.0.0";
-    for (const auto& [index, host] : plan.hosts) {
-      launcher_log()->info("{}: reaches the launcher at {}", host.target.describe(),
-                           host.launcher_address);
-    }
+  apply_job_network(network, table, plan, config);
+  for (const auto& [index, host] : plan.hosts) {
+    launcher_log()->info("{}: reaches the launcher at {}", host.target.describe(),
+                         config.host_network.at(static_cast<std::size_t>(index)).rendezvous_host);
   }
 
   boost::asio::io_context io;

@@ -116,6 +116,8 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
   NetworkChoice choice;
   choice.how = NetworkChoice::How::kExplicit;
   std::vector<std::string> problems;
+  NetworkSpec all_fixed = spec;  // every suggestion at once, for the closing line
+  std::size_t fixes = 0;
   for (const HostInterfaces& h : hosts) {
     const std::vector<std::string>& names = spec.names_for(h.host);
     HostChoice hc;
@@ -153,6 +155,8 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
         NetworkSpec fixed = spec;
         fixed.per_host[h.host] = {instead};
         fix = fmt::format("; use --network-interfaces {}", format_network_spec(fixed));
+        all_fixed.per_host[h.host] = {instead};
+        ++fixes;
       }
       problems.push_back(fmt::format("{}; it has {}{}", why, describe_interfaces(h.interfaces), fix));
     }
@@ -162,6 +166,9 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
   if (!problems.empty()) {
     std::string msg = fmt::format("--network-interfaces does not fit {} of the hosts:", problems.size());
     for (const std::string& p : problems) msg += "\n  " + p;
+    if (fixes > 1 && fixes == problems.size()) {
+      msg += fmt::format("\nall together: --network-interfaces {}", format_network_spec(all_fixed));
+    }
     throw UsageError(msg);
   }
   return choice;

@@ -1,19 +1,24 @@
 #include "cli/network_discovery.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "cli/network_probe.h"
+#include "cli/unique_fd.h"
 #include "ssh/format.h"
 
 namespace hora::cli {
@@ -23,12 +28,50 @@ constexpr const char* kFix =
     "give --network-interfaces (e.g. --network-interfaces eth0, or host=iface per host) to skip "
     "discovery";
 
-// One probe command on one host: what it printed and how it ended.
+// One probe command on one remote host: what it printed and how it ended.
 struct Probe {
   std::shared_ptr<ssh::Channel> channel;
   std::string out;
   std::string err;
   std::optional<ssh::ExitInfo> exit;
+};
+
+// The probes of this machine when it is one of the hosts: the listener serves on its own thread
+// until the write end of `stop` closes; the connect probe runs on another (std::async). Both end
+// by the discovery's deadline at the latest. Destroying it stops and joins the listener.
+struct LocalProbe {
+  std::unique_ptr<ProbeListener> listener;
+  UniqueFd stop_read, stop_write;
+  std::thread server;
+  std::future<std::vector<ConnectOutcome>> connect;
+
+  void start(const std::string& token, ssh::Clock::time_point deadline) {
+    listener = std::make_unique<ProbeListener>(token);
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      throw NetworkError(fmt::format("network discovery: pipe: {}", std::strerror(errno)));
+    }
+    stop_read.reset(fds[0]);
+    stop_write.reset(fds[1]);
+    // A little past the deadline: stop() is what normally ends it.
+    const auto until = deadline + std::chrono::seconds(1);
+    server = std::thread([this, until] {
+      std::string ignored;
+      (void)listener->serve(stop_read.get(), until, ignored);
+    });
+  }
+  void stop() {
+    stop_write.reset();
+    if (server.joinable()) server.join();
+  }
+  bool connect_done() const {
+    return connect.valid() &&
+           connect.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  ~LocalProbe() {
+    stop();
+    if (connect.valid()) connect.wait();
+  }
 };
 
 std::string random_token() {
@@ -47,17 +90,21 @@ Probe* start(ssh::Session& session, const std::string& command, std::unique_ptr<
   return p;
 }
 
-// Pumps every session until done() or the deadline; false on timeout. Waits on all the
-// sessions' sockets at once, so the hosts' probes run in parallel.
+// Pumps every remote session until done() or the deadline; false on timeout. Waits on all the
+// sessions' sockets at once, so the hosts' probes run in parallel. `local_busy` says whether an
+// in-process probe may finish meanwhile (it cannot wake poll(), so poll wakes every 10 ms then).
 bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_point deadline,
-                const std::function<bool()>& done) {
-  for (const auto& h : hosts) h.session->pump();
+                const std::function<bool()>& done, bool local_busy = false) {
+  for (const auto& h : hosts) {
+    if (h.session != nullptr) h.session->pump();
+  }
   while (!done()) {
     const auto now = ssh::Clock::now();
     if (now >= deadline) return false;
     std::vector<pollfd> fds;
     bool again = false;
     for (const auto& h : hosts) {
+      if (h.session == nullptr) continue;
       const auto in = h.session->interest();
       again = again || in.again;
       short ev = 0;
@@ -67,11 +114,14 @@ bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_poin
     }
     // Rounded up so the wait never ends before the deadline it aims at.
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
-    const int timeout = again ? 0 : static_cast<int>(std::min<long long>(left, 1000));
+    const long long cap = local_busy ? 10 : 1000;
+    const int timeout = again ? 0 : static_cast<int>(std::min<long long>(left, cap));
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       throw NetworkError(fmt::format("network discovery: poll failed: {}", std::strerror(errno)));
     }
-    for (const auto& h : hosts) h.session->pump();
+    for (const auto& h : hosts) {
+      if (h.session != nullptr) h.session->pump();
+    }
   }
   return true;
 }
@@ -95,28 +145,40 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
                                    ssh::Clock::time_point deadline) {
   const std::size_t n = hosts.size();
   const std::string bin = ssh::shell_quote(horarun_path);
+  auto is_local = [&](std::size_t i) { return hosts[i].session == nullptr; };
 
-  // 1. Listeners on every host; read up to "ready".
+  // 1. Listeners on every host; read up to "ready". This machine's listen at once, in-process.
   std::vector<std::string> tokens(n);
   std::vector<std::unique_ptr<Probe>> listeners(n);
+  std::vector<std::unique_ptr<LocalProbe>> locals(n);
   for (std::size_t i = 0; i < n; ++i) {
     tokens[i] = random_token() + std::to_string(i);
-    start(*hosts[i].session, bin + " --probe-listen " + tokens[i], listeners[i]);
+    if (is_local(i)) {
+      locals[i] = std::make_unique<LocalProbe>();
+      locals[i]->start(tokens[i], deadline);
+    } else {
+      start(*hosts[i].session, bin + " --probe-listen " + tokens[i], listeners[i]);
+    }
   }
   auto close_listeners = [&] {
     for (auto& l : listeners) {
       if (l && !l->exit) l->channel->close();
     }
   };
+  auto listen_output = [&](std::size_t i) -> const std::string& {
+    return is_local(i) ? locals[i]->listener->report() : listeners[i]->out;
+  };
   auto listening = [&] {
-    return std::all_of(listeners.begin(), listeners.end(), [](const auto& l) {
-      return l->exit.has_value() || listen_output_complete(l->out);
-    });
+    for (std::size_t i = 0; i < n; ++i) {
+      if (is_local(i)) continue;
+      if (!listeners[i]->exit && !listen_output_complete(listeners[i]->out)) return false;
+    }
+    return true;
   };
   if (!pump_until(hosts, deadline, listening)) {
     std::vector<std::string> late;
     for (std::size_t i = 0; i < n; ++i) {
-      if (!listen_output_complete(listeners[i]->out)) late.push_back(hosts[i].name);
+      if (!listen_output_complete(listen_output(i))) late.push_back(hosts[i].name);
     }
     close_listeners();
     throw NetworkError(fmt::format(
@@ -126,14 +188,14 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
   }
   std::vector<std::vector<ProbeEndpoint>> endpoints(n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (!listen_output_complete(listeners[i]->out)) {
+    if (!listen_output_complete(listen_output(i))) {
       close_listeners();
       throw NetworkError(fmt::format("network discovery: {}; {}",
                                      failure(hosts[i].name, "`horarun --probe-listen`", *listeners[i]),
                                      kFix));
     }
     try {
-      endpoints[i] = parse_listen_output(listeners[i]->out, tokens[i], hosts[i].name);
+      endpoints[i] = parse_listen_output(listen_output(i), tokens[i], hosts[i].name);
     } catch (const Error& e) {
       close_listeners();
       throw NetworkError(fmt::format("network discovery: {}; {}", e.what(), kFix));
@@ -150,21 +212,39 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
       left - std::max<std::chrono::milliseconds>(left / 4, std::chrono::milliseconds(300)),
       std::chrono::milliseconds(100), kDefaultProbeTimeout);
   std::vector<std::unique_ptr<Probe>> connects(n);
+  bool any_local = false;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::string arg = connect_argument(connect_targets_for(i, endpoints));
+    const std::vector<ProbeEndpoint> targets = connect_targets_for(i, endpoints);
+    if (is_local(i)) {
+      any_local = true;
+      std::vector<std::string> list;
+      for (const ProbeEndpoint& e : targets) list.push_back(e.target());
+      locals[i]->connect = std::async(std::launch::async, [list = std::move(list), connect_timeout] {
+        return probe_connect(list, connect_timeout);
+      });
+      continue;
+    }
     start(*hosts[i].session,
-          fmt::format("{} --probe-connect {} --probe-timeout-ms {}", bin, ssh::shell_quote(arg),
-                      connect_timeout.count()),
+          fmt::format("{} --probe-connect {} --probe-timeout-ms {}", bin,
+                      ssh::shell_quote(connect_argument(targets)), connect_timeout.count()),
           connects[i]);
   }
   auto connected = [&] {
-    return std::all_of(connects.begin(), connects.end(),
-                       [](const auto& c) { return c->exit.has_value(); });
+    for (std::size_t i = 0; i < n; ++i) {
+      if (is_local(i) ? !locals[i]->connect_done() : !connects[i]->exit.has_value()) return false;
+    }
+    return true;
   };
-  const bool in_time = pump_until(hosts, deadline, connected);
+  const bool in_time = pump_until(hosts, deadline, connected, any_local);
   std::vector<std::vector<ConnectOutcome>> outcomes(n);
   std::string error;
   for (std::size_t i = 0; i < n && error.empty(); ++i) {
+    if (is_local(i)) {
+      // probe_connect ends at connect_timeout, well before the deadline; a result that is not
+      // there yet is waited for (bounded by that timeout) rather than abandoned.
+      outcomes[i] = locals[i]->connect.get();
+      continue;
+    }
     if (!connects[i]->exit) {
       connects[i]->channel->close();
       error = fmt::format("{}: `horarun --probe-connect` did not finish in time", hosts[i].name);
@@ -181,15 +261,20 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
 
   // 3. Close the listeners' stdin: they stop accepting and exit 0. Waiting for them is
   // bounded by the same deadline; a listener that lingers is closed with its channel.
+  for (auto& l : locals) {
+    if (l) l->stop();
+  }
   for (auto& l : listeners) {
-    if (!l->exit) l->channel->close_stdin();
+    if (l && !l->exit) l->channel->close_stdin();
   }
   pump_until(hosts, deadline, [&] {
     return std::all_of(listeners.begin(), listeners.end(),
-                       [](const auto& l) { return l->exit.has_value(); });
+                       [](const auto& l) { return !l || l->exit.has_value(); });
   });
   close_listeners();
-  for (const auto& h : hosts) h.session->pump();
+  for (const auto& h : hosts) {
+    if (h.session != nullptr) h.session->pump();
+  }
 
   if (!error.empty()) {
     throw NetworkError(fmt::format("network discovery: {}{}; {}", error,

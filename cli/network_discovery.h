@@ -1,13 +1,15 @@
-// Automatic interface discovery for all-remote jobs (docs/network.md, "How interfaces are
-// chosen"; the probe protocol is in cli/network_probe.h). Runs over the SSH sessions the
-// preflight left open (remote_hosts.h), before any rank starts:
+// Automatic interface discovery (docs/network.md, "How interfaces are chosen"; the probe
+// protocol is in cli/network_probe.h). Runs over the SSH sessions the preflight left open
+// (remote_hosts.h), before any rank starts; this machine, when it is one of the hosts, takes part
+// in-process (ProbeListener on a thread, probe_connect() on another):
 //   1. on every host at once: `<horarun> --probe-listen TOKEN_i` (TOKEN_i random, distinct per
 //      host), stdin kept open, stdout read until "ready";
 //   2. on every host at once: `<horarun> --probe-connect <every other host's endpoints>`, read
 //      until the command ends;
 //   3. the listeners' stdin is closed; they exit 0.
 // One deadline bounds the whole sequence. Threading: runs on the caller's thread, driving every
-// session with one poll() loop (no other thread may use the sessions meanwhile).
+// session with one poll() loop (no other thread may use the sessions meanwhile); the local
+// probes' threads are joined before it returns or throws.
 #pragma once
 
 #include <string>
@@ -21,7 +23,9 @@ namespace hora::cli {
 
 struct DiscoveryTarget {
   std::string name;         // the host as in -H (error messages, reachability table)
-  ssh::Session* session;    // a connected session to that host, not used by anyone else now
+  // A connected session to that host, not used by anyone else now; nullptr: the host is this
+  // machine and its probes run in-process.
+  ssh::Session* session;
 };
 
 // Measures which interface of every host every other host reaches. Throws NetworkError naming

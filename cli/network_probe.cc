@@ -442,6 +442,65 @@ int run_probe_interfaces(std::ostream& out) {
   return out ? 0 : 1;
 }
 
+ProbeListener::ProbeListener(const std::string& token) : greeting_(kGreeting + token + "\n") {
+  if (!valid_token(token)) throw Error(fmt::format("invalid probe token '{}'", token));
+  for (const NetworkInterface& i : local_interfaces()) {
+    if (!i.up || i.loopback) continue;
+    for (const InterfaceAddress& a : i.addresses) {
+      if (a.link_local()) continue;
+      Target t;
+      if (!parse_target(fmt::format("x@{}:1", a.ipv6 ? "[" + a.address + "]" : a.address), t).empty()) continue;
+      // Port 0: the kernel picks a free one. sin_port and sin6_port share their offset.
+      reinterpret_cast<sockaddr_in*>(&t.addr)->sin_port = 0;
+      UniqueFd fd(::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      sockaddr_storage bound{};
+      socklen_t len = sizeof bound;
+      if (!fd || ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0 ||
+          ::listen(fd.get(), 128) != 0 ||
+          ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+        report_ += fmt::format("skip {} {} {}\n", i.name, a.address, std::strerror(errno));
+        continue;
+      }
+      const std::uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+      report_ += fmt::format("listen {} {} {}\n", i.name, a.address, port);
+      sockets_.push_back(fd.release());
+    }
+  }
+  report_ += "ready\n";
+}
+
+ProbeListener::~ProbeListener() {
+  for (const int fd : sockets_) ::close(fd);
+}
+
+ProbeListener::Ended ProbeListener::serve(int stop_fd, std::chrono::steady_clock::time_point deadline,
+                                          std::string& error) const {
+  while (true) {
+    std::vector<pollfd> fds;
+    fds.push_back(pollfd{stop_fd, POLLIN, 0});
+    for (const int l : sockets_) fds.push_back(pollfd{l, POLLIN, 0});
+    const int wait = ms_until(deadline);
+    if (wait == 0) return Ended::kDeadline;
+    if (::poll(fds.data(), fds.size(), wait) < 0) {
+      if (errno == EINTR) continue;
+      error = errno_text("poll", errno);
+      return Ended::kError;
+    }
+    if (fds[0].revents != 0) {
+      char buf[256];
+      const ssize_t r = ::read(stop_fd, buf, sizeof buf);
+      if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) return Ended::kStopped;
+    }
+    for (std::size_t k = 1; k < fds.size(); ++k) {
+      if ((fds[k].revents & POLLIN) == 0) continue;
+      UniqueFd c(::accept4(fds[k].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      // A failed accept (the peer gave up already) or a short send costs that one probe only:
+      // the connecting side reports it as a missing greeting.
+      if (c) (void)::send(c.get(), greeting_.data(), greeting_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+}
+
 int run_probe_listen(const std::vector<std::string>& args, int stdin_fd, std::ostream& out,
                      std::ostream& err) {
   std::chrono::seconds lifetime = kDefaultListenLifetime;
@@ -459,62 +518,21 @@ int run_probe_listen(const std::vector<std::string>& args, int stdin_fd, std::os
     }
     lifetime = std::chrono::seconds(s);
   }
-  const std::string greeting = kGreeting + args[0] + "\n";
-  std::vector<UniqueFd> listeners;
-  for (const NetworkInterface& i : local_interfaces()) {
-    if (!i.up || i.loopback) continue;
-    for (const InterfaceAddress& a : i.addresses) {
-      if (a.link_local()) continue;
-      Target t;
-      if (!parse_target(fmt::format("x@{}:1", a.ipv6 ? "[" + a.address + "]" : a.address), t).empty()) continue;
-      // Port 0: the kernel picks a free one. sin_port and sin6_port share their offset.
-      reinterpret_cast<sockaddr_in*>(&t.addr)->sin_port = 0;
-      UniqueFd fd(::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      sockaddr_storage bound{};
-      socklen_t len = sizeof bound;
-      if (!fd || ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&t.addr), t.len) != 0 ||
-          ::listen(fd.get(), 128) != 0 ||
-          ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-        out << fmt::format("skip {} {} {}\n", i.name, a.address, std::strerror(errno));
-        continue;
-      }
-      const std::uint16_t port = ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-      out << fmt::format("listen {} {} {}\n", i.name, a.address, port);
-      listeners.push_back(std::move(fd));
-    }
-  }
-  out << "ready\n";
+  const ProbeListener listener(args[0]);
+  out << listener.report();
   out.flush();
   // Serve until stdin closes: the launcher holds the other end and closes it when every
   // connect probe is done (or when it dies, which closes the SSH channel or pipe too).
-  const Clock::time_point deadline = Clock::now() + lifetime;
-  while (true) {
-    std::vector<pollfd> fds;
-    fds.push_back(pollfd{stdin_fd, POLLIN, 0});
-    for (const UniqueFd& l : listeners) fds.push_back(pollfd{l.get(), POLLIN, 0});
-    const int wait = ms_until(deadline);
-    if (wait == 0) {
+  std::string error;
+  switch (listener.serve(stdin_fd, Clock::now() + lifetime, error)) {
+    case ProbeListener::Ended::kStopped: return 0;
+    case ProbeListener::Ended::kDeadline:
       err << fmt::format("horarun --probe-listen: stdin still open after {} s; exiting\n", lifetime.count());
       return 1;
-    }
-    if (::poll(fds.data(), fds.size(), wait) < 0) {
-      if (errno == EINTR) continue;
-      err << "horarun --probe-listen: poll: " << std::strerror(errno) << "\n";
-      return 1;
-    }
-    if (fds[0].revents != 0) {
-      char buf[256];
-      const ssize_t r = ::read(stdin_fd, buf, sizeof buf);
-      if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) return 0;
-    }
-    for (std::size_t k = 1; k < fds.size(); ++k) {
-      if ((fds[k].revents & POLLIN) == 0) continue;
-      UniqueFd c(::accept4(fds[k].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      // A failed accept (the peer gave up already) or a short send costs that one probe only:
-      // the connecting side reports it as a missing greeting.
-      if (c) (void)::send(c.get(), greeting.data(), greeting.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
+    case ProbeListener::Ended::kError: break;
   }
+  err << "horarun --probe-listen: " << error << "\n";
+  return 1;
 }
 
 int run_probe_connect(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -109,6 +109,30 @@ std::vector<ConnectOutcome> probe_connect(const std::vector<std::string>& target
 
 inline constexpr std::chrono::milliseconds kDefaultProbeTimeout{2000};
 
+// The listening half of --probe-listen, for the mode and for the launcher's own host. The
+// constructor binds port 0 on every candidate address of this machine right away (throws Error
+// for a malformed token); report() is the mode's output up to and including "ready" (what
+// parse_listen_output reads); serve() greets every connection until `stop_fd` reports EOF or an
+// error (kStopped), the deadline passes (kDeadline) or poll fails (kError, `error` says why).
+// serve() may run on another thread than the one that constructed the listener.
+class ProbeListener {
+ public:
+  enum class Ended { kStopped, kDeadline, kError };
+
+  explicit ProbeListener(const std::string& token);
+  ~ProbeListener();
+  ProbeListener(const ProbeListener&) = delete;
+  ProbeListener& operator=(const ProbeListener&) = delete;
+
+  const std::string& report() const { return report_; }
+  Ended serve(int stop_fd, std::chrono::steady_clock::time_point deadline, std::string& error) const;
+
+ private:
+  std::string greeting_;
+  std::string report_;
+  std::vector<int> sockets_;
+};
+
 // Mode entry points. `args` are the arguments after the mode flag.
 int run_probe_interfaces(std::ostream& out);
 // Serves until `stdin_fd` reports EOF or an error; prints to `out` (flushed after "ready").

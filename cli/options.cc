@@ -74,7 +74,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                   "trace, debug, info, warning or error (sets HORA_LOG_LEVEL in every rank)");
   app->add_flag("--check-build", raw.check_build,
                 "-cb: print which backends were built and exit");
-  app->add_flag("--dry-run", raw.dry_run, "print the rank table and exit without starting ranks");
+  app->add_flag("--dry-run", raw.dry_run, "check the hosts, print the rank table and each host's interface, and exit without starting ranks");
   app->add_option("-p,--ssh-port", raw.ssh_port, "SSH port of every remote host");
   app->add_option("-i,--ssh-identity-file", raw.ssh_identity_file, "SSH private key file");
   app->add_option("--ssh-config", raw.ssh_config, "ssh_config file (default ~/.ssh/config)");

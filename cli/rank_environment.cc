@@ -86,7 +86,7 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
 
   if (iface) {
     env.emplace_back("GLOO_SOCKET_IFNAME", facts.iface);
-    env.emplace_back("NCCL_SOCKET_IFNAME", facts.iface);
+    env.emplace_back("NCCL_SOCKET_IFNAME", facts.nccl_ifnames.empty() ? facts.iface : facts.nccl_ifnames);
   }
   env.emplace_back("PYTHONUNBUFFERED", "1");
   if (facts.tcp) env.emplace_back("NCCL_IB_DISABLE", "1");

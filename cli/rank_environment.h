@@ -21,6 +21,7 @@ struct JobFacts {
   std::string rendezvous;        // host:port this rank's host reaches the rendezvous server at
   std::string iface;             // the interface this rank's host uses (HORA_IFACE); empty:
                                  // HORA_IFACE and the *_IFNAME variables are not set
+  std::string nccl_ifnames;      // NCCL_SOCKET_IFNAME (comma-separated names); empty: iface
   std::string master_addr;       // an address of rank 0's host every rank can reach
   std::uint16_t master_port = 0; // a port free on rank 0's host
   std::string secret_hex;        // 64 hex digits

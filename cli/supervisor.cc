@@ -132,6 +132,7 @@ struct Supervisor::Impl {
     JobFacts facts = config.facts;
     facts.rendezvous = fmt::format("{}:{}", config.bind_address, server->port());
     facts.iface = config.iface;
+    facts.nccl_ifnames = config.nccl_ifnames;
     facts.master_addr = config.master_addr;
     facts.master_port = free_port(
         io, config.master_port_probe_address.empty() ? config.master_addr
@@ -153,6 +154,7 @@ struct Supervisor::Impl {
             config.host_network.at(static_cast<std::size_t>(table.rank(r).host_index));
         facts.rendezvous = fmt::format("{}:{}", bracketed(net.rendezvous_host), server->port());
         facts.iface = net.iface;
+        facts.nccl_ifnames = net.nccl_ifnames;
       }
       request.env = rank_environment(table, r, facts);
       request.argv = config.command;

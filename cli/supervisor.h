@@ -33,6 +33,7 @@ namespace hora::cli {
 struct HostNetwork {
   std::string rendezvous_host;  // the launcher's address as this host sees it
   std::string iface;            // HORA_IFACE for its ranks; empty: libhora picks by route
+  std::string nccl_ifnames;     // NCCL_SOCKET_IFNAME (comma-separated); empty: iface
 };
 
 struct SupervisorConfig {
@@ -46,10 +47,12 @@ struct SupervisorConfig {
   std::string cwd;                   // the ranks' working directory
   std::string bind_address = "127.0.0.1";  // the rendezvous server's address
   std::string iface = "lo";          // HORA_IFACE etc. for every rank (all-local jobs)
+  std::string nccl_ifnames;          // NCCL_SOCKET_IFNAME for them; empty: iface
   std::string master_addr = "127.0.0.1";
   // Per host (index into the rank table's hosts); empty: every rank reaches the rendezvous at
   // bind_address and uses `iface` (all-local jobs). Set when any host is remote: the server then
-  // binds bind_address (e.g. 0.0.0.0) and each host is told the address it can reach.
+  // binds bind_address (the launcher host's chosen address, see cli/job_network.h) and each host
+  // is told the address it can reach.
   std::vector<HostNetwork> host_network;
   // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote
   // the launcher can only check a port on this machine (main.cc passes the wildcard address).

@@ -148,3 +148,15 @@ TEST_CASE("tuning variables reach every rank; -x still wins") {
     CHECK(env["HORA_CYCLE_TIME_MS"] == "7");
   }
 }
+
+TEST_CASE("NCCL_SOCKET_IFNAME takes every name given for the host; the others the first") {
+  RankTable table(parse_host_list("localhost:1"), 1);
+  JobFacts f = facts();
+  f.iface = "ens5";
+  f.nccl_ifnames = "ens5,ib0";
+  auto env = as_map(rank_environment(table, 0, f));
+  CHECK(env["HORA_IFACE"] == "ens5");
+  CHECK(env["GLOO_SOCKET_IFNAME"] == "ens5");
+  CHECK(env["HOROVOD_GLOO_IFACE"] == "ens5");
+  CHECK(env["NCCL_SOCKET_IFNAME"] == "ens5,ib0");
+}

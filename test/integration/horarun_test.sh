@@ -71,8 +71,12 @@ case_usage() {
   grep -q -- "-np 5" err && grep -q "2 on 1 host" err || fail "message must name both numbers"
   run 10 -np 2 -H 'bad host:2' true
   [ $rc -eq 2 ] || fail "bad -H gave rc=$rc"
-  run 10 --dry-run -np 3 -H a:2,b:2 true
-  [ $rc -eq 0 ] && grep -q "b " out || fail "--dry-run"
+  # Both hosts are this machine (a remote host would be preflighted: test/remote covers that).
+  run 10 --dry-run -np 3 -H localhost:2,127.0.0.1:2 touch "$WORK/launched"
+  [ $rc -eq 0 ] && grep -q "^host 127.0.0.1: 1 rank, local$" out || fail "--dry-run: no host line"
+  grep -q "^network: every host is this machine: loopback$" out && grep -q "^  127.0.0.1: lo 127.0.0.1$" out ||
+    fail "--dry-run did not print the network choice"
+  [ ! -e "$WORK/launched" ] || fail "--dry-run started a rank"
   run 10 -cb
   [ $rc -eq 0 ] && grep -q "Gloo" out || fail "-cb"
   ok "usage errors exit 2; --dry-run and -cb exit 0"

@@ -95,6 +95,16 @@ TEST_CASE("explicit name down or without address on a host is refused") {
                                  "use --network-interfaces eth0,h3=eth9"));
 }
 
+TEST_CASE("several hosts missing the name: one closing line holds every fix at once") {
+  std::vector<HostInterfaces> hosts = {host("h1", {lo(), up("eth0", "10.0.0.1"), up("eth1", "10.1.0.1")}),
+                                       host("h2", {lo(), up("eth0", "10.0.0.2"), up("ens5", "10.1.0.2")}),
+                                       host("h3", {lo(), up("eth0", "10.0.0.3"), up("ib0", "10.1.0.3")})};
+  CHECK_THROWS_WITH(choose_interfaces(hosts, parse_network_spec({"eth1"}), nullptr),
+                    Contains("does not fit 2 of the hosts") &&
+                        Contains("use --network-interfaces eth1,h2=ens5\n") &&
+                        Contains("\nall together: --network-interfaces eth1,h2=ens5,h3=ib0"));
+}
+
 TEST_CASE("per-host names work, unqualified names cover the rest") {
   const auto hosts = testhosts();
   const NetworkChoice c = choose_interfaces(hosts, parse_network_spec({"eth1", "h2=ens5"}), nullptr);

@@ -2,7 +2,8 @@
 # Multi-host tests of horarun over SSH: `remote_test.sh CASE`. Every case brings up its own test
 # hosts (scripts/testhosts.sh up --index auto: network namespaces with sshd on port 12345) and
 # tears them down on exit, even on failure. Exit 77 (skip) without root or `ip netns`.
-# Environment: HORARUN, COLLECTIVES (collectives_check), TESTHOSTS (scripts/testhosts.sh).
+# Environment: HORARUN, COLLECTIVES (collectives_check), ALLREDUCE_BENCH (examples/allreduce_bench),
+# TESTHOSTS (scripts/testhosts.sh).
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
 CASE=${1:?usage: remote_test.sh CASE}
@@ -250,11 +251,31 @@ case_secret_not_on_command_line() {
 
 case_mixed_local_remote() {
   up 2
-  # Rank 0 on this machine, 1 and 2 in namespaces: the local rank must bind an address the
-  # remote ranks can reach (the launcher's bridge address), not 127.0.0.1.
-  run 240 --ssh-config "$CONFIG" -np 3 -H localhost:1,h1:1,h2:1 "$COLLECTIVES"
+  # Rank 0 on this machine, 1 and 2 in namespaces. Discovery runs with this machine taking part
+  # in-process: its only interface the namespaces reach is the bridge (hora<K>br0, $NET.1), so
+  # the local rank binds that, the rendezvous server listens there (not on 0.0.0.0), and
+  # MASTER_ADDR is that address (rank 0 is local).
+  run 240 --verbose --ssh-config "$CONFIG" -np 3 -H localhost:1,h1:1,h2:1 sh -c 'echo "net $HORA_RANK $HORA_IFACE $NCCL_SOCKET_IFNAME $MASTER_ADDR $HORA_RENDEZVOUS"; exec "$0"' "$COLLECTIVES"
   check_collectives 3
-  ok "local and remote ranks in one job: every collective checked"
+  grep -q "^network: interfaces discovered" out || fail "no discovery for a mixed job"
+  grep -qE "^  localhost: hora${INDEX}br0 $NET\.1( |$)" out || fail "this machine's choice is not its bridge"
+  grep -q "rendezvous server listening on $NET.1:" err || fail "the rendezvous server does not listen on the chosen address: $(grep -o 'listening on [^ ]*' err)"
+  grep -q "^\[0\]<stdout>:net 0 hora${INDEX}br0 hora${INDEX}br0 $NET.1 $NET.1:[0-9]*$" out || fail "rank 0's network variables"
+  for r in 1 2; do
+    grep -q "^\[$r\]<stdout>:net $r eth0 eth0 $NET.1 $NET.1:[0-9]*$" out || fail "rank $r's network variables"
+  done
+  ok "local and remote ranks in one job: discovery includes this machine; every collective checked"
+}
+
+case_single_remote_host() {
+  up 1
+  # One remote host, no other host to probe: its interface is the one SSH reached it on.
+  run 120 --verbose --ssh-config "$CONFIG" -np 2 -H h1:2 sh -c 'echo "net $HORA_RANK $HORA_IFACE $MASTER_ADDR"; exec "$0"' "$COLLECTIVES"
+  check_collectives 2
+  grep -q "^  h1: eth0 $NET.11$" out || fail "h1's choice was not printed as eth0"
+  for r in 0 1; do grep -q "^\[$r\]<stdout>:net $r eth0 $NET.11$" out || fail "rank $r's network variables"; done
+  grep -q "rendezvous server listening on $NET.1:" err || fail "the rendezvous server does not listen on the address h1 reaches"
+  ok "a single remote host: eth0 chosen, MASTER_ADDR is its address"
 }
 
 case_network_interfaces() {
@@ -283,8 +304,85 @@ case_discovery() {
   for r in 0 1 2; do
     grep -q "^\[$r\]<stdout>:iface $r eth0 eth0 eth0$" out || fail "rank $r did not get eth0"
   done
-  grep -q "network discovery on 3 hosts took" err || fail "no discovery timing in the --verbose log"
-  ok "discovery on 3 hosts picks the common routable eth0 (not the partly isolated second network)"
+  local ms
+  ms=$(sed -n 's/.*network discovery on 3 hosts took \([0-9]*\) ms.*/\1/p' err)
+  [ -n "$ms" ] || fail "no discovery timing in the --verbose log"
+  # "Well inside the start timeout" (30 s by default): at most half of it.
+  [ "$ms" -lt 15000 ] || fail "discovery took $ms ms"
+  grep -q "^network: reachability measured by the probes:" out || fail "--verbose did not print the reachability table"
+  ok "discovery on 3 hosts picks the common routable eth0 (not the partly isolated second network) in $ms ms"
+}
+
+case_dry_run() {
+  up 2 --second-network
+  # --dry-run preflights and discovers, prints the choice per host, and starts nothing.
+  run 60 --dry-run --ssh-config "$CONFIG" -np 3 -H h1:1,h2:1,h3:1 touch "$WORK/launched"
+  [ $rc -eq 0 ] || fail "--dry-run exited $rc"
+  grep -q "^host h1: 1 rank, over SSH to" out || fail "no host lines"
+  grep -q "^network: interfaces discovered" out || fail "--dry-run did not print the discovered choice"
+  for h in h1 h2 h3; do grep -qE "^  $h: eth0 $NET\.[0-9]+" out || fail "no choice for $h"; done
+  wait_for 5 no_rank_processes || fail "processes left after --dry-run: $(rank_processes)"
+  [ ! -e "$WORK/launched" ] || fail "--dry-run started a rank"
+  # The named per-host interfaces are checked against every host (h2's is ens5), too.
+  run 60 --dry-run --ssh-config "$CONFIG" --network-interfaces eth1,h2=ens5 -np 2 -H h1:1,h2:1 true
+  [ $rc -eq 0 ] || fail "--dry-run --network-interfaces eth1,h2=ens5 exited $rc"
+  grep -q "^network: interfaces from --network-interfaces:" out && grep -qE "^  h1: eth1 198\.19\.$INDEX\.11$" out &&
+    grep -qE "^  h2: ens5 198\.19\.$INDEX\.12$" out || fail "--dry-run did not print the named interfaces"
+  ok "--dry-run prints the discovered and the named interfaces per host and starts nothing"
+}
+
+case_discovery_unreachable() {
+  up 2 --second-network
+  # h1 can no longer reach h3's eth0 (and h3's replies to h1 are lost the same way); h3's second
+  # interface is isolated anyway. No interface of h1 or h3 is reachable from every other host:
+  # the launch must fail before any rank starts, with the measured table.
+  ip netns exec "hora$INDEX-h1" ip route add unreachable "$NET.13/32" || fail "cannot add the route"
+  run 60 --ssh-config "$CONFIG" -np 3 -H h1:1,h2:1,h3:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "expected exit 1, got $rc"
+  grep -q "no network interface of h1, h3 is reachable over TCP from every other host" err ||
+    fail "the error does not name h1 and h3"
+  grep -qE "^ +host +interface +address +from h1 +from h2 +from h3$" err || fail "no reachability table header"
+  grep -qE "^ +h3 +eth0 +$NET\.13 +no +yes +-$" err || fail "the table does not show h3's eth0 unreachable from h1 only"
+  grep -q "network-interfaces" err || fail "the error does not name the flag that fixes it"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started"
+  wait_for 5 no_rank_processes || fail "processes left: $(rank_processes)"
+  ok "no routable set: exit 1 with the reachability table, nothing started"
+}
+
+# tx/rx bytes of interface IF in host HOST's namespace: "tx rx".
+counters() {
+  local ns="hora$INDEX-$1" dir="/sys/class/net/$2/statistics"
+  echo "$(ip netns exec "$ns" cat "$dir/tx_bytes") $(ip netns exec "$ns" cat "$dir/rx_bytes")"
+}
+
+case_interface_traffic() {
+  up 2 --second-network
+  # h1's data interface is eth1, h2's is ens5 (same network, another name). Name them per host
+  # and check, by the interfaces' byte counters, that the collectives' traffic went there and
+  # not over eth0 (which carries SSH and the rendezvous).
+  local before after
+  declare -A before after
+  for hi in h1:eth0 h1:eth1 h2:eth0 h2:ens5; do before[$hi]=$(counters "${hi%:*}" "${hi#*:}"); done
+  run 180 --ssh-config "$CONFIG" --network-interfaces eth1,h2=ens5 -np 2 -H h1:1,h2:1 \
+    sh -c 'echo "net $HORA_RANK $HORA_IFACE $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"; exec "$0" "$@"' \
+    "$ALLREDUCE_BENCH" --collective allreduce -b 1M -e 1M -n 40 -w 5 --full-iters
+  [ $rc -eq 0 ] || fail "allreduce_bench exited $rc"
+  grep -q "^\[0\]<stdout>:net 0 eth1 eth1 eth1$" out || fail "rank 0 (h1) did not get eth1"
+  grep -q "^\[1\]<stdout>:net 1 ens5 ens5 ens5$" out || fail "rank 1 (h2) did not get ens5"
+  grep -qE "^\[0\]<stdout>: +1048576 +262144 +float32 +sum" out || fail "no 1 MiB row from allreduce_bench"
+  grep -qE "Out of bounds values : 0 OK" out || fail "allreduce_bench found wrong values"
+  for hi in h1:eth0 h1:eth1 h2:eth0 h2:ens5; do after[$hi]=$(counters "${hi%:*}" "${hi#*:}"); done
+  delta() { local b=(${before[$1]}) a=(${after[$1]}); echo $(( (a[0] - b[0]) + (a[1] - b[1]) )); }
+  echo "bytes (tx+rx): h1 eth0 $(delta h1:eth0), h1 eth1 $(delta h1:eth1), h2 eth0 $(delta h2:eth0), h2 ens5 $(delta h2:ens5)"
+  # 90 allreduces of 1 MiB (45 out of place, 45 in place) between 2 ranks move about 90 MiB each
+  # way; at least 40 MiB counted in both directions is a wide margin. eth0 only carries
+  # SSH, the rendezvous and the printed lines.
+  local data=$((40 * 1024 * 1024))
+  [ "$(delta h1:eth1)" -gt $data ] || fail "h1's eth1 carried only $(delta h1:eth1) bytes"
+  [ "$(delta h2:ens5)" -gt $data ] || fail "h2's ens5 carried only $(delta h2:ens5) bytes"
+  [ "$(delta h1:eth0)" -lt $((data / 10)) ] || fail "h1's eth0 carried $(delta h1:eth0) bytes: collectives went there"
+  [ "$(delta h2:eth0)" -lt $((data / 10)) ] || fail "h2's eth0 carried $(delta h2:eth0) bytes: collectives went there"
+  ok "--network-interfaces eth1,h2=ens5: the collectives' bytes went over eth1 and ens5, not eth0"
 }
 
 "case_${CASE//-/_}"

@@ -1,0 +1,106 @@
+#include "cli/job_network.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli/log.h"
+#include "cli/network_discovery.h"
+#include "cli/network_probe.h"
+
+namespace hora::cli {
+namespace {
+
+constexpr std::chrono::seconds kDiscoveryBudget{10};
+
+std::string ifnames(const HostChoice& c) {
+  return c.names.empty() ? c.iface : fmt::format("{}", fmt::join(c.names, ","));
+}
+
+}  // namespace
+
+JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const NetworkSpec& spec,
+                              const std::string& horarun_path, std::chrono::seconds start_timeout) {
+  JobNetwork net;
+  const std::size_t n = table.hosts().size();
+  bool all_local = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    HostInterfaces hi;
+    hi.host = table.hosts()[i].name;
+    const auto it = plan.hosts.find(static_cast<int>(i));
+    hi.local = it == plan.hosts.end();
+    if (hi.local) {
+      hi.interfaces = local_interfaces();
+    } else {
+      all_local = false;
+      hi.interfaces = parse_interfaces(it->second.probe_output, it->second.target.describe());
+      hi.hint_address = it->second.host_address;
+    }
+    net.probed.push_back(std::move(hi));
+  }
+  if (spec.empty() && !all_local && n >= 2) {
+    // One deadline for the whole discovery, inside the start timeout.
+    const auto started = ssh::Clock::now();
+    const auto budget = std::min<std::chrono::seconds>(kDiscoveryBudget, start_timeout);
+    std::vector<DiscoveryTarget> targets;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto it = plan.hosts.find(static_cast<int>(i));
+      targets.push_back(DiscoveryTarget{
+          net.probed[i].host, it == plan.hosts.end() ? nullptr : it->second.sessions.sessions.at(0).get()});
+    }
+    net.reach = discover_reachability(targets, horarun_path, started + budget);
+    net.discovery_time =
+        std::chrono::duration_cast<std::chrono::milliseconds>(ssh::Clock::now() - started);
+    launcher_log()->info("network discovery on {} hosts took {} ms", n, net.discovery_time.count());
+  }
+  net.choice = choose_interfaces(net.probed, spec, net.reach ? &*net.reach : nullptr);
+  return net;
+}
+
+void apply_job_network(const JobNetwork& network, const RankTable& table, const RemotePlan& plan,
+                       SupervisorConfig& config) {
+  const auto& hosts = network.choice.hosts;
+  const std::size_t n = table.hosts().size();
+  // The first host that runs on this machine, if any.
+  std::optional<std::size_t> local;
+  for (std::size_t i = 0; i < n && !local; ++i) {
+    if (plan.hosts.count(static_cast<int>(i)) == 0) local = i;
+  }
+  const int host0 = table.rank(0).host_index;
+  const HostChoice& rank0_host = hosts.at(static_cast<std::size_t>(host0));
+  config.master_addr = rank0_host.address;
+  config.master_port_probe_address = plan.hosts.count(host0) != 0 ? "0.0.0.0" : "";
+
+  if (!plan.any()) {
+    // Every host is this machine: one interface for all ranks (lo, or the one named).
+    config.bind_address = hosts.at(0).address;
+    config.iface = hosts.at(0).iface;
+    config.nccl_ifnames = ifnames(hosts.at(0));
+    config.host_network.clear();
+    return;
+  }
+  if (local) {
+    config.bind_address = hosts.at(*local).address;
+  } else {
+    // Nobody measured which address of this machine the hosts reach; the SSH connections show
+    // one per host. Bind it when they agree, else every address.
+    const std::string first = plan.hosts.begin()->second.launcher_address;
+    const bool same = std::all_of(plan.hosts.begin(), plan.hosts.end(), [&](const auto& h) {
+      return h.second.launcher_address == first;
+    });
+    config.bind_address = same ? first : (first.find(':') != std::string::npos ? "::" : "0.0.0.0");
+  }
+  config.host_network.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto it = plan.hosts.find(static_cast<int>(i));
+    HostNetwork hn;
+    hn.rendezvous_host = local || it == plan.hosts.end() ? config.bind_address
+                                                         : it->second.launcher_address;
+    hn.iface = hosts.at(i).iface;
+    hn.nccl_ifnames = ifnames(hosts.at(i));
+    config.host_network.push_back(std::move(hn));
+  }
+}
+
+}  // namespace hora::cli
