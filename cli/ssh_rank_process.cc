@@ -172,6 +172,18 @@ void SshRankProcess::kill() {
   if (!running()) return;
   channel_->close();
   driver_.kick();
+  if (kill_timer_) return;
+  kill_timer_ = std::make_unique<asio::steady_timer>(driver_.io(), kKillAnswerTimeout);
+  std::weak_ptr<bool> alive = alive_;
+  kill_timer_->async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired() || exit_) return;
+    ssh::ExitInfo lost;
+    lost.error = fmt::format(
+        "no answer over SSH {} ms after closing the rank's channel; the connection to {} is "
+        "probably lost (the rank there is stopped when sshd notices)",
+        kKillAnswerTimeout.count(), host_);
+    finish(lost);
+  });
 }
 
 void SshRankProcess::close_output() {

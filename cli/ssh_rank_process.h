@@ -18,6 +18,7 @@
 // a shared_ptr to its channel; destroying the process closes the channel.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "cli/rank_process.h"
 #include "ssh/session.h"
@@ -43,6 +45,7 @@ class SessionDriver {
   SessionDriver& operator=(const SessionDriver&) = delete;
 
   ssh::Session& session() { return *session_; }
+  boost::asio::io_context& io() { return io_; }
   void kick();
 
  private:
@@ -67,11 +70,17 @@ std::string guard_command(const std::string& cwd, const std::string& horarun_pat
 
 class SshRankProcess : public RankProcess {
  public:
+  // After kill(), how long the channel may take to close before the rank is reported lost.
+  static constexpr std::chrono::milliseconds kKillAnswerTimeout{2000};
+
   SshRankProcess(int rank, std::string host, SessionDriver& driver, std::string horarun_path);
   ~SshRankProcess() override;
 
   void start(const GuardRequest& request, Events events) override;
   void terminate() override;
+  // Closes the channel (the guard then stops its rank). When the connection is dead (a host
+  // that dropped off the network never answers), the rank is reported as exited with 255 after
+  // kKillAnswerTimeout, so the job ends instead of waiting for a host that is gone.
   void kill() override;
   void close_output() override;
   bool running() const override { return channel_ != nullptr && !exit_; }
@@ -87,6 +96,7 @@ class SshRankProcess : public RankProcess {
   std::shared_ptr<ssh::Channel> channel_;
   std::optional<ExitStatus> exit_;
   bool output_closed_ = false;
+  std::unique_ptr<boost::asio::steady_timer> kill_timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

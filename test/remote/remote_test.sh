@@ -226,6 +226,39 @@ case_sigkill_launcher() {
   ok "SIGKILL of horarun: no process left in any host's namespace after 5 s"
 }
 
+count_benches() { [ "$(rank_processes | grep -c " allreduce_bench$")" -ge "$1" ]; }
+# Rank processes in the namespaces of the hosts given (e.g. "h1 h3").
+processes_on() {
+  local h
+  for h in "$@"; do rank_processes | grep "^hora$INDEX-$h " ; done
+}
+none_on() { [ -z "$(processes_on "$@")" ]; }
+
+case_host_lost() {
+  up 3
+  # h2 drops off the network in the middle of the job (its only interface goes down, so neither
+  # the rendezvous nor SSH hears from it again). horarun must end the job with an error naming
+  # h2, within its deadlines (rendezvous connection loss, abort and kill graces, then 2 s
+  # without an SSH answer), and leave nothing running on the hosts it can still reach.
+  "$HORARUN" --ssh-config "$CONFIG" -np 6 -H h1:2,h2:2,h3:2 \
+    "$ALLREDUCE_BENCH" --collective allreduce -b 64K -e 64K -n 1000000 --full-iters >out 2>err &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 60 count_benches 6 || fail "the 6 ranks did not start: $(rank_processes)"
+  sleep 1
+  ip netns exec "hora$INDEX-h2" ip link set eth0 down || fail "cannot take h2's eth0 down"
+  local t0=$SECONDS
+  wait_for 120 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "horarun still running 120 s after h2 was cut off"
+  wait "$pid"
+  rc=$?
+  echo "horarun ended $((SECONDS - t0)) s after h2 was cut off, exit $rc"
+  [ $rc -ne 0 ] || fail "horarun exited 0 although h2 was lost"
+  grep -q "^horarun: rank [23] on h2 " err || fail "the final message does not name a rank on h2"
+  wait_for 10 none_on h1 h3 || fail "processes left on h1/h3: $(processes_on h1 h3)"
+  ip netns exec "hora$INDEX-h2" ip link set eth0 up
+  ok "a host cut off mid-job: the job ends with an error naming it, nothing left on the others"
+}
+
 case_secret_not_on_command_line() {
   up 2
   # Not under timeout(1): $! must be horarun itself. The EXIT trap kills it if a check fails.
