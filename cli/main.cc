@@ -174,9 +174,15 @@ int launch(const Options& options) {
   for (auto& [index, host] : plan.hosts) sessions.emplace(index, std::move(host.sessions));
   // Declared before the supervisor: it owns the SSH sessions the rank processes use.
   HybridRankProcessFactory factory(io, table.hosts(), std::move(sessions), ro.horarun_path);
-  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size());
+  // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output.h).
+  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
+                STDOUT_FILENO, STDERR_FILENO, &io);
   Supervisor supervisor(io, table, std::move(config), factory, output);
-  return supervisor.run();
+  const int rc = supervisor.run();
+  // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
+  // nothing for a minute (2 s after an interrupt: the user wants out) is given up on.
+  output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
+  return rc;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/asio/posix/stream_descriptor.hpp>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -18,7 +20,7 @@ namespace hora::cli {
 namespace {
 
 // A reader that takes nothing for this long is treated as gone.
-constexpr int kStalledReaderMs = 60000;
+constexpr int kStalledReaderMs = static_cast<int>(Output::kStalledReader.count());
 
 // Returns false when the descriptor is gone for good (EPIPE, EBADF ...) or its reader stalled.
 // horarun's stdout may have been handed to it non-blocking (shared with a parent that set
@@ -38,6 +40,41 @@ bool write_all(int fd, std::string_view text) {
   return true;
 }
 
+// Pipes, FIFOs and terminals (character devices) can keep a writer waiting; regular files do
+// not, and reopening one through /proc would lose O_APPEND and the offset.
+bool may_block(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+}
+
+// Writes what the non-blocking `fd` takes now. Returns the bytes written, or -1 when the
+// descriptor is gone for good (EPIPE ...).
+ssize_t write_some(int fd, std::string_view text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else {
+      return -1;
+    }
+  }
+  return static_cast<ssize_t>(done);
+}
+
+// Waits up to `stall` for room on `fd` (or an error a write will report); false on timeout.
+bool wait_writable(int fd, std::chrono::milliseconds stall) {
+  pollfd p{fd, POLLOUT, 0};
+  int r;
+  while ((r = ::poll(&p, 1, static_cast<int>(stall.count()))) < 0 && errno == EINTR) {
+  }
+  return r > 0;
+}
+
 // asctime()'s layout, as horovodrun prints it: "Thu Nov 20 22:29:00 2025".
 std::string timestamp() {
   std::time_t now = std::time(nullptr);
@@ -52,8 +89,21 @@ std::string timestamp() {
 
 const char* name_of(Stream stream) { return stream == Stream::kStdout ? "stdout" : "stderr"; }
 
-Output::Output(OutputOptions options, int nranks, int stdout_fd, int stderr_fd)
-    : options_(std::move(options)), fds_{stdout_fd, stderr_fd} {
+Output::Output(OutputOptions options, int nranks, int stdout_fd, int stderr_fd,
+               boost::asio::io_context* io)
+    : options_(std::move(options)), io_(io) {
+  const int fds[2] = {stdout_fd, stderr_fd};
+  for (int i = 0; i < 2; ++i) {
+    Terminal& t = terminals_[i];
+    t.fd = fds[i];
+    if (io_ == nullptr || !may_block(fds[i])) continue;
+    // A description of our own, so O_NONBLOCK does not reach the shell that shares ours.
+    const std::string path = fmt::format("/proc/self/fd/{}", fds[i]);
+    const int own = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (own < 0) continue;  // no /proc, or a FIFO without a reader: write directly, as before
+    t.watch = std::make_unique<boost::asio::posix::stream_descriptor>(*io_, own);
+    t.fd = own;
+  }
   if (options_.directory.empty()) return;
   files_.reserve(static_cast<std::size_t>(nranks) * 2);
   for (int r = 0; r < nranks; ++r) {
@@ -77,11 +127,88 @@ Output::Output(OutputOptions options, int nranks, int stdout_fd, int stderr_fd)
   }
 }
 
+Output::~Output() {
+  // The normal path flushed already (main.cc); this bounds an exceptional one.
+  flush(std::chrono::seconds(2));
+  *alive_ = false;
+}
+
+std::size_t Output::pending(Stream stream) const {
+  const Terminal& t = terminals_[static_cast<int>(stream)];
+  return t.pending.size() - t.head;
+}
+
+void Output::write_pending(Terminal& t) {
+  if (t.broken || t.head == t.pending.size()) return;
+  const ssize_t n = write_some(t.fd, std::string_view(t.pending).substr(t.head));
+  if (n < 0) {
+    // A closed terminal or pipe must not end the job: stop writing there, keep the files.
+    t.broken = true;
+    t.pending.clear();
+    t.head = 0;
+    return;
+  }
+  t.head += static_cast<std::size_t>(n);
+  if (t.head == t.pending.size()) {
+    t.pending.clear();
+    t.head = 0;
+  } else if (t.head >= (1u << 20) && t.head * 2 >= t.pending.size()) {
+    t.pending.erase(0, t.head);  // compact now and then, not on every write
+    t.head = 0;
+  }
+}
+
+void Output::arm(Terminal& t) {
+  if (t.waiting || t.broken || t.head == t.pending.size()) return;
+  t.waiting = true;
+  t.watch->async_wait(boost::asio::posix::stream_descriptor::wait_write,
+                      [this, &t, alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
+                        if (alive.expired()) return;
+                        t.waiting = false;
+                        if (ec) return;
+                        write_pending(t);
+                        arm(t);
+                      });
+}
+
 void Output::write_terminal(Stream stream, std::string_view text) {
-  const int i = static_cast<int>(stream);
-  if (broken_[i]) return;
-  // A closed terminal or pipe must not end the job: stop writing there, keep the files.
-  if (!write_all(fds_[i], text)) broken_[i] = true;
+  Terminal& t = terminals_[static_cast<int>(stream)];
+  if (t.broken) return;
+  if (!t.watch) {
+    // A closed terminal or pipe must not end the job: stop writing there, keep the files.
+    if (!write_all(t.fd, text)) t.broken = true;
+    return;
+  }
+  t.pending.append(text);
+  write_pending(t);
+  // Bounded memory: past kMaxPending the reader is waited for (the event loop with it) until
+  // half of the queue is gone, or dropped as gone after kStalledReader without progress.
+  if (t.pending.size() - t.head > kMaxPending) {
+    while (!t.broken && t.pending.size() - t.head > kMaxPending / 2) {
+      if (!wait_writable(t.fd, kStalledReader)) {
+        t.broken = true;
+        t.pending.clear();
+        t.head = 0;
+        break;
+      }
+      write_pending(t);
+    }
+  }
+  arm(t);
+}
+
+void Output::flush(std::chrono::milliseconds stall) {
+  for (Terminal& t : terminals_) {
+    while (!t.broken && t.head < t.pending.size()) {
+      if (!wait_writable(t.fd, stall)) {
+        t.broken = true;
+        t.pending.clear();
+        t.head = 0;
+        break;
+      }
+      write_pending(t);
+    }
+  }
 }
 
 void Output::line(int rank, Stream stream, std::string_view text) {

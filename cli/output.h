@@ -3,14 +3,28 @@
 // first, as asctime() prints it), and with --output-filename DIR also DIR/rank.N/stdout and
 // DIR/rank.N/stderr, which receive the rank's lines unprefixed.
 //
-// Each line is written with one write() loop to a blocking descriptor, from the io_context
-// thread only, so lines of different ranks never interleave within a line. A terminal or pipe
-// that goes away (EPIPE) stops terminal output; the job itself carries on.
+// Lines are written whole, from the io_context thread only, so lines of different ranks never
+// interleave within a line. A terminal or pipe that goes away (EPIPE) stops terminal output; the
+// job itself carries on.
+//
+// A slow reader (a paused pager, `| slow-consumer`) must not freeze horarun: with an io_context,
+// a terminal that is a pipe, FIFO or character device is reopened through /proc/self/fd as a
+// separate non-blocking file description (the shell's own description keeps its flags), and
+// what it does not take at once is queued and written when it is ready, so the event loop keeps
+// serving the rendezvous and SIGINT. Only past kMaxPending queued bytes does line() wait for the
+// reader (bounded memory; the ranks then wait on their pipes, as under mpirun). flush() writes
+// what is queued before horarun exits. Regular files and sockets are written directly.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "cli/unique_fd.h"
 
@@ -26,8 +40,18 @@ struct OutputOptions {
 
 class Output {
  public:
-  // Creates DIR/rank.N/ for every rank. Throws Error naming the path on failure.
-  Output(OutputOptions options, int nranks, int stdout_fd = 1, int stderr_fd = 2);
+  // Queued terminal output beyond which line() waits for the reader.
+  static constexpr std::size_t kMaxPending = 16u << 20;
+  // A reader that takes nothing for this long is treated as gone (its output is dropped).
+  static constexpr std::chrono::milliseconds kStalledReader{60000};
+
+  // Creates DIR/rank.N/ for every rank. Throws Error naming the path on failure. Without `io`
+  // every terminal write completes before line() returns.
+  Output(OutputOptions options, int nranks, int stdout_fd = 1, int stderr_fd = 2,
+         boost::asio::io_context* io = nullptr);
+  ~Output();  // flush(kStalledReader)
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
 
   // One line of a rank, without its '\n'.
   void line(int rank, Stream stream, std::string_view text);
@@ -35,13 +59,32 @@ class Output {
   // horarun's own message, to its stderr, as `horarun: <message>`.
   void launcher_message(std::string_view message);
 
+  // Writes everything queued, waiting for the readers; gives up on a stream whose reader takes
+  // nothing for `stall` (its queue is dropped and it is written no more).
+  void flush(std::chrono::milliseconds stall = kStalledReader);
+  // Bytes queued for a terminal stream, not yet taken by its reader.
+  std::size_t pending(Stream stream) const;
+
  private:
+  struct Terminal {
+    int fd = -1;  // where bytes go: the caller's descriptor, or `watch`'s when reopened
+    // The reopened non-blocking description (owns it); null: writes go straight to `fd`.
+    std::unique_ptr<boost::asio::posix::stream_descriptor> watch;
+    std::string pending;        // bytes the reader has not taken yet, from `head` on
+    std::size_t head = 0;
+    bool waiting = false;       // an async wait for room is armed
+    bool broken = false;
+  };
+
   void write_terminal(Stream stream, std::string_view text);
+  void write_pending(Terminal& t);  // writes what the descriptor takes now, never waits
+  void arm(Terminal& t);
 
   OutputOptions options_;
-  int fds_[2];
-  bool broken_[2] = {false, false};
+  boost::asio::io_context* io_;
+  Terminal terminals_[2];
   std::vector<UniqueFd> files_;  // 2 per rank: stdout, stderr
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace hora::cli

@@ -3,12 +3,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
 
 #include "cli/errors.h"
 #include "cli/output.h"
@@ -103,5 +109,119 @@ TEST_CASE("a closed terminal does not stop the file copy") {
   ::signal(SIGPIPE, SIG_IGN);
   o.line(0, Stream::kStdout, "still here");
   CHECK(slurp(dir / "rank.0" / "stdout") == "still here\n");
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// Reads `fd` to EOF on a thread, once started.
+struct SlowReader {
+  int fd;
+  std::string data;
+  std::thread thread;
+  void start() {
+    thread = std::thread([this] {
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) data.append(buf, static_cast<std::size_t>(n));
+    });
+  }
+  void join() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("with an io_context, a reader that takes nothing does not hold line() up") {
+  boost::asio::io_context io;
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  Capture err;
+  SlowReader reader{p[0], {}, {}};
+  // 2 MiB of lines: thirty times what the pipe holds.
+  const std::string text(1000, 'x');
+  constexpr int kLines = 2000;
+  std::atomic<bool> submitted{false};
+  // A watchdog starts the reader after 10 s, so a line() that waits for the reader ends the
+  // test (with a failure below) instead of hanging it.
+  std::thread watchdog([&] {
+    for (int i = 0; i < 1000 && !submitted; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    reader.start();
+  });
+  {
+    Output o(OutputOptions{}, 1, p[1], err.fds[1], &io);
+    for (int i = 0; i < kLines; ++i) o.line(0, Stream::kStdout, fmt::format("{} {}", i, text));
+    submitted = true;
+    CHECK(o.pending(Stream::kStdout) > 1000000);  // queued, not written
+    watchdog.join();
+    // The reader drains the pipe; the io_context writes the rest as room appears.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (o.pending(Stream::kStdout) > 0 && std::chrono::steady_clock::now() < deadline) {
+      io.run_for(std::chrono::milliseconds(50));
+      io.restart();
+    }
+    CHECK(o.pending(Stream::kStdout) == 0);
+  }
+  ::close(p[1]);  // the reader sees EOF once Output's own description is closed too
+  reader.join();
+  ::close(p[0]);
+  // Every line arrived, whole and in order.
+  std::string expected;
+  for (int i = 0; i < kLines; ++i) expected += fmt::format("[0]<stdout>:{} {}\n", i, text);
+  CHECK(reader.data.size() == expected.size());
+  CHECK(reader.data == expected);
+}
+
+TEST_CASE("flush() waits for a slow reader, and gives up on one that takes nothing") {
+  boost::asio::io_context io;
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  Capture err;
+  const std::string text(1000, 'y');
+  SECTION("slow reader: everything arrives") {
+    SlowReader reader{p[0], {}, {}};
+    {
+      Output o(OutputOptions{}, 1, p[1], err.fds[1], &io);
+      for (int i = 0; i < 500; ++i) o.line(0, Stream::kStdout, text);
+      reader.start();
+      o.flush(std::chrono::seconds(10));
+      CHECK(o.pending(Stream::kStdout) == 0);
+    }
+    ::close(p[1]);
+    reader.join();
+    CHECK(reader.data.size() == 500 * (text.size() + 13));
+  }
+  SECTION("stalled reader: flush() returns after the stall time and drops the rest") {
+    Output o(OutputOptions{}, 1, p[1], err.fds[1], &io);
+    for (int i = 0; i < 500; ++i) o.line(0, Stream::kStdout, text);
+    const auto t0 = std::chrono::steady_clock::now();
+    o.flush(std::chrono::milliseconds(200));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(o.pending(Stream::kStdout) == 0);
+    CHECK(took < std::chrono::seconds(5));  // a deadline, not a speed target: 200 ms stall
+    o.line(0, Stream::kStdout, "after");   // a given-up stream takes nothing more
+    CHECK(o.pending(Stream::kStdout) == 0);
+    ::close(p[1]);
+  }
+  ::close(p[0]);
+}
+
+TEST_CASE("a regular file as stdout is appended to, not reopened") {
+  const auto dir = temp_dir();
+  const auto file = dir / "log";
+  {
+    std::ofstream(file) << "before\n";
+  }
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  boost::asio::io_context io;
+  Capture err;
+  {
+    Output o(OutputOptions{}, 1, fd, err.fds[1], &io);
+    o.line(0, Stream::kStdout, "after");
+  }
+  ::close(fd);
+  CHECK(slurp(file) == "before\n[0]<stdout>:after\n");
   std::filesystem::remove_all(dir);
 }

@@ -243,4 +243,41 @@ case_connection_drop() {
   ok "a rank that lost its rendezvous connection but kept running ends the job"
 }
 
+case_slow_reader() {
+  # A reader slower than the ranks gets every line, whole and in order per rank.
+  timeout -s KILL 120 "$HORARUN" -np 2 sh -c 'seq 1 200000' 2>err | (sleep 2; cat) >out
+  rc=${PIPESTATUS[0]}
+  [ $rc -eq 0 ] || fail "horarun exited $rc"
+  local r
+  for r in 0 1; do
+    grep "^\[$r\]<stdout>:" out | sed 's/^[^:]*://' >"lines$r"
+    seq 1 200000 | cmp -s - "lines$r" || fail "rank $r's lines are missing or out of order ($(wc -l <"lines$r") lines)"
+  done
+  ok "a slow reader of horarun's stdout gets all 400000 lines in order"
+}
+
+rank_sleepers() { [ "$(pgrep -xc -f 'sleep 299' 2>/dev/null || true)" -ge "$1" ]; }
+no_rank_sleepers() { ! pgrep -x -f 'sleep 299' >/dev/null 2>&1; }
+
+case_stalled_reader_sigint() {
+  # stdout goes to a FIFO whose reader never reads. The ranks print 2 MB each (30 times what
+  # the FIFO holds) and sleep: horarun must still answer SIGINT, end the job and exit, giving
+  # up on the unread output.
+  mkfifo fifo
+  sleep 300 <fifo >/dev/null &
+  BACKGROUND+=($!)
+  "$HORARUN" -np 2 sh -c 'head -c 2000000 /dev/zero | tr "\0" x | fold -w 100; exec sleep 299' >fifo 2>err &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 rank_sleepers 2 || fail "the ranks did not get to sleep"
+  kill -INT "$pid"
+  wait_for 20 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "horarun did not end within 20 s of SIGINT while its reader was stalled"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq 130 ] || fail "expected 130 after SIGINT, got $rc"
+  wait_for 5 no_rank_sleepers || fail "ranks left running"
+  grep -q "interrupted by SIGINT" err || fail "no interrupt message on stderr"
+  ok "a stalled reader does not keep horarun from handling SIGINT"
+}
+
 "case_${1//-/_}" "${@:2}"
