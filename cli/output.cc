@@ -183,32 +183,24 @@ void Output::write_terminal(Stream stream, std::string_view text) {
   write_pending(t);
   // Bounded memory: past kMaxPending the reader is waited for (the event loop with it) until
   // half of the queue is gone, or dropped as gone after kStalledReader without progress.
-  if (t.pending.size() - t.head > kMaxPending) {
-    while (!t.broken && t.pending.size() - t.head > kMaxPending / 2) {
-      if (!wait_writable(t.fd, kStalledReader)) {
-        t.broken = true;
-        t.pending.clear();
-        t.head = 0;
-        break;
-      }
-      write_pending(t);
-    }
-  }
+  if (t.pending.size() - t.head > kMaxPending) drain_to(t, kMaxPending / 2, kStalledReader);
   arm(t);
 }
 
-void Output::flush(std::chrono::milliseconds stall) {
-  for (Terminal& t : terminals_) {
-    while (!t.broken && t.head < t.pending.size()) {
-      if (!wait_writable(t.fd, stall)) {
-        t.broken = true;
-        t.pending.clear();
-        t.head = 0;
-        break;
-      }
-      write_pending(t);
+void Output::drain_to(Terminal& t, std::size_t left, std::chrono::milliseconds stall) {
+  while (!t.broken && t.pending.size() - t.head > left) {
+    if (!wait_writable(t.fd, stall)) {
+      t.broken = true;  // the reader is gone: what it did not take is dropped
+      t.pending.clear();
+      t.head = 0;
+      return;
     }
+    write_pending(t);
   }
+}
+
+void Output::flush(std::chrono::milliseconds stall) {
+  for (Terminal& t : terminals_) drain_to(t, 0, stall);
 }
 
 void Output::line(int rank, Stream stream, std::string_view text) {

@@ -79,6 +79,9 @@ class Output {
   void write_terminal(Stream stream, std::string_view text);
   void write_pending(Terminal& t);  // writes what the descriptor takes now, never waits
   void arm(Terminal& t);
+  // Waits (blocking) until at most `left` bytes are queued; gives the stream up after `stall`
+  // without progress.
+  void drain_to(Terminal& t, std::size_t left, std::chrono::milliseconds stall);
 
   OutputOptions options_;
   boost::asio::io_context* io_;
