@@ -9,27 +9,9 @@ BACKGROUND=()  # horarun processes started in the background; killed on exit if 
 trap '[ ${#BACKGROUND[@]} -gt 0 ] && kill -KILL "${BACKGROUND[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-fail() { echo "FAIL: $*" >&2; for f in out err; do [ -f $f ] && { echo "--- $f" >&2; tail -n 40 $f >&2; }; done; exit 1; }
-ok() { echo "ok: $*"; }
-
-# run SECONDS ARGS...: runs horarun with a deadline; sets rc; output in ./out and ./err.
-run() {
-  local limit=$1; shift
-  timeout -s KILL "$limit" "$HORARUN" "$@" >out 2>err
-  rc=$?
-  [ $rc -eq 137 ] && grep -q . err && ! grep -q "signal 9" err && fail "horarun hung (killed after ${limit}s)"
-  return 0
-}
-
-# wait_for SECONDS COMMAND...: polls until COMMAND succeeds.
-wait_for() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@"; do
-    [ $SECONDS -ge $end ] && return 1
-    sleep 0.05
-  done
-}
+# fail, ok, run, wait_for, check_collectives
+# shellcheck source=test/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 pids_gone() {
   local f
@@ -45,10 +27,7 @@ have_pidfiles() { [ "$(ls "$1"/*.pid 2>/dev/null | wc -l)" -eq "$2" ]; }
 case_collectives() {
   local np=$1
   run 240 -np "$np" -H "localhost:$np" "$COLLECTIVES"
-  [ $rc -eq 0 ] || fail "collectives_check at -np $np exited $rc"
-  local n
-  n=$(grep -cE "^\[[0-9]+\]<stdout>:collectives_check rank [0-9]+ of $np: [0-9]+ checks, 0 failures$" out)
-  [ "$n" -eq "$np" ] || fail "expected $np clean summaries, got $n"
+  check_collectives "$np"
   ok "every collective x dtype x op at -np $np"
 }
 

@@ -23,8 +23,9 @@ cleanup() {
 trap cleanup EXIT
 cd "$WORK"
 
-fail() { echo "FAIL: $*" >&2; for f in out err; do [ -f $f ] && { echo "--- $f" >&2; tail -n 40 $f >&2; }; done; exit 1; }
-ok() { echo "ok: $*"; }
+# fail, ok, run, wait_for, check_collectives
+# shellcheck source=test/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # up N [OPTIONS...]: N test hosts h1..hN (OPTIONS go to testhosts.sh up, e.g.
 # --second-network); sets INDEX, CONFIG (the alias file), STATE (the state dir), NET (the first
@@ -39,23 +40,6 @@ up() {
   STATE=$HORA_TESTHOSTS_DIR
   NET=198.18.$INDEX
   unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG
-}
-
-# run SECONDS ARGS...: horarun with a deadline; sets rc; output in ./out and ./err.
-run() {
-  local limit=$1; shift
-  timeout -s KILL "$limit" "$HORARUN" "$@" >out 2>err
-  rc=$?
-  return 0
-}
-
-wait_for() {
-  local limit=$1; shift
-  local end=$((SECONDS + limit))
-  until "$@"; do
-    [ $SECONDS -ge $end ] && return 1
-    sleep 0.05
-  done
 }
 
 # Processes in the test hosts' namespaces other than their sshd (listeners and session
@@ -73,13 +57,6 @@ rank_processes() {
 count_sleepers() { [ "$(rank_processes | grep -c " sleep$")" -ge "$1" ]; }
 no_rank_processes() { [ -z "$(rank_processes)" ]; }
 
-check_collectives() {
-  local np=$1
-  [ $rc -eq 0 ] || fail "collectives_check at -np $np exited $rc"
-  local n
-  n=$(grep -cE "^\[[0-9]+\]<stdout>:collectives_check rank [0-9]+ of $np: [0-9]+ checks, 0 failures$" out)
-  [ "$n" -eq "$np" ] || fail "expected $np clean summaries, got $n"
-}
 
 case_two_hosts() {
   up 2

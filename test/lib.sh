@@ -1,0 +1,40 @@
+# Helpers shared by the shell test drivers (test/integration/horarun_test.sh,
+# test/remote/remote_test.sh). Source it after making and entering the work directory; it
+# expects $HORARUN. Every horarun run has a deadline; every wait polls with a deadline.
+
+# fail MESSAGE: print it with the tails of ./out and ./err, exit 1 (the caller's trap cleans up).
+fail() {
+  echo "FAIL: $*" >&2
+  local f
+  for f in out err; do [ -f $f ] && { echo "--- $f" >&2; tail -n 40 $f >&2; }; done
+  exit 1
+}
+ok() { echo "ok: $*"; }
+
+# run SECONDS ARGS...: horarun with a deadline; sets rc; output in ./out and ./err. A horarun
+# that had to be killed at the deadline (137 without a rank killed by signal 9) is a hang.
+run() {
+  local limit=$1; shift
+  timeout -s KILL "$limit" "$HORARUN" "$@" >out 2>err
+  rc=$?
+  [ $rc -eq 137 ] && grep -q . err && ! grep -q "signal 9" err && fail "horarun hung (killed after ${limit}s)"
+  return 0
+}
+
+# wait_for SECONDS COMMAND...: polls until COMMAND succeeds; 1 when it never did.
+wait_for() {
+  local limit=$1; shift
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -ge $end ] && return 1
+    sleep 0.05
+  done
+}
+
+# check_collectives NP: the last run of collectives_check at -np NP passed on every rank.
+check_collectives() {
+  local np=$1 n
+  [ $rc -eq 0 ] || fail "collectives_check at -np $np exited $rc"
+  n=$(grep -cE "^\[[0-9]+\]<stdout>:collectives_check rank [0-9]+ of $np: [0-9]+ checks, 0 failures$" out)
+  [ "$n" -eq "$np" ] || fail "expected $np clean summaries, got $n"
+}
