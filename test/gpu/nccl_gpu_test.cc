@@ -33,6 +33,7 @@
 
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
+#include "test/gpu/test_server.h"
 
 namespace nccl = hora::detail::nccl;
 using hora::DataType;
@@ -106,36 +107,7 @@ WorldInfo world_of_one() {
   return w;
 }
 
-// A rendezvous server of `size` ranks on its own io_context thread (port 0, read back).
-class TestServer {
- public:
-  explicit TestServer(int size) : work_(io_.get_executor()) {
-    hora::rdv::ServerOptions options;
-    options.size = size;
-    server_ = std::make_unique<hora::rdv::Server>(io_, options);
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~TestServer() {
-    server_->stop();
-    work_.reset();
-    thread_.join();
-  }
-  std::unique_ptr<hora::rdv::Client> connect(int rank, int size) {
-    hora::rdv::ClientOptions options;
-    options.host = "127.0.0.1";
-    options.port = server_->port();
-    options.rank = rank;
-    options.size = size;
-    options.connect_timeout = 10s;
-    return hora::rdv::Client::connect(options);
-  }
-
- private:
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  std::unique_ptr<hora::rdv::Server> server_;
-  std::thread thread_;
-};
+using hora::test::TestServer;
 
 // Rank r of 2 ranks on 2 hosts (1 rank each): both have local rank 0, so both pick GPU 0.
 WorldInfo world_of_two(int rank) {

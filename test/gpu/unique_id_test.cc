@@ -19,6 +19,7 @@
 
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
+#include "test/gpu/test_server.h"
 #include "runtime/nccl/unique_id.h"
 
 namespace nccl = hora::detail::nccl;
@@ -30,47 +31,16 @@ namespace {
 
 constexpr auto kLongDeadline = 20s;  // never reached when the test passes
 
-// A rendezvous server of `size` ranks on its own io_context thread.
-class TestServer {
+hora::rdv::Secret secret() {
+  hora::rdv::Secret s{};
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  return s;
+}
+
+// A server that checks the secret above.
+class TestServer : public hora::test::TestServer {
  public:
-  explicit TestServer(int size) : work_(io_.get_executor()) {
-    hora::rdv::ServerOptions options;
-    options.size = size;
-    options.secret = secret();
-    server_ = std::make_unique<hora::rdv::Server>(io_, options);
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~TestServer() {
-    server_->stop();
-    work_.reset();
-    thread_.join();
-    // The server is destroyed after its io_context stopped running handlers.
-  }
-
-  std::unique_ptr<hora::rdv::Client> connect(int rank, int size) {
-    hora::rdv::ClientOptions options;
-    options.host = "127.0.0.1";
-    options.port = server_->port();
-    options.rank = rank;
-    options.size = size;
-    options.secret = secret();
-    options.connect_timeout = 10s;
-    return hora::rdv::Client::connect(options);
-  }
-
-  hora::rdv::Server& server() { return *server_; }
-
-  static hora::rdv::Secret secret() {
-    hora::rdv::Secret s{};
-    for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::uint8_t>(i * 7 + 1);
-    return s;
-  }
-
- private:
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  std::unique_ptr<hora::rdv::Server> server_;
-  std::thread thread_;
+  explicit TestServer(int size) : hora::test::TestServer(size, secret()) {}
 };
 
 // Rank r of a job of `size` ranks on `hosts` hosts with size / hosts ranks each, filled in order
