@@ -1,6 +1,7 @@
 // horarun's entry point: gathers argv, the environment and the working directory, hands them
 // to the launcher's core and maps its exceptions to exit codes (docs/errors.md).
 // `horarun --guard` is the hidden guard mode every rank runs under (docs/launcher.md).
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -185,9 +186,24 @@ int launch(const Options& options) {
   return rc;
 }
 
+// Descriptors 0-2 closed by the caller (`horarun ... >&-`) would be taken by the first socket or
+// pipe horarun opens, and rank output would be written into an SSH connection or an eventfd.
+// Point each closed one at /dev/null first (open() returns the lowest free descriptor).
+void ensure_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) {
+      ::dup2(opened, fd);
+      ::close(opened);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_standard_descriptors();
   if (argc >= 2 && std::strcmp(argv[1], "--guard") == 0) return run_guard();
   // Hidden probe modes run on remote hosts by the preflight (cli/network_probe.h).
   if (const int rc = maybe_run_probe_mode(argc, argv); rc >= 0) return rc;

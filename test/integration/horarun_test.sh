@@ -222,6 +222,15 @@ case_connection_drop() {
   ok "a rank that lost its rendezvous connection but kept running ends the job"
 }
 
+case_closed_stdout() {
+  # horarun started with stdout closed (`>&-`): the ranks' stderr still arrives, nothing breaks.
+  timeout -s KILL 30 "$HORARUN" -np 2 sh -c 'echo out; echo err >&2' >&- 2>err
+  rc=$?
+  [ $rc -eq 0 ] || fail "exit $rc with stdout closed"
+  [ "$(grep -c '^\[[01]\]<stderr>:err$' err)" -eq 2 ] || fail "the ranks' stderr lines are missing"
+  ok "stdout closed: the job runs, stderr intact"
+}
+
 case_slow_reader() {
   # A reader slower than the ranks gets every line, whole and in order per rank.
   timeout -s KILL 120 "$HORARUN" -np 2 sh -c 'seq 1 200000' 2>err | (sleep 2; cat) >out

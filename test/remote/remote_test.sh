@@ -285,7 +285,13 @@ case_single_remote_host() {
   grep -q "^  h1: eth0 $NET.11$" out || fail "h1's choice was not printed as eth0"
   for r in 0 1; do grep -q "^\[$r\]<stdout>:net $r eth0 $NET.11$" out || fail "rank $r's network variables"; done
   grep -q "rendezvous server listening on $NET.1:" err || fail "the rendezvous server does not listen on the address h1 reaches"
-  ok "a single remote host: eth0 chosen, MASTER_ADDR is its address"
+  # With horarun's stdout closed (`>&-`), its first socket must not become descriptor 1 (rank
+  # output would be written into the SSH connection).
+  timeout -s KILL 60 "$HORARUN" --ssh-config "$CONFIG" -np 2 -H h1:2 sh -c 'echo out; echo err >&2' >&- 2>err
+  rc=$?
+  [ $rc -eq 0 ] || fail "exit $rc with stdout closed"
+  [ "$(grep -c '^\[[01]\]<stderr>:err$' err)" -eq 2 ] || fail "the remote ranks' stderr lines are missing"
+  ok "a single remote host: eth0 chosen, MASTER_ADDR is its address; stdout closed works"
 }
 
 case_network_interfaces() {
