@@ -188,6 +188,7 @@ struct Supervisor::Impl {
   // ---- events --------------------------------------------------------------------------
 
   void on_output(int r, Stream s, std::string_view data) {
+    output.raw(r, s, data);  // --output-filename: the bytes as written, before line splitting
     at(r).splitters[static_cast<std::size_t>(s)].feed(
         data, [&](std::string_view line) { output.line(r, s, line); });
   }
