@@ -13,7 +13,9 @@ namespace hora::cli {
 class LineSplitter {
  public:
   // A "line" longer than this (a program printing without newlines) is passed on in pieces of
-  // this size, so one rank cannot make the launcher buffer without bound.
+  // this size, so one rank cannot make the launcher buffer without bound. A '\n' that comes
+  // right after a piece (a line of exactly k * max_line bytes) ends the line and passes nothing
+  // on, whether it arrives in the same feed() or a later one.
   static constexpr std::size_t kDefaultMaxLine = 64 * 1024;
 
   // Receives each line without its '\n'.
@@ -30,6 +32,8 @@ class LineSplitter {
  private:
   std::size_t max_line_;
   std::string partial_;
+  // The last feed() ended exactly at a piece cut for length (nothing buffered since).
+  bool cut_ = false;
 };
 
 }  // namespace hora::cli

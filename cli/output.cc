@@ -211,14 +211,14 @@ void Output::line(int rank, Stream stream, std::string_view text) {
   out += text;
   out += '\n';
   write_terminal(stream, out);
-  if (!files_.empty()) {
-    const UniqueFd& f = files_.at(static_cast<std::size_t>(rank) * 2 + static_cast<int>(stream));
-    std::string raw(text);
-    raw += '\n';
-    // A failing file (full disk) is ignored on purpose: the terminal copy above still has the
-    // line, and ending the job over a log file would be worse.
-    write_all(f.get(), raw);
-  }
+}
+
+void Output::raw(int rank, Stream stream, std::string_view data) {
+  if (files_.empty() || data.empty()) return;
+  const UniqueFd& f = files_.at(static_cast<std::size_t>(rank) * 2 + static_cast<int>(stream));
+  // A failing file (full disk) is ignored on purpose: the terminal still gets the lines, and
+  // ending the job over a log file would be worse.
+  write_all(f.get(), data);
 }
 
 void Output::launcher_message(std::string_view message) {

@@ -1,7 +1,8 @@
 // Where ranks' output goes: horarun's stdout/stderr, each line prefixed `[rank]<stdout>:` or
 // `[rank]<stderr>:` (horovodrun's format; with --prefix-output-with-timestamp the time comes
 // first, as asctime() prints it), and with --output-filename DIR also DIR/rank.N/stdout and
-// DIR/rank.N/stderr, which receive the rank's lines unprefixed.
+// DIR/rank.N/stderr, which receive exactly the bytes the rank wrote (raw(): no prefix, no '\n'
+// added at 64 KiB pieces or after an unterminated last line).
 //
 // Lines are written whole, from the io_context thread only, so lines of different ranks never
 // interleave within a line. A terminal or pipe that goes away (EPIPE) stops terminal output; the
@@ -53,8 +54,11 @@ class Output {
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
 
-  // One line of a rank, without its '\n'.
+  // One line of a rank, without its '\n', for the terminal (prefixed, '\n' added).
   void line(int rank, Stream stream, std::string_view text);
+  // Bytes of a rank as read from its pipe, before they are cut into lines: appended unchanged to
+  // DIR/rank.N/<stream> with --output-filename; nothing otherwise.
+  void raw(int rank, Stream stream, std::string_view data);
 
   // horarun's own message, to its stderr, as `horarun: <message>`.
   void launcher_message(std::string_view message);

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -82,8 +83,11 @@ TEST_CASE("--output-filename writes DIR/rank.N/stdout and stderr, and the termin
   {
     Capture out, err;
     Output o(OutputOptions{false, dir.string()}, 3, out.fds[1], err.fds[1]);
+    // What the supervisor does: the raw bytes to the file, the split lines to the terminal.
+    o.raw(2, Stream::kStdout, "a\nb\n");
     o.line(2, Stream::kStdout, "a");
     o.line(2, Stream::kStdout, "b");
+    o.raw(0, Stream::kStderr, "e\n");
     o.line(0, Stream::kStderr, "e");
     CHECK(out.take() == "[2]<stdout>:a\n[2]<stdout>:b\n");
     CHECK(err.take() == "[0]<stderr>:e\n");
@@ -93,6 +97,48 @@ TEST_CASE("--output-filename writes DIR/rank.N/stdout and stderr, and the termin
   CHECK(slurp(dir / "rank.1" / "stdout").empty());
   CHECK(std::filesystem::exists(dir / "rank.1" / "stderr"));
   std::filesystem::remove_all(dir.parent_path());
+}
+
+TEST_CASE("--output-filename files are a byte copy: long lines, no final newline, no prefix") {
+  const auto dir = temp_dir();
+  // A 1 MiB line (sixteen 64 KiB terminal pieces), a line of exactly 64 KiB, NUL and CR bytes,
+  // and an unterminated last line; handed over in uneven chunks as pipe reads would.
+  std::string written(1u << 20, 'x');
+  written += '\n';
+  written += std::string(64 * 1024, 'y');
+  written += "\nnul\0cr\r\n";
+  written += std::string_view("\0", 1);
+  written += "last line without newline";
+  {
+    Capture out, err;
+    Output o(OutputOptions{false, dir.string()}, 2, out.fds[1], err.fds[1]);
+    std::string_view rest(written);
+    for (std::size_t chunk = 1; !rest.empty(); chunk = chunk * 3 + 7) {
+      const std::size_t n = std::min(chunk, rest.size());
+      o.raw(1, Stream::kStdout, rest.substr(0, n));
+      rest.remove_prefix(n);
+    }
+    o.raw(1, Stream::kStderr, "");
+    o.raw(1, Stream::kStderr, "err without newline");
+    o.line(1, Stream::kStdout, "terminal only");  // line() no longer touches the files
+    CHECK(out.take() == "[1]<stdout>:terminal only\n");
+    CHECK(err.take().empty());  // raw() never writes to the terminal
+  }
+  const std::string file = slurp(dir / "rank.1" / "stdout");
+  CHECK(file.size() == written.size());
+  CHECK(file == written);
+  CHECK(slurp(dir / "rank.1" / "stderr") == "err without newline");
+  CHECK(slurp(dir / "rank.0" / "stdout").empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("without --output-filename raw() writes nothing anywhere") {
+  Capture out, err;
+  Output o(OutputOptions{}, 1, out.fds[1], err.fds[1]);
+  o.raw(0, Stream::kStdout, "bytes\n");
+  o.raw(0, Stream::kStderr, "bytes\n");
+  CHECK(out.take().empty());
+  CHECK(err.take().empty());
 }
 
 TEST_CASE("an --output-filename that cannot be created names the path") {
@@ -108,6 +154,7 @@ TEST_CASE("a closed terminal does not stop the file copy") {
   out.fds[0] = ::open("/dev/null", O_RDONLY);  // keep the destructor's close harmless
   ::signal(SIGPIPE, SIG_IGN);
   o.line(0, Stream::kStdout, "still here");
+  o.raw(0, Stream::kStdout, "still here\n");
   CHECK(slurp(dir / "rank.0" / "stdout") == "still here\n");
   std::filesystem::remove_all(dir);
 }
