@@ -39,7 +39,8 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
     }
     net.probed.push_back(std::move(hi));
   }
-  if (spec.empty() && !all_local && n >= 2) {
+  const bool probe = !all_local && n >= 2;
+  auto discover = [&] {
     // One deadline for the whole discovery, inside the start timeout.
     const auto started = ssh::Clock::now();
     const auto budget = std::min<std::chrono::seconds>(kDiscoveryBudget, start_timeout);
@@ -53,8 +54,28 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
     net.discovery_time =
         std::chrono::duration_cast<std::chrono::milliseconds>(ssh::Clock::now() - started);
     launcher_log()->info("network discovery on {} hosts took {} ms", n, net.discovery_time.count());
+  };
+  if (spec.empty()) {
+    if (probe) discover();
+    net.choice = choose_interfaces(net.probed, spec, net.reach ? &*net.reach : nullptr);
+    return net;
   }
-  net.choice = choose_interfaces(net.probed, spec, net.reach ? &*net.reach : nullptr);
+  // Named interfaces: checked against every host's list first (a usage error names what each
+  // host has), then measured like discovery, so an interface the other hosts cannot reach fails
+  // here with the table instead of as a start timeout. When the probes themselves cannot run,
+  // the user's word stands.
+  net.choice = choose_interfaces(net.probed, spec, nullptr);
+  if (probe) {
+    try {
+      discover();
+    } catch (const NetworkError& e) {
+      launcher_log()->warn("could not check that the named interfaces reach each other ({}); "
+                           "going on with them",
+                           e.what());
+      return net;
+    }
+    check_reachable(net.probed, net.choice, *net.reach);
+  }
   return net;
 }
 

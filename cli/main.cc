@@ -114,8 +114,14 @@ RemoteOptions remote_options(const Options& options) {
 int launch(const Options& options) {
   const std::vector<HostSpec> hosts = host_list(options);
   const RankTable table(hosts, options.num_proc.value_or(total_slots(hosts)));
-  // A malformed --network-interfaces is a usage error before any connection is made.
+  // A malformed --network-interfaces, or one naming a host not in the job, is a usage error
+  // before any connection is made.
   const NetworkSpec spec = parse_network_spec(options.network_interfaces);
+  {
+    std::vector<std::string> names;
+    for (const HostSpec& h : table.hosts()) names.push_back(h.name);
+    check_spec_hosts(spec, names);
+  }
 
   const LocalHost local = LocalHost::discover();
   const RemoteOptions ro = remote_options(options);

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -98,21 +99,12 @@ std::string suggest_instead(const std::vector<HostInterfaces>& hosts, const Host
   return usable.empty() ? std::string() : usable.front();
 }
 
-std::string host_list_text(const std::vector<HostInterfaces>& hosts) {
+NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const NetworkSpec& spec) {
   std::vector<std::string> names;
   for (const HostInterfaces& h : hosts) names.push_back(h.host);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
-NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const NetworkSpec& spec) {
-  for (const auto& [host, names] : spec.per_host) {
-    if (std::none_of(hosts.begin(), hosts.end(), [&](const HostInterfaces& h) { return h.host == host; })) {
-      throw UsageError(fmt::format(
-          "--network-interfaces {}={}: {} is not a host of this job (hosts: {}); name hosts as "
-          "in -H or the hostfile",
-          host, names.front(), host, host_list_text(hosts)));
-    }
-  }
+  check_spec_hosts(spec, names);
+  const bool all_local =
+      std::all_of(hosts.begin(), hosts.end(), [](const HostInterfaces& h) { return h.local; });
   NetworkChoice choice;
   choice.how = NetworkChoice::How::kExplicit;
   std::vector<std::string> problems;
@@ -140,6 +132,9 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
       else if (i->addresses.empty()) why = fmt::format("interface {} on {} has no address", name, h.host);
       else if (i->preferred_address().empty()) {
         why = fmt::format("interface {} on {} has only link-local IPv6 addresses", name, h.host);
+      } else if (i->loopback && !all_local) {
+        why = fmt::format("{} on {} is a loopback interface, which ranks on other hosts cannot reach",
+                          name, h.host);
       }
       if (why.empty()) {
         if (hc.iface.empty()) {
@@ -167,7 +162,17 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
     std::string msg = fmt::format("--network-interfaces does not fit {} of the hosts:", problems.size());
     for (const std::string& p : problems) msg += "\n  " + p;
     if (fixes > 1 && fixes == problems.size()) {
-      msg += fmt::format("\nall together: --network-interfaces {}", format_network_spec(all_fixed));
+      // Every host failed on the same name and every fix is the same interface (a typo of a
+      // common name): one global name says it best.
+      std::set<std::string> fixed_names;
+      for (const auto& [host, names] : all_fixed.per_host) {
+        if (spec.per_host.count(host) == 0) fixed_names.insert(names.front());
+      }
+      if (fixes == hosts.size() && spec.per_host.empty() && fixed_names.size() == 1) {
+        msg += fmt::format("\nall together: --network-interfaces {}", *fixed_names.begin());
+      } else {
+        msg += fmt::format("\nall together: --network-interfaces {}", format_network_spec(all_fixed));
+      }
     }
     throw UsageError(msg);
   }
@@ -280,6 +285,55 @@ NetworkChoice choose_discovered(const std::vector<HostInterfaces>& hosts, const 
 
 }  // namespace
 
+void check_spec_hosts(const NetworkSpec& spec, const std::vector<std::string>& hosts) {
+  for (const auto& [host, names] : spec.per_host) {
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) {
+      throw UsageError(fmt::format(
+          "--network-interfaces {}={}: {} is not a host of this job (hosts: {}); name hosts as "
+          "in -H or the hostfile",
+          host, names.front(), host, fmt::join(hosts, ", ")));
+    }
+  }
+}
+
+void check_reachable(const std::vector<HostInterfaces>& hosts, const NetworkChoice& choice,
+                     const Reachability& reach) {
+  std::vector<std::string> problems;
+  for (std::size_t t = 0; t < hosts.size(); ++t) {
+    const HostChoice& c = choice.hosts.at(t);
+    std::vector<std::string> missing;
+    const auto& by_iface = reach.reached.at(t);
+    const auto it = by_iface.find(c.iface);
+    for (std::size_t s = 0; s < hosts.size(); ++s) {
+      if (s != t && (it == by_iface.end() || it->second.count(s) == 0)) missing.push_back(hosts[s].host);
+    }
+    if (!missing.empty()) {
+      problems.push_back(fmt::format("{} on {} ({}) is not reachable over TCP from {}", c.iface,
+                                     c.host, c.address, fmt::join(missing, ", ")));
+    }
+  }
+  if (problems.empty()) return;
+  std::string msg = fmt::format("--network-interfaces: {}; the probes measured:\n{}",
+                                fmt::join(problems, "; "), format_reachability_table(hosts, reach));
+  // What discovery would have chosen, as a spec, when there is such a set.
+  try {
+    const NetworkChoice found = choose_interfaces(hosts, NetworkSpec{}, &reach);
+    NetworkSpec fix;
+    for (const HostChoice& h : found.hosts) fix.per_host[h.host] = {h.iface};
+    if (std::all_of(found.hosts.begin(), found.hosts.end(),
+                    [&](const HostChoice& h) { return h.iface == found.hosts.front().iface; })) {
+      fix = NetworkSpec{};
+      fix.global = {found.hosts.front().iface};
+    }
+    msg += fmt::format("name interfaces the other hosts reach (e.g. --network-interfaces {}), or "
+                       "leave the flag out and horarun picks them",
+                       format_network_spec(fix));
+  } catch (const NetworkError&) {
+    msg += "check firewalls and routes between the hosts";
+  }
+  throw NetworkError(msg);
+}
+
 const HostChoice& NetworkChoice::for_host(const std::string& host) const {
   for (const HostChoice& h : hosts) {
     if (h.host == host) return h;
@@ -330,7 +384,9 @@ std::string describe_choice(const NetworkChoice& choice) {
   switch (choice.how) {
     case NetworkChoice::How::kExplicit: out = "network: interfaces from --network-interfaces:\n"; break;
     case NetworkChoice::How::kDiscovered:
-      out = "network: interfaces discovered (reachable over TCP from every other host):\n";
+      out = choice.hosts.size() == 1
+                ? "network: the only host's interface (the one SSH reached it on):\n"
+                : "network: interfaces discovered (reachable over TCP from every other host):\n";
       break;
     case NetworkChoice::How::kLoopback: out = "network: every host is this machine: loopback\n"; break;
   }

@@ -79,6 +79,15 @@ struct NetworkChoice {
 NetworkChoice choose_interfaces(const std::vector<HostInterfaces>& hosts, const NetworkSpec& spec,
                                 const Reachability* reach);
 
+// Throws UsageError when a per-host entry of the spec names a host that is not in `hosts` (the
+// job's host names as in -H): checked before any connection is made.
+void check_spec_hosts(const NetworkSpec& spec, const std::vector<std::string>& hosts);
+
+// For an explicit choice across hosts: throws NetworkError, with the measured table and a spec
+// that would work, when some host's chosen interface was not reached by every other host.
+void check_reachable(const std::vector<HostInterfaces>& hosts, const NetworkChoice& choice,
+                     const Reachability& reach);
+
 // One line per host for --verbose and --dry-run:
 //   "network: interfaces discovered (reachable from every other host):"
 //   "  h1: eth1 198.19.1.11 (also routable: eth0)"

@@ -222,3 +222,39 @@ TEST_CASE("make_reachability maps connect outcomes back to hosts and interfaces"
   CHECK(r.reached[1].count("eth1") == 0);
   CHECK(r.reached[0].at("eth0") == std::set<std::size_t>{1});
 }
+
+TEST_CASE("a named interface some host cannot reach fails with the table and a spec that works") {
+  const auto hosts = testhosts();
+  // h3's eth1 is isolated: h1 and h2 never reached it, and it reached nobody's second NIC.
+  const Reachability reach = full(hosts, {{2, "eth1", 0}, {2, "eth1", 1}, {0, "eth1", 2}, {1, "ens5", 2}});
+  const NetworkChoice named = choose_interfaces(hosts, parse_network_spec({"eth1", "h2=ens5"}), nullptr);
+  CHECK_THROWS_WITH(check_reachable(hosts, named, reach),
+                    Contains("eth1 on h3 (198.19.1.13) is not reachable over TCP from h1, h2") &&
+                        Contains("from h1") && Contains("e.g. --network-interfaces eth0)"));
+  CHECK_THROWS_AS(check_reachable(hosts, named, reach), NetworkError);
+  // The common network passes.
+  const NetworkChoice eth0 = choose_interfaces(hosts, parse_network_spec({"eth0"}), nullptr);
+  CHECK_NOTHROW(check_reachable(hosts, eth0, reach));
+}
+
+TEST_CASE("loopback cannot be named for a job that spans hosts; it can when all are local") {
+  const auto hosts = testhosts();
+  CHECK_THROWS_WITH(choose_interfaces(hosts, parse_network_spec({"lo"}), nullptr),
+                    Contains("lo on h1 is a loopback interface") &&
+                        Contains("all together: --network-interfaces eth0"));
+  const std::vector<HostInterfaces> local = {host("localhost", {lo(), up("eth0", "10.0.0.1")}, true)};
+  CHECK(choose_interfaces(local, parse_network_spec({"lo"}), nullptr).hosts.at(0).iface == "lo");
+}
+
+TEST_CASE("a typo of the common name: one global suggestion") {
+  const auto hosts = testhosts();
+  CHECK_THROWS_WITH(choose_interfaces(hosts, parse_network_spec({"eht0"}), nullptr),
+                    Contains("no interface eht0 on h1") && Contains("all together: --network-interfaces eth0"));
+}
+
+TEST_CASE("a per-host entry for a host not in the job is a usage error naming the hosts") {
+  CHECK_THROWS_AS(check_spec_hosts(parse_network_spec({"h9=eth0"}), {"h1", "h2"}), UsageError);
+  CHECK_THROWS_WITH(check_spec_hosts(parse_network_spec({"h9=eth0"}), {"h1", "h2"}),
+                    Contains("h9 is not a host of this job (hosts: h1, h2)"));
+  CHECK_NOTHROW(check_spec_hosts(parse_network_spec({"eth0", "h2=ens5"}), {"h1", "h2"}));
+}

@@ -304,6 +304,14 @@ case_network_interfaces() {
   grep -q "no interface eth9 on h1; it has lo, eth0" err && grep -q "no interface eth9 on h2" err ||
     fail "the error does not list both hosts' interfaces"
   [ ! -e "$WORK/launched" ] || fail "a rank was started"
+  # A typo of the common name: one global suggestion. Loopback cannot join hosts. A host that is
+  # not in the job is refused before any connection.
+  run 60 --ssh-config "$CONFIG" --network-interfaces eht0 -np 2 -H h1:1,h2:1 true
+  [ $rc -eq 2 ] && grep -q "^all together: --network-interfaces eth0$" err || fail "no global suggestion for a typo (rc=$rc)"
+  run 60 --ssh-config "$CONFIG" --network-interfaces lo -np 2 -H h1:1,h2:1 true
+  [ $rc -eq 2 ] && grep -q "lo on h1 is a loopback interface" err || fail "loopback accepted across hosts (rc=$rc)"
+  run 60 --ssh-config "$CONFIG" --network-interfaces h9=eth0 -np 2 -H h1:1,h2:1 true
+  [ $rc -eq 2 ] && grep -q "h9 is not a host of this job (hosts: h1, h2)" err || fail "unknown host in the spec (rc=$rc)"
   ok "--network-interfaces is checked against every remote host's probe and passed to its ranks"
 }
 
@@ -352,6 +360,13 @@ case_discovery_unreachable() {
   # h1 can no longer reach h3's eth0 (and h3's replies to h1 are lost the same way); h3's second
   # interface is isolated anyway. No interface of h1 or h3 is reachable from every other host:
   # the launch must fail before any rank starts, with the measured table.
+  # Named interfaces are measured too: h3's eth1 is isolated, so naming eth1 fails before any
+  # rank starts, with the table and the spec that works.
+  run 60 --ssh-config "$CONFIG" --network-interfaces eth1 -np 2 -H h1:1,h3:1 touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "--network-interfaces eth1 with h3's eth1 isolated: expected exit 1, got $rc"
+  grep -q "eth1 on h3 (198.19.$INDEX.13) is not reachable over TCP from h1" err || fail "the error does not name h3's eth1"
+  grep -q "e.g. --network-interfaces eth0)" err || fail "the error does not suggest eth0"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started"
   ip netns exec "hora$INDEX-h1" ip route add unreachable "$NET.13/32" || fail "cannot add the route"
   run 60 --ssh-config "$CONFIG" -np 3 -H h1:1,h2:1,h3:1 touch "$WORK/launched"
   [ $rc -eq 1 ] || fail "expected exit 1, got $rc"
