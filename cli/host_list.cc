@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -216,14 +217,31 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
 }
 
 std::vector<HostSpec> read_hostfile(const std::string& path) {
+  // A host file is a short text file: a directory, a device or something huge is a mistake.
+  constexpr std::size_t kMaxBytes = 4u << 20;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UsageError(fmt::format("--hostfile {}: is a directory; give the file that lists the hosts", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UsageError(fmt::format("--hostfile {}: cannot open the file; check the path", path));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw UsageError(fmt::format("--hostfile {}: read error", path));
-  return parse_hostfile(text.str(), path);
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) {
+    throw UsageError(fmt::format("--hostfile {}: longer than {} MiB; a host file lists one host per "
+                                 "line (`server1 slots=4`)",
+                                 path, kMaxBytes >> 20));
+  }
+  if (text.find('\0') != std::string::npos) {
+    throw UsageError(fmt::format("--hostfile {}: contains NUL bytes, so it is not a text file; "
+                                 "a host file lists one host per line (`server1 slots=4`)",
+                                 path));
+  }
+  return parse_hostfile(text, path);
 }
 
 int total_slots(const std::vector<HostSpec>& hosts) {

@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 #include "cli/errors.h"
 #include "cli/host_list.h"
 
@@ -94,4 +98,17 @@ TEST_CASE("hostfile: errors name the file, the line and the expected form") {
 TEST_CASE("hostfile: a missing file is a usage error naming the path") {
   CHECK_THROWS_WITH(hora::cli::read_hostfile("/nonexistent/hosts.txt"),
                     Contains("/nonexistent/hosts.txt") && Contains("cannot open"));
+}
+
+TEST_CASE("hostfile: a directory, an endless device or a binary file is refused with the reason") {
+  CHECK_THROWS_WITH(hora::cli::read_hostfile("/tmp"), Catch::Matchers::Contains("/tmp: is a directory"));
+  // /dev/zero never ends: the read stops at the size limit instead of filling memory.
+  CHECK_THROWS_WITH(hora::cli::read_hostfile("/dev/zero"), Catch::Matchers::Contains("longer than 4 MiB"));
+  const std::string path = "/tmp/hora_hostfile_nul_test";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "h1 slots=2\n" << std::string(1, '\0') << "h2\n";
+  }
+  CHECK_THROWS_WITH(hora::cli::read_hostfile(path), Catch::Matchers::Contains("contains NUL bytes"));
+  std::remove(path.c_str());
 }
