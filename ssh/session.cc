@@ -110,6 +110,45 @@ bool file_exists(const std::string& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
+// Whether a private key file is protected by a passphrase, judged from its text: OpenSSH's own
+// format ("-----BEGIN OPENSSH PRIVATE KEY-----") names its cipher right after the magic
+// "openssh-key-v1\0" in the base64 body ("none" when unencrypted); PEM keys carry a
+// "Proc-Type: 4,ENCRYPTED" header; encrypted PKCS#8 keys begin "-----BEGIN ENCRYPTED PRIVATE
+// KEY-----". hora has no terminal to ask for a passphrase and libssh2 cannot use such a key
+// without one, so it is not offered to the server at all (which would also spend one of sshd's
+// MaxAuthTries). False when the file is unreadable or not recognised: libssh2 then says what it
+// makes of it.
+bool key_file_is_encrypted(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::string body;  // the start of an OpenSSH key's base64, enough for the cipher name
+  bool openssh = false;
+  for (int n = 0; n < 64 && std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("-----BEGIN ENCRYPTED PRIVATE KEY-----", 0) == 0) return true;
+    if (line.rfind("Proc-Type:", 0) == 0) return line.find("ENCRYPTED") != std::string::npos;
+    if (line == "-----BEGIN OPENSSH PRIVATE KEY-----") {
+      openssh = true;
+    } else if (openssh) {
+      if (line.rfind("-----END", 0) == 0 || body.size() >= 256) break;
+      body += line;
+    }
+  }
+  if (!openssh) return false;
+  std::string raw;
+  try {
+    raw = base64_decode(body.substr(0, std::min<std::size_t>(body.size(), 256) / 4 * 4));
+  } catch (const Error&) {
+    return false;  // not base64 after all: let libssh2 report the file
+  }
+  static constexpr std::string_view kMagic("openssh-key-v1\0", 15);
+  if (raw.size() < kMagic.size() + 4 || raw.compare(0, kMagic.size(), kMagic) != 0) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(raw.data()) + kMagic.size();
+  const std::size_t len = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
+  if (raw.size() < kMagic.size() + 4 + len) return false;
+  return raw.compare(kMagic.size() + 4, len, "none") != 0;
+}
+
 // Host key algorithms that can verify a known_hosts key of `type` (RSA keys sign with SHA-2 now).
 std::vector<std::string> algorithms_for_key_type(const std::string& type) {
   if (type == "ssh-rsa") return {"rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"};
@@ -666,6 +705,7 @@ void Session::authenticate(Clock::time_point deadline) {
   }
 
   std::vector<std::string> tried;
+  std::size_t agent_notes = 0;  // entries of `tried` about the agent itself, not a refused key
   bool connection_gone = false;
   auto gone = [&](int code) {
     if (is_session_fatal(code) && code != LIBSSH2_ERROR_AUTHENTICATION_FAILED &&
@@ -697,12 +737,15 @@ void Session::authenticate(Clock::time_point deadline) {
     const std::string where = "ssh-agent at " + options_.agent_socket;
     if (agent == nullptr) {
       tried.push_back(where + ": cannot initialise");
+      ++agent_notes;
     } else {
       libssh2_agent_set_identity_path(agent, options_.agent_socket.c_str());
       if (libssh2_agent_connect(agent) != 0) {
         tried.push_back(where + ": cannot connect (" + last_error() + "; is SSH_AUTH_SOCK stale?)");
+        ++agent_notes;
       } else if (libssh2_agent_list_identities(agent) != 0) {
         tried.push_back(where + ": cannot list its keys (" + last_error() + ")");
+        ++agent_notes;
       } else {
         libssh2_agent_publickey* id = nullptr;
         libssh2_agent_publickey* prev = nullptr;
@@ -735,12 +778,17 @@ void Session::authenticate(Clock::time_point deadline) {
           tried.push_back(where + ": no usable keys" +
                           std::string(target_.identities_only ? " matching IdentityFile (IdentitiesOnly yes)"
                                                               : " (add one with ssh-add)"));
+          ++agent_notes;
         }
       }
     }
   }
 
   bool any_file = false;
+  // Key files libssh2 cannot use as they are: passphrase-protected (`locked`, seen from the file
+  // itself, never offered) or failing to load. The fix for these is ssh-agent, not authorized_keys.
+  std::vector<std::string> locked;
+  std::vector<std::string> unloadable;
   for (const std::string& file : target_.identity_files) {
     if (connection_gone) break;
     if (!file_exists(file)) {
@@ -748,6 +796,11 @@ void Session::authenticate(Clock::time_point deadline) {
       continue;
     }
     any_file = true;
+    if (key_file_is_encrypted(file)) {
+      locked.push_back(file);
+      tried.push_back("key file " + file + ": protected by a passphrase, which hora cannot ask for (no terminal)");
+      continue;
+    }
     const std::string pub = file + ".pub";
     const bool have_pub = file_exists(pub);
     rc = await(
@@ -760,9 +813,18 @@ void Session::authenticate(Clock::time_point deadline) {
       auth_method_ = "key file " + file;
       return;
     }
-    if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_KEYFILE_AUTH_FAILED) {
-      tried.push_back("key file " + file + ": cannot load it (" + last_error() +
-                      "); a passphrase-protected key must be loaded into ssh-agent: ssh-add " + file);
+    const std::string err = last_error();
+    // With a .pub file, libssh2 offers the public key first and reads the private key only to
+    // sign once the server accepted it; a private key it cannot read then fails in its signing
+    // callback ("Callback returned error") with the code the server's refusals also use.
+    const bool sign_failed =
+        rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED && err.find("Callback returned error") != std::string::npos;
+    if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_KEYFILE_AUTH_FAILED || sign_failed) {
+      unloadable.push_back(file);
+      tried.push_back("key file " + file + ": " +
+                      (sign_failed ? "the server accepts its public key " + pub +
+                                         ", but libssh2 cannot load the private key (unknown format, or a passphrase)"
+                                   : "libssh2 cannot load it (" + err + ")"));
     } else {
       std::string why = "key file " + file + ": refused by the server";
       // libssh2 before 1.11 signs RSA user keys with ssh-rsa (SHA-1) only, which OpenSSH 8.8+
@@ -778,18 +840,41 @@ void Session::authenticate(Clock::time_point deadline) {
   }
 
   std::string msg = "authentication failed for " + who + ". Tried: ";
-  if (options_.agent_socket.empty()) tried.insert(tried.begin(), "no ssh-agent (SSH_AUTH_SOCK is not set)");
   if (!any_file && target_.identity_files_are_defaults) {
     tried.push_back("no key files (none of the defaults exist: " + target_.identity_files[0] + ", id_ecdsa, id_rsa)");
   }
+  // Whether anything failed for a reason authorized_keys (or another key) would fix.
+  const bool other_failures = tried.size() > locked.size() + unloadable.size() + agent_notes;
+  if (options_.agent_socket.empty()) tried.insert(tried.begin(), "no ssh-agent (SSH_AUTH_SOCK is not set)");
   for (std::size_t i = 0; i < tried.size(); ++i) msg += (i ? "; " : "") + tried[i];
   msg += ". The server accepts: " + methods + ".";
   if (connection_gone) {
     msg += " The server closed the connection after these attempts (sshd's MaxAuthTries?): " + last_error() + ".";
   }
-  msg += " Fix: authorise one of these public keys in ~" + user + "/.ssh/authorized_keys on " + target_.alias +
-         " (ssh-copy-id), or name the right key with -i/--ssh-identity-file or IdentityFile in ssh_config, "
-         "or load it into ssh-agent.";
+  auto join = [](const std::vector<std::string>& files) {
+    std::string out;
+    for (const std::string& f : files) out += (out.empty() ? "" : " ") + f;
+    return out;
+  };
+  std::vector<std::string> fixes;
+  if (!locked.empty()) {
+    fixes.push_back("load the passphrase-protected key" + std::string(locked.size() > 1 ? "s" : "") +
+                    " into ssh-agent (ssh-add " + join(locked) +
+                    ") and run horarun with that agent's SSH_AUTH_SOCK, or use a key without a passphrase");
+  }
+  if (!unloadable.empty()) {
+    fixes.push_back("check that ssh-keygen -y -f " + unloadable.front() +
+                    " reads the key; if it asks for a passphrase, load the key into ssh-agent (ssh-add " +
+                    join(unloadable) + ") or use a key without a passphrase");
+  }
+  if (other_failures || fixes.empty()) {
+    fixes.push_back("authorise one of these public keys in ~" + user + "/.ssh/authorized_keys on " + target_.alias +
+                    " (ssh-copy-id), or name the right key with -i/--ssh-identity-file or IdentityFile in "
+                    "ssh_config, or load it into ssh-agent");
+  }
+  msg += " Fix: ";
+  for (std::size_t i = 0; i < fixes.size(); ++i) msg += (i ? "; or " : "") + fixes[i];
+  msg += ".";
   throw AuthError(msg);
 }
 

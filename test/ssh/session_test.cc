@@ -63,6 +63,54 @@ struct Socket {
   ~Socket() { ::close(fd); }
 };
 
+// A private ssh-agent (`ssh-agent -D`) on a socket in `dir`; killed and reaped on scope exit.
+struct Agent {
+  std::string sock;
+  pid_t pid = -1;
+  explicit Agent(const std::string& dir) : sock(dir + "/agent.sock") {
+    pid = ::fork();
+    if (pid == 0) {
+      ::freopen("/dev/null", "w", stdout);  // its "SSH_AUTH_SOCK=..." banner is noise here
+      ::execl("/usr/bin/ssh-agent", "ssh-agent", "-D", "-a", sock.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    REQUIRE(pid > 0);
+    // Waits (at most 4 s) for the socket, so that ssh-add finds the agent.
+    sh("for i in $(seq 200); do [ -S " + sock + " ] && break; sleep 0.02; done; [ -S " + sock + " ]");
+  }
+  ~Agent() {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+  }
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  void clear() const { sh("SSH_AUTH_SOCK=" + sock + " ssh-add -q -D 2>&1"); }
+  // Adds `key`; a passphrase is given through SSH_ASKPASS, as there is no terminal.
+  void add(const std::string& key, const std::string& passphrase = "") const {
+    if (passphrase.empty()) {
+      sh("SSH_AUTH_SOCK=" + sock + " ssh-add -q " + key + " 2>&1 </dev/null");
+      return;
+    }
+    const std::string askpass = key + ".askpass";
+    std::ofstream(askpass) << "#!/bin/sh\necho '" << passphrase << "'\n";
+    std::filesystem::permissions(askpass, std::filesystem::perms::owner_all);
+    sh("SSH_AUTH_SOCK=" + sock + " SSH_ASKPASS=" + askpass + " SSH_ASKPASS_REQUIRE=force DISPLAY=none ssh-add -q " +
+       key + " 2>&1 </dev/null");
+  }
+};
+
+// What() of the AuthError that connecting to `t` must end in; fails the test if it connects.
+std::string auth_failure(const Target& t) {
+  try {
+    Session::connect(t, {}, in(10s));
+  } catch (const AuthError& e) {
+    return e.what();
+  }
+  FAIL("authenticated to " + t.describe() + " when it should not");
+  return {};
+}
+
 // Drives `session` until `done()` holds, failing the test at the deadline.
 template <typename Pred>
 void pump_until(Session& session, Pred done, Clock::time_point deadline) {
@@ -334,39 +382,85 @@ TEST_CASE("accept-new records an unknown host; yes refuses it", "[session][hostk
 
 TEST_CASE("ssh-agent authentication is tried first when an agent socket is given", "[session][agent]") {
   LocalSshd sshd;
-  const std::string sock = sshd.dir() / "agent.sock";
-  const pid_t agent = ::fork();
-  if (agent == 0) {
-    ::freopen("/dev/null", "w", stdout);  // its "SSH_AUTH_SOCK=..." banner is noise here
-    ::execl("/usr/bin/ssh-agent", "ssh-agent", "-D", "-a", sock.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  REQUIRE(agent > 0);
-  struct Reap {
-    pid_t pid;
-    ~Reap() {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reap{agent};
-  // ssh-add retries until the agent's socket exists (bounded by its own loop count).
-  sh("for i in $(seq 200); do [ -S " + sock + " ] && break; sleep 0.02; done; SSH_AUTH_SOCK=" + sock +
-     " ssh-add -q " + sshd.client_key() + " 2>&1");
+  const Agent agent(sshd.dir().path().string());
+  agent.add(sshd.client_key());
 
   Target t = sshd.target();
   t.identity_files = {sshd.stranger_key()};  // a file that would fail: the agent must be used
   ConnectOptions o;
-  o.agent_socket = sock;
+  o.agent_socket = agent.sock;
   auto s = Session::connect(t, o, in(10s));
   CHECK_THAT(s->auth_method(), Catch::StartsWith("ssh-agent key ssh-ed25519 SHA256:") &&
                                    Catch::Contains("hora-test-client"));
   CHECK(s->run("echo via-agent", "", in(10s)).out == "via-agent\n");
 
   // An agent that holds only unauthorised keys is listed among the attempts.
-  sh("SSH_AUTH_SOCK=" + sock + " ssh-add -q -D 2>&1; SSH_AUTH_SOCK=" + sock + " ssh-add -q " + sshd.stranger_key() +
-     " 2>&1");
+  agent.clear();
+  agent.add(sshd.stranger_key());
   REQUIRE_THROWS_WITH(Session::connect(t, o, in(10s)),
                       Catch::Contains("ssh-agent key ssh-ed25519") && Catch::Contains("hora-test-stranger): refused"));
+}
+
+// libssh2 cannot use a passphrase-protected key without the passphrase, and hora has no terminal
+// to ask for it: the error must say "ssh-add FILE", not blame the server's authorized_keys.
+TEST_CASE("a passphrase-protected key file: the error says to load it into ssh-agent", "[session][errors][agent]") {
+  LocalSshd sshd;
+  const std::string client_pub = sshd.client_key() + ".pub";  // authorised on the server
+  // The authorised key, re-encrypted: OpenSSH format with and without its .pub beside it.
+  const std::string locked = sshd.dir() / "locked_ed25519";
+  sh("cp " + sshd.client_key() + " " + locked + " && cp " + client_pub + " " + locked +
+     ".pub && ssh-keygen -q -p -P '' -N secret -f " + locked);
+  const std::string locked_nopub = sshd.dir() / "locked_nopub";
+  sh("cp " + locked + " " + locked_nopub);
+  // A PEM-format (Proc-Type: 4,ENCRYPTED) key, authorised too.
+  const std::string pem = sshd.dir() / "locked_pem_ecdsa";
+  sh("ssh-keygen -q -t ecdsa -m PEM -N secret -f " + pem + " && cat " + pem + ".pub >> " +
+     (sshd.dir() / "authorized_keys"));
+  REQUIRE_THAT(sh("cat " + pem), Catch::Contains("ENCRYPTED"));
+
+  for (const std::string& key : {locked, locked_nopub, pem}) {
+    INFO(key);
+    Target t = sshd.target();
+    t.identity_files = {key};
+    const std::string m = auth_failure(t);
+    CHECK_THAT(m, Catch::Contains("key file " + key + ": protected by a passphrase"));
+    CHECK_THAT(m, Catch::Contains("ssh-add " + key));
+    CHECK_THAT(m, Catch::Contains("without a passphrase"));
+    // Nothing was refused, so the authorized_keys advice would mislead.
+    CHECK_THAT(m, !Catch::Contains("refused by the server") && !Catch::Contains("ssh-copy-id"));
+  }
+
+  // Beside a key the server refuses, both problems and both fixes are named.
+  Target mixed = sshd.target();
+  mixed.identity_files = {sshd.stranger_key(), locked};
+  const std::string m = auth_failure(mixed);
+  CHECK_THAT(m, Catch::Contains("key file " + sshd.stranger_key() + ": refused by the server"));
+  CHECK_THAT(m, Catch::Contains("key file " + locked + ": protected by a passphrase"));
+  CHECK_THAT(m, Catch::Contains("ssh-add " + locked) && Catch::Contains("ssh-copy-id"));
+  CHECK_THAT(m, !Catch::Contains(locked + ": refused"));
+
+  // A private key libssh2 cannot read at all, whose authorised .pub the server accepts: libssh2
+  // fails only when signing. Not "refused" either: the message points at the key file.
+  const std::string broken = sshd.dir() / "broken_key";
+  std::ofstream(broken) << "this is not a private key\n";
+  sh("cp " + client_pub + " " + broken + ".pub");
+  Target bt = sshd.target();
+  bt.identity_files = {broken};
+  const std::string bm = auth_failure(bt);
+  CHECK_THAT(bm, Catch::Contains("key file " + broken + ": the server accepts its public key") &&
+                     Catch::Contains("cannot load the private key"));
+  CHECK_THAT(bm, Catch::Contains("ssh-add " + broken) && !Catch::Contains("refused by the server"));
+
+  // The advice works: once the key is in ssh-agent, the same target authenticates through it.
+  const Agent agent(sshd.dir().path().string());
+  agent.add(locked, "secret");
+  Target t = sshd.target();
+  t.identity_files = {locked};
+  ConnectOptions o;
+  o.agent_socket = agent.sock;
+  auto s = Session::connect(t, o, in(10s));
+  CHECK_THAT(s->auth_method(), Catch::StartsWith("ssh-agent key ssh-ed25519 SHA256:"));
+  CHECK(s->run("echo unlocked", "", in(10s)).out == "unlocked\n");
 }
 
 TEST_CASE("name resolution goes through the resolver seam, and its errors name the alias", "[session][errors]") {
