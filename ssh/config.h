@@ -19,8 +19,8 @@
 //     no, off), UserKnownHostsFile (several files, tokens as IdentityFile, `none`),
 //     IdentitiesOnly.
 //   * Command line overrides (Overrides) win over the files: the user of `user@host`, -p/--ssh-port,
-//     --ssh-strict-host-key-checking, --ssh-connect-timeout; -i/--ssh-identity-file files are tried
-//     before the configured ones (as ssh -i).
+//     --ssh-strict-host-key-checking; -i/--ssh-identity-file files are tried before the configured
+//     ones (as ssh -i). Overrides::connect_timeout has no horarun flag: users set ConnectTimeout.
 //
 // Resolution is pure apart from reading the config files: no name lookup, no network.
 #pragma once
@@ -66,7 +66,7 @@ struct Overrides {
   std::optional<int> port;                               // -p/--ssh-port
   std::vector<std::string> identity_files;               // -i/--ssh-identity-file, tried first
   std::optional<HostKeyPolicy> host_key_policy;          // --ssh-strict-host-key-checking
-  std::optional<std::chrono::seconds> connect_timeout;   // --ssh-connect-timeout
+  std::optional<std::chrono::seconds> connect_timeout;   // for callers; horarun has no flag for it
 };
 
 // Everything a Session needs to reach one host, after ssh_config and the overrides.

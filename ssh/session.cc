@@ -456,7 +456,14 @@ bool Session::wait(Clock::time_point deadline) const {
   }
 }
 
-int Session::await(const std::function<int()>& call, Clock::time_point deadline, const char* step) {
+std::string Session::timeout_knob(bool by_connect_timeout) const {
+  // horarun has no flag for the connect timeout; ssh_config's ConnectTimeout is the knob (config.h).
+  if (by_connect_timeout) return "ConnectTimeout in ssh_config (now " + format_duration(target_.connect_timeout) + ")";
+  return "--start-timeout";
+}
+
+int Session::await(const std::function<int()>& call, Clock::time_point deadline, const char* step,
+                   bool by_connect_timeout) {
   while (true) {
     const int rc = call();
     if (rc != LIBSSH2_ERROR_EAGAIN) return rc;
@@ -471,8 +478,8 @@ int Session::await(const std::function<int()>& call, Clock::time_point deadline,
       if (left.count() <= 0) {
         throw TimeoutError(target_.alias + ": timed out after " + format_duration(elapsed_since(started_)) +
                            " during " + step + " with " + remote_endpoint_ +
-                           "; the host or its sshd is too slow or stuck (raise --start-timeout / "
-                           "--ssh-connect-timeout if it is only slow)");
+                           "; the host or its sshd is too slow or stuck (raise " + timeout_knob(by_connect_timeout) +
+                           " if it is only slow)");
       }
       const int n = ::poll(&p, 1, static_cast<int>(left.count() + 1));
       if (n > 0 || (n < 0 && errno != EINTR)) break;
@@ -545,8 +552,8 @@ void Session::open_socket(Clock::time_point deadline) {
     if (err == ETIMEDOUT) {
       failures.push_back("timed out after " + format_duration(elapsed_since(t0)) + " connecting to " + ep +
                          "; is the host up and reachable from here, or is a firewall dropping port " +
-                         std::to_string(target_.port) + "? (ConnectTimeout in ssh_config, "
-                         "--ssh-connect-timeout)");
+                         std::to_string(target_.port) + "? (raise " +
+                         timeout_knob(connect_deadline < deadline) + " if it is only slow to answer)");
       continue;
     }
     all_timeouts = false;
@@ -619,7 +626,8 @@ void Session::handshake(Clock::time_point deadline) {
   // OpenSSH's ConnectTimeout also bounds the banner exchange: a port that accepts but never
   // speaks SSH fails in connect_timeout, not at the overall deadline.
   const auto hs_deadline = std::min(deadline, Clock::now() + target_.connect_timeout);
-  const int rc = await([&] { return libssh2_session_handshake(session_, fd_); }, hs_deadline, "the SSH handshake");
+  const int rc = await([&] { return libssh2_session_handshake(session_, fd_); }, hs_deadline, "the SSH handshake",
+                       hs_deadline < deadline);
   if (rc != 0) {
     throw ConnectError(target_.alias + ": connected to " + remote_endpoint_ + " but the SSH handshake failed: " +
                        last_error() + " — is an SSH server listening on port " + std::to_string(target_.port) +

@@ -235,8 +235,13 @@ class Session {
   void verify_host_key();
   void authenticate(Clock::time_point deadline);
   // Runs a libssh2 call until it stops returning LIBSSH2_ERROR_EAGAIN, waiting on the socket in
-  // between; throws TimeoutError naming `step` when `deadline` passes.
-  int await(const std::function<int()>& call, Clock::time_point deadline, const char* step);
+  // between; throws TimeoutError naming `step` when `deadline` passes. `by_connect_timeout`: the
+  // deadline is Target::connect_timeout's rather than the caller's, so the message says to raise
+  // ConnectTimeout in ssh_config instead of horarun's --start-timeout.
+  int await(const std::function<int()>& call, Clock::time_point deadline, const char* step,
+            bool by_connect_timeout = false);
+  // "ConnectTimeout in ssh_config (now 10 s)" or "--start-timeout": what bounded a wait.
+  std::string timeout_knob(bool by_connect_timeout) const;
   std::string last_error() const;
   void fail_all(const std::string& why);
 

@@ -275,10 +275,22 @@ TEST_CASE("a port that accepts but never speaks SSH times out in the handshake",
   t.port = silent.port;
   t.connect_timeout = 1s;
   const auto t0 = Clock::now();
+  // ConnectTimeout (1 s) ran out before the caller's deadline: the message names that knob, the
+  // one a user can set (horarun has no --ssh-connect-timeout).
   REQUIRE_THROWS_WITH(Session::connect(t, {}, in(10s)),
                       Catch::Contains("timed out") && Catch::Contains("SSH handshake") &&
-                          Catch::Contains("127.0.0.1:" + std::to_string(silent.port)));
+                          Catch::Contains("127.0.0.1:" + std::to_string(silent.port)) &&
+                          Catch::Contains("raise ConnectTimeout in ssh_config (now 1 s)") &&
+                          !Catch::Contains("--ssh-connect-timeout"));
   CHECK(Clock::now() - t0 < 4s);
+
+  // The caller's deadline (horarun's --start-timeout) runs out first: that is what to raise.
+  t.connect_timeout = 30s;
+  const auto t1 = Clock::now();
+  REQUIRE_THROWS_WITH(Session::connect(t, {}, in(1s)),
+                      Catch::Contains("SSH handshake") && Catch::Contains("raise --start-timeout") &&
+                          !Catch::Contains("ConnectTimeout") && !Catch::Contains("--ssh-connect-timeout"));
+  CHECK(Clock::now() - t1 < 4s);
 }
 
 TEST_CASE("TCP connect timeout: a listener whose queue is full drops our SYN", "[session][errors]") {
@@ -306,7 +318,9 @@ TEST_CASE("TCP connect timeout: a listener whose queue is full drops our SYN", "
   } catch (const TimeoutError& e) {
     // Either the TCP connect or (if the kernel let us in after all) the handshake timed out.
     CHECK_THAT(e.what(), Catch::StartsWith("slowhost: ") && Catch::Contains("timed out after 1") &&
-                             Catch::Contains("127.0.0.1:" + std::to_string(full.port)));
+                             Catch::Contains("127.0.0.1:" + std::to_string(full.port)) &&
+                             Catch::Contains("raise ConnectTimeout in ssh_config (now 1 s)") &&
+                             !Catch::Contains("--ssh-connect-timeout"));
   }
   CHECK(Clock::now() - t0 < 4s);
   for (int fd : fillers) ::close(fd);
