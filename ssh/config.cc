@@ -69,6 +69,14 @@ struct Collected {
   std::optional<HostKeyPolicy> host_key_policy;
   std::optional<std::pair<std::vector<std::string>, std::string>> known_hosts;  // raw values, where
   std::optional<bool> identities_only;
+  // The first ProxyJump or ProxyCommand (OpenSSH uses whichever comes first; `none` = direct).
+  struct Proxy {
+    std::string keyword;  // "ProxyJump" or "ProxyCommand"
+    bool none = false;
+    std::string file;
+    int line = 0;
+  };
+  std::optional<Proxy> proxy;
 };
 
 int parse_port(const std::string& v, const std::string& where) {
@@ -186,13 +194,15 @@ class Reader {
     int number = 0;
     while (std::getline(in, line)) {
       ++number;
-      process(line, path + ":" + std::to_string(number), user_conf, depth, active);
+      process(line, path, number, user_conf, depth, active);
     }
     return true;
   }
 
  private:
-  void process(std::string_view line, const std::string& where, bool user_conf, int depth, bool& active) {
+  void process(std::string_view line, const std::string& path, int number, bool user_conf, int depth,
+               bool& active) {
+    const std::string where = path + ":" + std::to_string(number);
     std::size_t i = 0;
     while (i < line.size() && is_space(line[i])) ++i;
     if (i >= line.size() || line[i] == '#') return;
@@ -270,6 +280,14 @@ class Reader {
       need(1);
       const bool v = parse_yes_no(args[0], "IdentitiesOnly", where);
       if (!out_.identities_only) out_.identities_only = v;
+    } else if (keyword == "proxyjump" || keyword == "proxycommand") {
+      // Recorded so that resolve() can refuse the host: hora cannot honour them, and ignoring
+      // them would send the connection straight to HostName, to time out or reach the wrong box.
+      need(1);
+      if (!out_.proxy) {
+        out_.proxy = Collected::Proxy{keyword == "proxyjump" ? "ProxyJump" : "ProxyCommand",
+                                      args.size() == 1 && lower(args[0]) == "none", path, number};
+      }
     }
     // Every other keyword is OpenSSH's business, not hora's: ignored on purpose.
   }
@@ -345,6 +363,13 @@ Target resolve(std::string_view host_spec, const Overrides& overrides, const Con
   } else {
     reader.read(local.home + "/.ssh/config", false, true, 0, true);
     if (!source.system_file.empty()) reader.read(source.system_file, false, false, 0, true);
+  }
+
+  if (c.proxy && !c.proxy->none) {
+    throw ConfigError(spec.host + ": ssh_config sets " + c.proxy->keyword + " (line " + std::to_string(c.proxy->line) +
+                      " of " + c.proxy->file +
+                      "); horarun connects directly and does not support ProxyJump/ProxyCommand: make the host "
+                      "reachable directly or run horarun from a host that reaches it");
   }
 
   Target t;

@@ -5,7 +5,9 @@
 //   * Files: the given file only (horarun --ssh-config, like ssh -F), else ~/.ssh/config then
 //     /etc/ssh/ssh_config. A given file must exist; the default ones may be missing.
 //   * Lines: `Keyword value` or `Keyword=value`, keywords case-insensitive, `#` comments,
-//     "double quotes" around values with spaces. Keywords hora does not use are ignored.
+//     "double quotes" around values with spaces. Keywords hora does not use are ignored, except
+//     ProxyJump and ProxyCommand: hora only connects directly, so resolve() refuses a host that
+//     has one (other than `none`) rather than silently going straight to its HostName.
 //   * `Host p1 p2 !p3`: the following lines apply when the host (lowercased, as given, before
 //     HostName) matches a pattern (`*`, `?`) and no `!negated` one. Lines before the first Host
 //     apply to every host.
@@ -103,7 +105,8 @@ HostSpec parse_host_spec(std::string_view spec);
 
 // Resolves `host_spec` ("host" or "user@host"); a user in the spec wins over overrides.user.
 // Throws ConfigError ("file:line: ...") for an unreadable given file, a bad value (Port abc),
-// an unknown %-token, or Includes nested too deeply.
+// an unknown %-token, or Includes nested too deeply; and ("host: ssh_config sets ProxyJump (line
+// N of FILE); ...") when the host has a ProxyJump or ProxyCommand, which hora does not support.
 Target resolve(std::string_view host_spec, const Overrides& overrides = {},
                const ConfigSource& source = {});
 

@@ -266,3 +266,49 @@ TEST_CASE("StrictHostKeyChecking spellings", "[config]") {
   CHECK(parse_host_key_policy("no", "x") == HostKeyPolicy::kNo);
   CHECK_THROWS_AS(parse_host_key_policy("sometimes", "x"), ConfigError);
 }
+
+// hora connects directly; ignoring a ProxyJump/ProxyCommand would send the connection straight to
+// HostName (a timeout, or the wrong machine), so resolution refuses the host and says where.
+TEST_CASE("ProxyJump and ProxyCommand are refused at resolution, naming the line and file", "[config]") {
+  TempDir dir;
+  dir.write(".ssh/config",
+            "Host direct\n"
+            "  HostName 10.0.0.1\n"
+            "Host inner\n"
+            "  HostName 10.1.0.5\n"
+            "  ProxyJump bastion\n"
+            "Host piped\n"
+            "  ProxyCommand ssh -W %h:%p bastion\n"
+            "Host nojump\n"
+            "  ProxyJump none\n"
+            "Host inc\n"
+            "  Include jumps.conf\n"
+            "Host *\n"
+            "  ProxyCommand ssh -W %h:%p gateway\n");
+  const std::string jumps = dir.write(".ssh/jumps.conf", "User u\nProxyJump hop1,hop2\n");
+  const std::string cfg = dir / ".ssh/config";
+
+  const std::string tail =
+      "; horarun connects directly and does not support ProxyJump/ProxyCommand: make the host reachable "
+      "directly or run horarun from a host that reaches it";
+  REQUIRE_THROWS_AS(resolve("inner", {}, source_for(dir)), ConfigError);
+  CHECK_THROWS_WITH(resolve("inner", {}, source_for(dir)),
+                    "inner: ssh_config sets ProxyJump (line 5 of " + cfg + ")" + tail);
+  CHECK_THROWS_WITH(resolve("alice@piped", {}, source_for(dir)),
+                    "piped: ssh_config sets ProxyCommand (line 7 of " + cfg + ")" + tail);
+  // In an included file, the line of that file is named.
+  CHECK_THROWS_WITH(resolve("inc", {}, source_for(dir)),
+                    "inc: ssh_config sets ProxyJump (line 2 of " + jumps + ")" + tail);
+  // As in OpenSSH, the first of either wins: `ProxyJump none` means direct, and the later
+  // `Host *` ProxyCommand does not apply to nojump...
+  CHECK(resolve("nojump", {}, source_for(dir)).hostname == "nojump");
+  // ...but it does apply to every other host, even one with its own HostName.
+  CHECK_THROWS_WITH(resolve("direct", {}, source_for(dir)),
+                    "direct: ssh_config sets ProxyCommand (line 13 of " + cfg + ")" + tail);
+
+  // Without the Host * block, a host that has no proxy resolves as before.
+  const std::string plain = dir.write("plain", "Host inner\n  ProxyJump bastion\nHost *\n  Port 2200\n");
+  CHECK(resolve("other", {}, source_for(dir, plain)).port == 2200);
+  CHECK_THROWS_WITH(resolve("inner", {}, source_for(dir, plain)),
+                    Catch::StartsWith("inner: ssh_config sets ProxyJump (line 2 of " + plain + ")"));
+}
