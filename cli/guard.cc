@@ -12,7 +12,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -236,10 +239,45 @@ class Guard {
     return ::kill(-pgid_, 0) != 0 && errno == ESRCH;
   }
 
+  // Children of this guard other than the rank's own process. The guard is a subreaper, so what
+  // escaped the rank's process group (setsid, a daemon's double fork) is reparented here once
+  // its parent exits; ending the rank ends these too.
+  std::vector<pid_t> strays() const {
+    std::vector<pid_t> out;
+    const pid_t me = ::getpid();
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string text;
+      std::getline(stat, text);
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses; ppid follows the
+      // last ')' and the state.
+      const auto close = text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(text.substr(close + 1));
+      char state = 0;
+      long ppid = 0;
+      if (!(rest >> state >> ppid) || ppid != me) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(name));
+      if (pid != child_ || !child_alive_) out.push_back(pid);
+    }
+    return out;
+  }
+
+  bool nothing_left() const { return group_empty() && strays().empty(); }
+
+  // The rank's process group and every stray.
+  void signal_all(int sig) {
+    ::kill(-pgid_, sig);
+    for (const pid_t p : strays()) ::kill(p, sig);
+  }
+
   void begin_termination() {
     if (term_sent_) return;
     term_sent_ = true;
-    ::kill(-pgid_, SIGTERM);
+    signal_all(SIGTERM);
     deadline_ = Clock::now() + grace_;
   }
 
@@ -264,13 +302,13 @@ class Guard {
     char chunk[4096];
     while (true) {
       if (!child_alive_) {
-        if (group_empty()) return;
-        begin_termination();  // the command exited; end what it left in its group
+        if (nothing_left()) return;
+        begin_termination();  // the command exited; end what it left behind
       }
       if (deadline_ && Clock::now() >= *deadline_) {
         if (!kill_sent_) {
           kill_sent_ = true;
-          ::kill(-pgid_, SIGKILL);
+          signal_all(SIGKILL);
           deadline_ = Clock::now() + kAfterKill;
         } else if (!child_alive_) {
           say("members of the rank's process group survived SIGKILL; leaving them");

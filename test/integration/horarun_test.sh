@@ -107,7 +107,9 @@ case_output() {
     [ "$(whole_lines "$r" stdout line < out)" -eq 200 ] || fail "rank $r: stdout lines missing or mixed"
     [ "$(whole_lines "$r" stderr err < err)" -eq 200 ] || fail "rank $r: stderr lines missing or mixed"
     grep -qx "\[$r\]<stdout>:rank=$r last line without newline" out || fail "rank $r: partial last line lost"
-    [ "$(wc -l < logs/rank.$r/stdout)" -eq 201 ] || fail "logs/rank.$r/stdout"
+    # The files are byte copies: 200 lines, then the last one without its newline.
+    [ "$(wc -l < logs/rank.$r/stdout)" -eq 200 ] || fail "logs/rank.$r/stdout"
+    [ "$(tail -n 1 logs/rank.$r/stdout)" = "rank=$r last line without newline" ] || fail "logs/rank.$r/stdout: last line"
     [ "$(wc -l < logs/rank.$r/stderr)" -eq 200 ] || fail "logs/rank.$r/stderr"
     head -c 12 logs/rank.$r/stdout | grep -q "^rank=$r line" || fail "file lines must be unprefixed"
   done
@@ -220,6 +222,18 @@ case_connection_drop() {
   [ $((SECONDS - start)) -lt 20 ] || fail "took $((SECONDS - start)) s"
   pgrep -f "$tag" >/dev/null && fail "ranks still running after horarun exited"
   ok "a rank that lost its rendezvous connection but kept running ends the job"
+}
+
+escaped_sleepers() { pgrep -x -f 'sleep 297' >/dev/null 2>&1; }
+
+case_escaped_background() {
+  # Each rank starts a process that leaves its process group (setsid) and exits 0 at once. The
+  # guard, a subreaper, must end that process too: nothing of the job may outlive it.
+  run 60 -np 2 sh -c 'setsid sleep 297 </dev/null >/dev/null 2>&1 & echo started'
+  [ $rc -eq 0 ] || fail "exit $rc"
+  [ "$(grep -c '<stdout>:started$' out)" -eq 2 ] || fail "the ranks did not run"
+  wait_for 5 eval '! escaped_sleepers' || { pkill -x -f 'sleep 297'; fail "a process that left the rank's group survived the job"; }
+  ok "a background process that escaped the rank's process group ends with the rank"
 }
 
 case_closed_stdout() {
