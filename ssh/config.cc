@@ -77,6 +77,8 @@ struct Collected {
     int line = 0;
   };
   std::optional<Proxy> proxy;
+  std::vector<std::string> files;          // every file read, in order, Includes too
+  std::optional<std::string> host_entry;  // "file:line" of the first Host line naming the host
 };
 
 int parse_port(const std::string& v, const std::string& where) {
@@ -190,6 +192,7 @@ class Reader {
       throw ConfigError("cannot read ssh config " + path + ": " + std::strerror(errno) +
                         (required ? " (given with --ssh-config)" : ""));
     }
+    out_.files.push_back(path);
     std::string line;
     int number = 0;
     while (std::getline(in, line)) {
@@ -221,6 +224,17 @@ class Reader {
       need(1);
       std::vector<std::string_view> patterns(args.begin(), args.end());
       active = match_pattern_list(host_, patterns) == PatternMatch::kMatch;
+      // Remember the first Host line that names this host, for "not an alias" hints: a pattern
+      // of only wildcards (`Host *`) applies to every host and names none.
+      if (active && !out_.host_entry) {
+        for (const std::string& p : args) {
+          if (!p.empty() && p[0] != '!' && p.find_first_not_of("*?") != std::string::npos &&
+              match_pattern(host_, p)) {
+            out_.host_entry = where;
+            break;
+          }
+        }
+      }
       return;
     }
     if (keyword == "match") {
@@ -374,6 +388,9 @@ Target resolve(std::string_view host_spec, const Overrides& overrides, const Con
 
   Target t;
   t.alias = spec.host;
+  t.from_config = true;
+  t.config_files = c.files;
+  t.host_entry = c.host_entry.value_or("");
   t.hostname = c.hostname ? expand_tokens(*c.hostname, {{'h', host}}, "HostName", "HostName " + *c.hostname)
                           : spec.host;
   t.user = spec.user ? *spec.user : overrides.user ? *overrides.user : c.user ? *c.user : local.user;

@@ -89,6 +89,15 @@ struct Target {
   // ~/.ssh/known_hosts2. Empty with `UserKnownHostsFile none`.
   std::vector<std::string> known_hosts_files;
 
+  // Where resolve() found this target, for error messages (a Target built by hand has
+  // from_config false and says nothing about ssh_config). config_files: every file read, in
+  // order, Includes too; empty when none existed or with --ssh-config none. host_entry: the first
+  // Host line that names this host ("file:line"); empty when none did, i.e. the host is not an
+  // alias (lines of only wildcards, like `Host *`, name no host).
+  bool from_config = false;
+  std::vector<std::string> config_files;
+  std::string host_entry;
+
   // "host:port", "[v6addr]:port".
   std::string endpoint() const;
   // For messages: "server2 (10.0.0.2:2222)", or "10.0.0.2:2222" when alias == hostname.

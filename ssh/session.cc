@@ -149,6 +149,17 @@ bool key_file_is_encrypted(const std::string& path) {
   return raw.compare(kMagic.size() + 4, len, "none") != 0;
 }
 
+// Appended to a name resolution failure when the host is no ssh_config alias: a misspelt alias
+// ("h9" for "h1") matches no Host line, so it is looked up as a host name and fails there, which
+// alone reads like a DNS problem. Empty for an alias, or a Target that resolve() did not make.
+std::string not_an_alias_note(const Target& t) {
+  if (!t.from_config || !t.host_entry.empty()) return {};
+  if (t.config_files.empty()) return "; no ssh_config file was read, so " + t.alias + " is no Host alias";
+  std::string files;
+  for (const std::string& f : t.config_files) files += (files.empty() ? "" : ", ") + f;
+  return "; " + t.alias + " matches no Host entry in " + files + ", so it was looked up as a host name (a misspelt alias?)";
+}
+
 // Host key algorithms that can verify a known_hosts key of `type` (RSA keys sign with SHA-2 now).
 std::vector<std::string> algorithms_for_key_type(const std::string& type) {
   if (type == "ssh-rsa") return {"rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"};
@@ -503,13 +514,15 @@ void Session::open_socket(Clock::time_point deadline) {
   try {
     addrs = options_.resolver(target_.hostname, target_.port);
   } catch (const ResolveError& e) {
-    // Say which alias led to the name when they differ ("gpu1 (HostName gpu1.lab): ...").
-    if (target_.alias != target_.hostname) {
-      throw ResolveError(target_.alias + " (HostName " + target_.hostname + "): " + e.what());
-    }
-    throw;
+    // Say which alias led to the name when they differ ("gpu1 (HostName gpu1.lab): ..."), and
+    // when the host is not an alias at all.
+    const std::string prefix =
+        target_.alias != target_.hostname ? target_.alias + " (HostName " + target_.hostname + "): " : "";
+    throw ResolveError(prefix + e.what() + not_an_alias_note(target_));
   }
-  if (addrs.empty()) throw ResolveError(target_.hostname + ": name does not resolve (no addresses)");
+  if (addrs.empty()) {
+    throw ResolveError(target_.hostname + ": name does not resolve (no addresses)" + not_an_alias_note(target_));
+  }
 
   const auto connect_deadline = std::min(deadline, Clock::now() + target_.connect_timeout);
   std::vector<std::string> failures;

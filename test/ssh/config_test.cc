@@ -312,3 +312,32 @@ TEST_CASE("ProxyJump and ProxyCommand are refused at resolution, naming the line
   CHECK_THROWS_WITH(resolve("inner", {}, source_for(dir, plain)),
                     Catch::StartsWith("inner: ssh_config sets ProxyJump (line 2 of " + plain + ")"));
 }
+
+TEST_CASE("the Target records the files read and the Host line naming the host", "[config]") {
+  TempDir dir;
+  dir.write(".ssh/config",
+            "Host *\n"
+            "  User everyone\n"
+            "Include conf.d/*\n"
+            "Host gpu?  !gpu0\n"
+            "  Port 2200\n"
+            "Host gpu1\n"
+            "  User second\n");
+  const std::string inc = dir.write(".ssh/conf.d/a", "Host lab-*\n  Port 2300\n");
+  const std::string cfg = dir / ".ssh/config";
+  const Target gpu = resolve("gpu1", {}, source_for(dir));
+  CHECK(gpu.from_config);
+  CHECK(gpu.config_files == std::vector<std::string>{cfg, inc});
+  CHECK(gpu.host_entry == cfg + ":4");  // the first Host line naming it, not `Host *`
+  CHECK(resolve("lab-7", {}, source_for(dir)).host_entry == inc + ":1");
+  // Only wildcard patterns (Host *) and a negated match do not make a host an alias.
+  CHECK(resolve("gpu0", {}, source_for(dir)).host_entry.empty());
+  CHECK(resolve("gpu99", {}, source_for(dir)).host_entry.empty());
+  CHECK(resolve("gpu99", {}, source_for(dir)).user == "everyone");
+  // No file read: nothing recorded, but still made by resolve().
+  const Target none = resolve("h", {}, source_for(dir, "none"));
+  CHECK(none.from_config);
+  CHECK(none.config_files.empty());
+  CHECK(none.host_entry.empty());
+  CHECK_FALSE(Target{}.from_config);
+}

@@ -494,6 +494,50 @@ TEST_CASE("name resolution goes through the resolver seam, and its errors name t
                       Catch::StartsWith("server3 (HostName server3.lab): server3.lab: name does not resolve"));
 }
 
+// A misspelt alias is looked up as a host name; the failure must say that it is no alias, naming
+// the ssh_config file read. All lookups go to a fake resolver: no DNS query leaves this test.
+TEST_CASE("a name that is no Host alias and does not resolve: the error says it matches no Host entry",
+          "[session][errors]") {
+  hora::ssh::test::TempDir dir;
+  const std::string cfg = dir.write("ssh_config",
+                                    "Host h1 h2\n"
+                                    "  HostName 198.18.0.11\n"
+                                    "Host *\n"
+                                    "  User root\n");
+  ConfigSource src;
+  src.file = cfg;
+  std::vector<std::string> asked;
+  ConnectOptions o;
+  o.resolver = [&](const std::string& host, int) -> std::vector<ResolvedAddress> {
+    asked.push_back(host);
+    throw ResolveError(host + ": cannot resolve the name: Temporary failure in name resolution (temporary DNS "
+                              "failure; try again)");
+  };
+
+  // h9 matches only `Host *`, which names no host.
+  REQUIRE_THROWS_AS(Session::connect(resolve("h9", {}, src), o, in(5s)), ResolveError);
+  REQUIRE_THROWS_WITH(Session::connect(resolve("h9", {}, src), o, in(5s)),
+                      Catch::StartsWith("h9: cannot resolve the name: Temporary failure in name resolution") &&
+                          Catch::EndsWith("; h9 matches no Host entry in " + cfg +
+                                          ", so it was looked up as a host name (a misspelt alias?)"));
+
+  // An alias whose HostName fails says which name it looked up, and nothing about Host entries.
+  REQUIRE_THROWS_WITH(Session::connect(resolve("h1", {}, src), o, in(5s)),
+                      Catch::StartsWith("h1 (HostName 198.18.0.11): 198.18.0.11: cannot resolve") &&
+                          !Catch::Contains("Host entry"));
+
+  // No ssh_config read at all (--ssh-config none): said so.
+  src.file = "none";
+  REQUIRE_THROWS_WITH(Session::connect(resolve("h9", {}, src), o, in(5s)),
+                      Catch::EndsWith("; no ssh_config file was read, so h9 is no Host alias"));
+
+  // A Target made by hand did not come from ssh_config: no claim about it.
+  Target manual;
+  manual.alias = manual.hostname = "h9";
+  REQUIRE_THROWS_WITH(Session::connect(manual, o, in(5s)), !Catch::Contains("Host"));
+  CHECK(asked == std::vector<std::string>{"h9", "h9", "198.18.0.11", "h9", "h9"});
+}
+
 TEST_CASE("getaddrinfo resolver: numeric addresses without any lookup", "[session]") {
   const auto v4 = resolve_with_getaddrinfo("127.0.0.1", 22);
   REQUIRE_FALSE(v4.empty());
