@@ -80,6 +80,10 @@ struct Supervisor::Impl {
   asio::steady_timer end_timer{io};    // abort grace, then kill grace
   asio::steady_timer drain_timer{io};
   bool ending = false;
+  // The first rank that exited 0 while others were still running (-1: none), and whether it had
+  // reached the rendezvous.
+  int early_exit = -1;
+  bool early_exit_reached_rendezvous = false;
   bool draining = false;
   bool finished = false;
   std::string cause;     // printed at the end; empty on success
@@ -206,10 +210,33 @@ struct Supervisor::Impl {
     rank.exit = status;
     if (rank.drop_timer) rank.drop_timer->cancel();
     log->info("{} {}", who(r), status.describe());
+    if (status.success() && !ending && early_exit < 0) {
+      for (int o = 0; o < table.size(); ++o) {
+        if (o != r && running(o)) {
+          // Not a failure by itself (plain commands end at different times), but if the job
+          // fails now, this rank is the likely cause: the others lost a peer.
+          early_exit = r;
+          early_exit_reached_rendezvous = server && server->ranks_seen().count(r) != 0;
+          break;
+        }
+      }
+    }
     if (!status.success() && !ending) {
-      end_job(fmt::format("{} {}", who(r), status.describe()), status.exit_code());
+      end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
+              status.exit_code());
     }
     maybe_finish();
+  }
+
+  // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
+  // left early and another rank (`failed`) then failed; empty otherwise.
+  std::string early_exit_note(int failed) const {
+    if (early_exit < 0 || early_exit == failed || !server || server->ranks_seen().empty()) return "";
+    return fmt::format(
+        "; {} had already exited with code 0 {}, and the others still needed it: a rank that "
+        "ends early leaves them without a peer",
+        who(early_exit),
+        early_exit_reached_rendezvous ? "while the job was running" : "without reaching hora::init()");
   }
 
   void on_disconnected(int r, bool clean, const std::string& reason) {

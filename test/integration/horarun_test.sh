@@ -236,6 +236,17 @@ case_escaped_background() {
   ok "a background process that escaped the rank's process group ends with the rank"
 }
 
+case_early_exit() {
+  # Rank 2 returns 0 right after init() while the others are in allreduces: they fail for lack
+  # of a peer, and horarun's verdict names rank 2 as the likely cause, not only the first
+  # rank that failed.
+  run 60 -np 3 "$PROBE" exit 0 2
+  [ $rc -ne 0 ] || fail "the job passed although rank 2 left early"
+  tail -n 1 err | grep -q "rank 2 on localhost had already exited with code 0 while the job was running" ||
+    fail "the verdict does not name rank 2: $(tail -n 1 err)"
+  ok "a rank that exits 0 early is named in the verdict"
+}
+
 case_closed_stdout() {
   # horarun started with stdout closed (`>&-`): the ranks' stderr still arrives, nothing breaks.
   timeout -s KILL 30 "$HORARUN" -np 2 sh -c 'echo out; echo err >&2' >&- 2>err
