@@ -84,9 +84,11 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
     try {
       target = ssh::resolve(h.name, overrides, options.config);
     } catch (const ssh::Error& e) {
-      throw UsageError(fmt::format("host {}: {}; fix the ssh_config file or give another with "
-                                   "--ssh-config",
-                                   h.address_for_display(), e.what()));
+      // Messages that already start with the host name (ProxyJump ...) are not prefixed twice.
+      const std::string what = e.what();
+      const std::string prefix = what.rfind(h.name + ":", 0) == 0 ? "" : fmt::format("host {}: ", h.address_for_display());
+      throw UsageError(fmt::format("{}{}; fix the ssh_config file or give another with --ssh-config",
+                                   prefix, what));
     }
     if (!options.force_ssh && local.is_local(target.hostname)) continue;
     remote.emplace(static_cast<int>(i), std::move(target));

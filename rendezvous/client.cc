@@ -45,6 +45,8 @@ using namespace std::chrono_literals;
 constexpr std::chrono::milliseconds kAnswerGrace = 5s;
 // Once the first byte of a frame has arrived, the rest must follow within this.
 constexpr auto kFrameTimeout = 30s;
+// A connection failure lasting this long is logged as a warning (once).
+constexpr std::chrono::seconds kWarnAfter{2};
 // The handshake may run past connect_timeout by at most this much (a slow but live server).
 constexpr auto kHandshakeMin = 5s;
 // Backoff between connection attempts.
@@ -437,7 +439,12 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
     throw Error(fmt::format("rendezvous client: max_frame_bytes must be at least {}, got {}",
                             wire::kMinMaxFrameBytes, o.max_frame_bytes));
   }
-  auto deadline = Clock::now() + o.connect_timeout;
+  const auto started = Clock::now();
+  auto deadline = started + o.connect_timeout;
+  // horarun starts the server before any rank, so a failure that lasts is worth a warning the
+  // user sees while the rank keeps trying (an address this host cannot route to, a firewall),
+  // rather than only the final error at the deadline.
+  bool warned = false;
   // Each distinct reason with how often it happened, in order of first appearance.
   std::vector<std::pair<std::string, int>> reasons;
   int attempts = 0;
@@ -463,6 +470,12 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
       ++it->second;
     }
     auto now = Clock::now();
+    if (!warned && now - started >= kWarnAfter && now < deadline) {
+      warned = true;
+      logger()->warn("rank {}: cannot reach the rendezvous server at {} ({}); still trying for {}",
+                     o.rank, server, why,
+                     format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
+    }
     if (now >= deadline) break;
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, kMaxBackoff);
