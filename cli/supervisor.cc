@@ -134,7 +134,7 @@ struct Supervisor::Impl {
     const rdv::Secret secret = rdv::generate_secret();
     start_server(secret);
     JobFacts facts = config.facts;
-    facts.rendezvous = fmt::format("{}:{}", config.bind_address, server->port());
+    facts.rendezvous = fmt::format("{}:{}", bracketed(config.bind_address), server->port());
     facts.iface = config.iface;
     facts.nccl_ifnames = config.nccl_ifnames;
     facts.master_addr = config.master_addr;
@@ -142,8 +142,7 @@ struct Supervisor::Impl {
         io, config.master_port_probe_address.empty() ? config.master_addr
                                                      : config.master_port_probe_address);
     facts.secret_hex = rdv::secret_to_hex(secret);
-    log->info("rendezvous server listening on {}:{}", bracketed(config.bind_address),
-              server->port());
+    // The server logs "rendezvous server listening on ADDRESS:PORT" itself (--verbose).
 
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       if (!ec) on_signal(sig);
