@@ -19,8 +19,11 @@
 
 #include "cli/errors.h"
 #include "cli/output.h"
+#include "test/read_file.h"
 
 using namespace hora::cli;
+
+using hora::test::slurp;
 
 namespace {
 
@@ -42,13 +45,6 @@ struct Capture {
     return out;
   }
 };
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::filesystem::path temp_dir() {
   char tmpl[] = "/tmp/hora_output_test.XXXXXX";

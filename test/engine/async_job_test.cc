@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "test/engine/json_reader.h"
+#include "test/read_file.h"
+
+using hora::test::slurp;
 
 namespace {
 
@@ -82,13 +85,6 @@ int count(const std::string& text, const std::string& needle) {
   int c = 0;
   for (std::size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++c;
   return c;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

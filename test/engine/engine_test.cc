@@ -21,10 +21,13 @@
 #include "runtime/engine/op_state.h"
 #include "test/engine/json_reader.h"
 #include "test/engine/rank_harness.h"
+#include "test/read_file.h"
 
 using namespace hora;
 using namespace hora::detail::engine;
 using hora::test::RankHarness;
+
+using hora::test::slurp;
 
 namespace {
 
@@ -38,13 +41,6 @@ EngineOptions fast_options() {
 
 std::string temp_path(const std::string& stem) {
   return "/tmp/hora_engine_test_" + std::to_string(::getpid()) + "_" + stem;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The error an op completed with, as text ("" = success), waiting at most kWait.

@@ -20,9 +20,12 @@
 #include "runtime/engine/timeline.h"
 #include "test/engine/json_reader.h"
 #include "test/engine/thread_transport.h"
+#include "test/read_file.h"
 
 using namespace hora;
 using namespace hora::detail::engine;
+
+using hora::test::slurp;
 
 namespace {
 
@@ -45,13 +48,6 @@ Response agreed(const Request& r) {
 
 std::string temp_path(const std::string& stem) {
   return "/tmp/hora_engine_units_" + std::to_string(::getpid()) + "_" + stem;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

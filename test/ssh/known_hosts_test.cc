@@ -9,9 +9,12 @@
 
 #include "ssh/errors.h"
 #include "test/ssh/temp_dir.h"
+#include "test/read_file.h"
 
 using namespace hora::ssh;
 using hora::ssh::test::TempDir;
+
+using hora::test::slurp;
 
 namespace {
 
@@ -30,13 +33,6 @@ const char* kHashedLine =
 HostKey ed1() { return HostKey::from_base64("ssh-ed25519", kEd1); }
 HostKey ed2() { return HostKey::from_base64("ssh-ed25519", kEd2); }
 HostKey ecdsa() { return HostKey::from_base64("ecdsa-sha2-nistp256", kEcdsa); }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "ssh/errors.h"
 #include "test/ssh/local_sshd.h"
 #include "test/ssh/skip_main.h"
+#include "test/read_file.h"
 
 HORA_TEST_MAIN_SKIP_UNLESS(hora::ssh::test::LocalSshd::unavailable_reason())
 
@@ -26,6 +27,8 @@ using namespace hora::ssh;
 using hora::ssh::test::LocalSshd;
 using hora::ssh::test::sh;
 using namespace std::chrono_literals;
+
+using hora::test::slurp;
 
 namespace {
 
@@ -37,13 +40,6 @@ inline bool ends_with(const std::string& text, const std::string& tail) {
 }
 
 Clock::time_point in(std::chrono::milliseconds d) { return Clock::now() + d; }
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // A TCP socket bound to a kernel-chosen port on 127.0.0.1, listening or not. Closed on scope exit.
 struct Socket {
