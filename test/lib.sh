@@ -31,6 +31,9 @@ wait_for() {
   done
 }
 
+# gone PID: the process has exited (for `wait_for SECONDS gone PID`).
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
 # check_collectives NP: the last run of collectives_check at -np NP passed on every rank.
 check_collectives() {
   local np=$1 n

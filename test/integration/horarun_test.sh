@@ -9,7 +9,7 @@ BACKGROUND=()  # horarun processes started in the background; killed on exit if 
 trap '[ ${#BACKGROUND[@]} -gt 0 ] && kill -KILL "${BACKGROUND[@]}" 2>/dev/null; rm -rf "$WORK"' EXIT
 cd "$WORK"
 
-# fail, ok, run, wait_for, check_collectives
+# fail, ok, run, wait_for, gone, check_collectives
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -17,7 +17,7 @@ pids_gone() {
   local f
   for f in "$1"/*.pid; do
     [ -e "$f" ] || continue
-    kill -0 "$(cat "$f")" 2>/dev/null && return 1
+    gone "$(cat "$f")" || return 1
   done
   return 0
 }
@@ -174,7 +174,7 @@ case_sigint() {
   BACKGROUND+=($hpid)
   wait_for 30 have_pidfiles pids 3 || fail "ranks did not start"
   kill -INT $hpid
-  wait_for 30 eval '! kill -0 $hpid 2>/dev/null' || fail "horarun did not end within 30 s of SIGINT"
+  wait_for 30 gone "$hpid" || fail "horarun did not end within 30 s of SIGINT"
   wait $hpid
   rc=$?
   [ $rc -eq 130 ] || fail "rc=$rc, want 130"
@@ -187,7 +187,7 @@ case_sigint() {
   BACKGROUND+=($hpid)
   wait_for 30 have_pidfiles pids 2 || fail "plain ranks did not start"
   kill -TERM $hpid
-  wait_for 30 eval '! kill -0 $hpid 2>/dev/null' || fail "horarun did not end within 30 s of SIGTERM"
+  wait_for 30 gone "$hpid" || fail "horarun did not end within 30 s of SIGTERM"
   wait $hpid
   rc=$?
   [ $rc -eq 143 ] || fail "SIGTERM: rc=$rc, want 143"
@@ -284,7 +284,7 @@ case_stalled_reader_sigint() {
   BACKGROUND+=("$pid")
   wait_for 30 rank_sleepers 2 || fail "the ranks did not get to sleep"
   kill -INT "$pid"
-  wait_for 20 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "horarun did not end within 20 s of SIGINT while its reader was stalled"
+  wait_for 20 gone "$pid" || fail "horarun did not end within 20 s of SIGINT while its reader was stalled"
   wait "$pid"
   rc=$?
   [ $rc -eq 130 ] || fail "expected 130 after SIGINT, got $rc"

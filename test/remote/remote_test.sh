@@ -23,7 +23,7 @@ cleanup() {
 trap cleanup EXIT
 cd "$WORK"
 
-# fail, ok, run, wait_for, check_collectives
+# fail, ok, run, wait_for, gone, check_collectives
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -190,13 +190,20 @@ case_remote_rank_fails() {
   ok "a failing remote rank ends the job with its exit code (and its signal)"
 }
 
-case_sigkill_launcher() {
-  up 2
-  # Not under timeout(1): $! must be horarun itself. The EXIT trap kills it if a check fails.
+# start_sleeping_job: horarun in the background with 4 ranks sleeping on h1 and h2, once all 4
+# run; sets pid. Not under timeout(1): $pid must be horarun itself. The EXIT trap kills it if a
+# check fails.
+start_sleeping_job() {
   "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
-  local pid=$!
+  pid=$!
   BACKGROUND+=("$pid")
   wait_for 30 count_sleepers 4 || fail "the 4 remote ranks did not start: $(rank_processes)"
+}
+
+case_sigkill_launcher() {
+  up 2
+  local pid
+  start_sleeping_job
   kill -KILL "$pid"
   wait "$pid" 2>/dev/null
   wait_for 5 no_rank_processes || fail "left behind 5 s after SIGKILL of horarun: $(rank_processes)"
@@ -225,7 +232,7 @@ case_host_lost() {
   sleep 1
   ip netns exec "hora$INDEX-h2" ip link set eth0 down || fail "cannot take h2's eth0 down"
   local t0=$SECONDS
-  wait_for 120 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "horarun still running 120 s after h2 was cut off"
+  wait_for 120 gone "$pid" || fail "horarun still running 120 s after h2 was cut off"
   wait "$pid"
   rc=$?
   echo "horarun ended $((SECONDS - t0)) s after h2 was cut off, exit $rc"
@@ -238,11 +245,8 @@ case_host_lost() {
 
 case_secret_not_on_command_line() {
   up 2
-  # Not under timeout(1): $! must be horarun itself. The EXIT trap kills it if a check fails.
-  "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 sleep 300 >out 2>err &
-  local pid=$!
-  BACKGROUND+=("$pid")
-  wait_for 30 count_sleepers 4 || fail "the 4 remote ranks did not start: $(rank_processes)"
+  local pid
+  start_sleeping_job
   local p secret="" n=0
   p=$(rank_processes | awk '$3 == "sleep" {print $2; exit}')
   secret=$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^HORA_SECRET=//p')
