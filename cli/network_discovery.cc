@@ -90,14 +90,19 @@ Probe* start(ssh::Session& session, const std::string& command, std::unique_ptr<
   return p;
 }
 
+// One pass over every remote session (this machine's entry has none).
+void pump_all(const std::vector<DiscoveryTarget>& hosts) {
+  for (const auto& h : hosts) {
+    if (h.session != nullptr) h.session->pump();
+  }
+}
+
 // Pumps every remote session until done() or the deadline; false on timeout. Waits on all the
 // sessions' sockets at once, so the hosts' probes run in parallel. `local_busy` says whether an
 // in-process probe may finish meanwhile (it cannot wake poll(), so poll wakes every 10 ms then).
 bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_point deadline,
                 const std::function<bool()>& done, bool local_busy = false) {
-  for (const auto& h : hosts) {
-    if (h.session != nullptr) h.session->pump();
-  }
+  pump_all(hosts);
   while (!done()) {
     const auto now = ssh::Clock::now();
     if (now >= deadline) return false;
@@ -119,9 +124,7 @@ bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_poin
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
       throw NetworkError(fmt::format("network discovery: poll failed: {}", std::strerror(errno)));
     }
-    for (const auto& h : hosts) {
-      if (h.session != nullptr) h.session->pump();
-    }
+    pump_all(hosts);
   }
   return true;
 }
@@ -272,9 +275,7 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
                        [](const auto& l) { return !l || l->exit.has_value(); });
   });
   close_listeners();
-  for (const auto& h : hosts) {
-    if (h.session != nullptr) h.session->pump();
-  }
+  pump_all(hosts);
 
   if (!error.empty()) {
     throw NetworkError(fmt::format("network discovery: {}{}; {}", error,

@@ -56,24 +56,18 @@ void SessionDriver::kick() {
       kick();
     });
   }
-  if (want.read && !read_armed_) {
-    read_armed_ = true;
-    sd_.async_wait(asio::posix::stream_descriptor::wait_read,
-                   [this, alive](const boost::system::error_code& ec) {
-                     if (alive.expired()) return;
-                     read_armed_ = false;
-                     if (!ec) kick();
-                   });
-  }
-  if (want.write && !write_armed_) {
-    write_armed_ = true;
-    sd_.async_wait(asio::posix::stream_descriptor::wait_write,
-                   [this, alive](const boost::system::error_code& ec) {
-                     if (alive.expired()) return;
-                     write_armed_ = false;
-                     if (!ec) kick();
-                   });
-  }
+  // One wait per direction at a time; its completion pumps again.
+  auto arm = [&](bool& armed, asio::posix::stream_descriptor::wait_type what) {
+    if (armed) return;
+    armed = true;
+    sd_.async_wait(what, [this, alive, &armed](const boost::system::error_code& ec) {
+      if (alive.expired()) return;
+      armed = false;
+      if (!ec) kick();
+    });
+  };
+  if (want.read) arm(read_armed_, asio::posix::stream_descriptor::wait_read);
+  if (want.write) arm(write_armed_, asio::posix::stream_descriptor::wait_write);
 }
 
 // ---- helpers -------------------------------------------------------------------------------
