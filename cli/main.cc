@@ -19,19 +19,19 @@
 #include <fmt/ranges.h>
 
 #include "cli/errors.h"
-#include "cli/guard.h"
-#include "cli/job_network.h"
-#include "cli/local_host.h"
-#include "cli/log.h"
-#include "cli/network_choice.h"
-#include "cli/network_probe.h"
-#include "cli/network_spec.h"
+#include "cli/spawn/guard.h"
+#include "cli/network/job_network.h"
+#include "cli/hosts/local_host.h"
+#include "cli/output/log.h"
+#include "cli/network/choice.h"
+#include "cli/network/probe.h"
+#include "cli/network/spec.h"
 #include "cli/options.h"
-#include "cli/output.h"
-#include "cli/rank_table.h"
-#include "cli/remote_hosts.h"
-#include "cli/ssh_rank_process.h"
-#include "cli/supervisor.h"
+#include "cli/output/output.h"
+#include "cli/hosts/rank_table.h"
+#include "cli/hosts/remote_hosts.h"
+#include "cli/spawn/ssh_rank_process.h"
+#include "cli/spawn/supervisor.h"
 #include "ssh/known_hosts.h"
 
 extern char** environ;
@@ -139,7 +139,7 @@ int launch(const Options& options) {
   }
 
   // Steps 3 and 4 (DESIGN.md): preflight every remote host, then choose the interfaces
-  // (cli/job_network.h). --dry-run does both, so it shows what a launch would use, and stops
+  // (cli/network/job_network.h). --dry-run does both, so it shows what a launch would use, and stops
   // before any rank starts.
   std::vector<int> ranks_per_host(table.hosts().size(), 0);
   for (int r = 0; r < table.size(); ++r) ++ranks_per_host.at(table.rank(r).host_index);
@@ -181,7 +181,7 @@ int launch(const Options& options) {
   for (auto& [index, host] : plan.hosts) sessions.emplace(index, std::move(host.sessions));
   // Declared before the supervisor: it owns the SSH sessions the rank processes use.
   HybridRankProcessFactory factory(io, table.hosts(), std::move(sessions), ro.horarun_path);
-  // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output.h).
+  // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
                 STDOUT_FILENO, STDERR_FILENO, &io);
   Supervisor supervisor(io, table, std::move(config), factory, output);
@@ -211,7 +211,7 @@ void ensure_standard_descriptors() {
 int main(int argc, char** argv) {
   ensure_standard_descriptors();
   if (argc >= 2 && std::strcmp(argv[1], "--guard") == 0) return run_guard();
-  // Hidden probe modes run on remote hosts by the preflight (cli/network_probe.h).
+  // Hidden probe modes run on remote hosts by the preflight (cli/network/probe.h).
   if (const int rc = maybe_run_probe_mode(argc, argv); rc >= 0) return rc;
 
   // A closed terminal or pipe is handled where output is written; it must not kill the job.

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/errors.h"
-#include "cli/guard_request.h"
+#include "cli/spawn/guard_request.h"
 
 using hora::cli::GuardProtocolError;
 using hora::cli::GuardRequest;

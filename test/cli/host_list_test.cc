@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/errors.h"
-#include "cli/host_list.h"
+#include "cli/hosts/host_list.h"
 
 using hora::cli::HostSpec;
 using hora::cli::parse_host_list;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "cli/line_splitter.h"
+#include "cli/output/line_splitter.h"
 
 using hora::cli::LineSplitter;
 using Lines = std::vector<std::string>;

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "cli/local_host.h"
+#include "cli/hosts/local_host.h"
 
 using hora::cli::LocalHost;
 

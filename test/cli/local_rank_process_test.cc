@@ -13,7 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "cli/local_rank_process.h"
+#include "cli/spawn/local_rank_process.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;

@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
-#include "cli/output.h"
+#include "cli/output/output.h"
 #include "test/read_file.h"
 
 using namespace hora::cli;

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "cli/rank_environment.h"
+#include "cli/spawn/rank_environment.h"
 
 using namespace hora::cli;
 

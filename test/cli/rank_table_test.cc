@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/errors.h"
-#include "cli/rank_table.h"
+#include "cli/hosts/rank_table.h"
 
 using hora::cli::parse_host_list;
 using hora::cli::RankTable;

@@ -15,8 +15,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "cli/errors.h"
-#include "cli/log.h"
-#include "cli/supervisor.h"
+#include "cli/output/log.h"
+#include "cli/spawn/supervisor.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;

@@ -2,7 +2,7 @@
 // interface per host (or the error a user would read) out.
 #include <catch2/catch.hpp>
 
-#include "cli/network_choice.h"
+#include "cli/network/choice.h"
 
 using namespace hora::cli;
 using Catch::Matchers::Contains;

@@ -24,7 +24,7 @@
 #include <memory>
 #include <sstream>
 
-#include "cli/network_choice.h"
+#include "cli/network/choice.h"
 #include "cli/unique_fd.h"
 
 using namespace hora::cli;

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "cli/errors.h"
-#include "cli/network_probe.h"
+#include "cli/network/probe.h"
 
 using namespace hora::cli;
 using Catch::Matchers::Contains;

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "cli/network_probe.h"
+#include "cli/network/probe.h"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);

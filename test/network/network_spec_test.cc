@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/errors.h"
-#include "cli/network_spec.h"
+#include "cli/network/spec.h"
 
 using hora::cli::NetworkSpec;
 using hora::cli::parse_network_spec;

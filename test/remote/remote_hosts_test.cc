@@ -10,8 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include "cli/errors.h"
-#include "cli/remote_hosts.h"
-#include "cli/ssh_rank_process.h"
+#include "cli/hosts/remote_hosts.h"
+#include "cli/spawn/ssh_rank_process.h"
 
 using namespace hora::cli;
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/rank_table.h"
+#include "cli/hosts/rank_table.h"
 
 namespace hora::cli {
 

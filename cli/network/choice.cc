@@ -1,4 +1,4 @@
-#include "cli/network_choice.h"
+#include "cli/network/choice.h"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "cli/local_rank_process.h"
+#include "cli/spawn/local_rank_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "cli/host_list.h"
+#include "cli/hosts/host_list.h"
 
 #include <cctype>
 #include <charconv>

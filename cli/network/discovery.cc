@@ -1,4 +1,4 @@
-#include "cli/network_discovery.h"
+#include "cli/network/discovery.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/network_probe.h"
+#include "cli/network/probe.h"
 #include "cli/unique_fd.h"
 #include "ssh/format.h"
 

@@ -1,4 +1,4 @@
-#include "cli/log.h"
+#include "cli/output/log.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>

@@ -1,5 +1,5 @@
 // Automatic interface discovery (docs/network.md, "How interfaces are chosen"; the probe
-// protocol is in cli/network_probe.h). Runs over the SSH sessions the preflight left open
+// protocol is in cli/network/probe.h). Runs over the SSH sessions the preflight left open
 // (remote_hosts.h), before any rank starts; this machine, when it is one of the hosts, takes part
 // in-process (ProbeListener on a thread, probe_connect() on another):
 //   1. on every host at once: `<horarun> --probe-listen TOKEN_i` (TOKEN_i random, distinct per
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cli/errors.h"
-#include "cli/network_choice.h"
+#include "cli/network/choice.h"
 #include "ssh/session.h"
 
 namespace hora::cli {

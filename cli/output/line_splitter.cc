@@ -1,4 +1,4 @@
-#include "cli/line_splitter.h"
+#include "cli/output/line_splitter.h"
 
 namespace hora::cli {
 

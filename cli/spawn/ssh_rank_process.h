@@ -29,7 +29,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "cli/rank_process.h"
+#include "cli/spawn/rank_process.h"
 #include "ssh/session.h"
 
 namespace hora::cli {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/host_list.h"
+#include "cli/hosts/host_list.h"
 
 namespace hora::cli {
 

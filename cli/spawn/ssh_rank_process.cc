@@ -1,4 +1,4 @@
-#include "cli/ssh_rank_process.h"
+#include "cli/spawn/ssh_rank_process.h"
 
 #include <signal.h>
 #include <string.h>
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
-#include "cli/local_rank_process.h"
-#include "cli/log.h"
+#include "cli/spawn/local_rank_process.h"
+#include "cli/output/log.h"
 #include "ssh/format.h"
 
 namespace hora::cli {

@@ -22,10 +22,10 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "cli/output.h"
-#include "cli/rank_environment.h"
-#include "cli/rank_process.h"
-#include "cli/rank_table.h"
+#include "cli/output/output.h"
+#include "cli/spawn/rank_environment.h"
+#include "cli/spawn/rank_process.h"
+#include "cli/hosts/rank_table.h"
 
 namespace hora::cli {
 
@@ -51,7 +51,7 @@ struct SupervisorConfig {
   std::string master_addr = "127.0.0.1";
   // Per host (index into the rank table's hosts); empty: every rank reaches the rendezvous at
   // bind_address and uses `iface` (all-local jobs). Set when any host is remote: the server then
-  // binds bind_address (the launcher host's chosen address, see cli/job_network.h) and each host
+  // binds bind_address (the launcher host's chosen address, see cli/network/job_network.h) and each host
   // is told the address it can reach.
   std::vector<HostNetwork> host_network;
   // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote

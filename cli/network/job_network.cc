@@ -1,13 +1,13 @@
-#include "cli/job_network.h"
+#include "cli/network/job_network.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli/log.h"
-#include "cli/network_discovery.h"
-#include "cli/network_probe.h"
+#include "cli/output/log.h"
+#include "cli/network/discovery.h"
+#include "cli/network/probe.h"
 
 namespace hora::cli {
 namespace {

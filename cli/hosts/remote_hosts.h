@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "cli/errors.h"
-#include "cli/host_list.h"
-#include "cli/local_host.h"
-#include "cli/ssh_rank_process.h"
+#include "cli/hosts/host_list.h"
+#include "cli/hosts/local_host.h"
+#include "cli/spawn/ssh_rank_process.h"
 #include "ssh/config.h"
 #include "ssh/session.h"
 

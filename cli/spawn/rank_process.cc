@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/rank_process.h"
+#include "cli/spawn/rank_process.h"
 
 namespace hora::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/guard_request.h"
+#include "cli/spawn/guard_request.h"
 
 #include <charconv>
 

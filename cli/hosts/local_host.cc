@@ -1,4 +1,4 @@
-#include "cli/local_host.h"
+#include "cli/hosts/local_host.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

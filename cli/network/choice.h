@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "cli/errors.h"
-#include "cli/network_probe.h"
-#include "cli/network_spec.h"
+#include "cli/network/probe.h"
+#include "cli/network/spec.h"
 
 namespace hora::cli {
 

@@ -1,8 +1,8 @@
-#include "cli/remote_hosts.h"
+#include "cli/hosts/remote_hosts.h"
 
 #include <fmt/format.h>
 
-#include "cli/log.h"
+#include "cli/output/log.h"
 #include "ssh/errors.h"
 #include "ssh/format.h"
 #include "ssh/preflight.h"

@@ -1,4 +1,4 @@
-#include "cli/network_probe.h"
+#include "cli/network/probe.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "cli/rank_table.h"
+#include "cli/hosts/rank_table.h"
 
 #include <algorithm>
 

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/network_choice.h"
-#include "cli/network_spec.h"
-#include "cli/rank_table.h"
-#include "cli/remote_hosts.h"
-#include "cli/supervisor.h"
+#include "cli/network/choice.h"
+#include "cli/network/spec.h"
+#include "cli/hosts/rank_table.h"
+#include "cli/hosts/remote_hosts.h"
+#include "cli/spawn/supervisor.h"
 
 namespace hora::cli {
 

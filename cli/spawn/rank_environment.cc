@@ -1,4 +1,4 @@
-#include "cli/rank_environment.h"
+#include "cli/spawn/rank_environment.h"
 
 #include <algorithm>
 #include <string_view>

@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
-#include "cli/guard_request.h"
-#include "cli/host_list.h"
-#include "cli/output.h"
+#include "cli/spawn/guard_request.h"
+#include "cli/hosts/host_list.h"
+#include "cli/output/output.h"
 
 namespace hora::cli {
 

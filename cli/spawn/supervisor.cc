@@ -1,4 +1,4 @@
-#include "cli/supervisor.h"
+#include "cli/spawn/supervisor.h"
 
 #include <signal.h>
 #include <string.h>
@@ -13,8 +13,8 @@
 #include <fmt/ranges.h>
 
 #include "cli/errors.h"
-#include "cli/line_splitter.h"
-#include "cli/log.h"
+#include "cli/output/line_splitter.h"
+#include "cli/output/log.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"

@@ -1,4 +1,4 @@
-#include "cli/network_spec.h"
+#include "cli/network/spec.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "cli/guard.h"
+#include "cli/spawn/guard.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
-#include "cli/guard_request.h"
+#include "cli/spawn/guard_request.h"
 #include "cli/unique_fd.h"
 
 namespace hora::cli {

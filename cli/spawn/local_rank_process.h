@@ -17,7 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-#include "cli/rank_process.h"
+#include "cli/spawn/rank_process.h"
 #include "cli/unique_fd.h"
 
 namespace hora::cli {
