@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/common.h>
 
 #include "cli/errors.h"
 
@@ -268,15 +269,16 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.output_filename = raw.output_filename;
   options.prefix_timestamp = raw.prefix_timestamp;
   if (!raw.log_level.empty()) {
-    std::string level = lower(raw.log_level);
-    if (level == "fatal") level = "error";  // horovodrun's highest level
-    if (level == "warn") level = "warning";
-    static const std::vector<std::string> kLevels = {"trace", "debug", "info", "warning", "error"};
-    if (std::find(kLevels.begin(), kLevels.end(), level) == kLevels.end()) {
+    // spdlog's names (and its "warn", "err"); horovodrun's highest level "fatal" is "error".
+    std::string name = lower(raw.log_level);
+    if (name == "fatal") name = "error";
+    const spdlog::level::level_enum level = spdlog::level::from_str(name);
+    if (level == spdlog::level::off || level == spdlog::level::critical) {
       throw UsageError(fmt::format(
           "--log-level {}: unknown level; use trace, debug, info, warning or error", raw.log_level));
     }
-    options.log_level = level;
+    const auto text = spdlog::level::to_string_view(level);
+    options.log_level.assign(text.data(), text.size());
   }
   options.check_build = raw.check_build;
   options.dry_run = raw.dry_run;

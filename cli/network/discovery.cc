@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/network/probe.h"
-#include "cli/unique_fd.h"
+#include "common/unique_fd.h"
 #include "ssh/format.h"
 
 namespace hora::cli {

@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
-#include "cli/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace hora::cli {
 namespace {

@@ -1,15 +1,18 @@
 #include "cli/output/log.h"
 
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include "common/logger.h"
 
 namespace hora::cli {
 namespace {
 
+// The shared named logger (common/logger.h), given horarun's pattern and level when this is the
+// first to ask for it.
 std::shared_ptr<spdlog::logger> make(const char* name, const char* pattern,
                                      spdlog::level::level_enum level) {
   if (auto existing = spdlog::get(name)) return existing;
-  auto l = spdlog::stderr_logger_mt(name);
+  auto l = hora::named_logger(name);
   l->set_pattern(pattern);
   l->set_level(level);
   l->flush_on(spdlog::level::trace);  // lines must not sit in a buffer behind rank output

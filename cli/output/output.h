@@ -27,7 +27,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-#include "cli/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace hora::cli {
 

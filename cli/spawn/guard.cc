@@ -23,7 +23,8 @@
 
 #include "cli/errors.h"
 #include "cli/spawn/guard_request.h"
-#include "cli/unique_fd.h"
+#include "common/duration.h"
+#include "common/unique_fd.h"
 
 namespace hora::cli {
 namespace {
@@ -159,10 +160,9 @@ class Guard {
       pollfd fds[2] = {{config_.in_fd, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
       const int timeout = poll_timeout_ms(deadline);
       if (timeout == 0) {
-        say(fmt::format("no complete request on stdin within {} s (got {} bytes); the launcher "
+        say(fmt::format("no complete request on stdin within {} (got {} bytes); the launcher "
                         "stalled or the connection is broken",
-                        std::chrono::duration_cast<std::chrono::seconds>(config_.request_timeout)
-                            .count(),
+                        hora::format_duration(config_.request_timeout),
                         buffer.size()));
         return std::nullopt;
       }

@@ -18,7 +18,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "cli/spawn/rank_process.h"
-#include "cli/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace hora::cli {
 

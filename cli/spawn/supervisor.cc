@@ -15,6 +15,7 @@
 #include "cli/errors.h"
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
+#include "common/duration.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -47,11 +48,6 @@ constexpr std::chrono::milliseconds kRepeatedSignal{1000};
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
-}
-
-std::string seconds(std::chrono::milliseconds ms) {
-  if (ms.count() % 1000 == 0) return fmt::format("{} s", ms.count() / 1000);
-  return fmt::format("{:.1f} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
 }  // namespace
@@ -242,14 +238,14 @@ struct Supervisor::Impl {
     if (clean || r < 0 || r >= table.size()) return;
     if (!running(r) || ending) return;
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r),
-              reason, seconds(config.drop_grace));
+              reason, hora::format_duration(config.drop_grace));
     Rank& rank = at(r);
     rank.drop_timer = std::make_unique<asio::steady_timer>(io, config.drop_grace);
     rank.drop_timer->async_wait([this, r, reason](const boost::system::error_code& ec) {
       if (ec || !running(r) || ending) return;
       end_job(fmt::format("{} lost its rendezvous connection ({}) and was still running {} "
                           "later; treating it as failed",
-                          who(r), reason, seconds(config.drop_grace)),
+                          who(r), reason, hora::format_duration(config.drop_grace)),
               1);
     });
   }
@@ -260,9 +256,9 @@ struct Supervisor::Impl {
     // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
     // no rank at the rendezvous there is nobody waiting for the missing ones.
     if (seen.empty()) {
-      log->info("no rank reached the rendezvous within {} s; not enforcing --start-timeout "
+      log->info("no rank reached the rendezvous within {}; not enforcing --start-timeout "
                 "(the command does not seem to use hora)",
-                config.facts.start_timeout.count());
+                hora::format_duration(config.facts.start_timeout));
       return;
     }
     std::vector<std::string> missing;
@@ -270,10 +266,10 @@ struct Supervisor::Impl {
       if (running(r) && seen.count(r) == 0) missing.push_back(who(r));
     }
     if (missing.empty()) return;
-    end_job(fmt::format("{} did not reach the rendezvous within {} s ({} of {} ranks did); the "
+    end_job(fmt::format("{} did not reach the rendezvous within {} ({} of {} ranks did); the "
                         "rank never called hora::init(), or it needs longer to start: raise "
                         "--start-timeout",
-                        fmt::join(missing, ", "), config.facts.start_timeout.count(), seen.size(),
+                        fmt::join(missing, ", "), hora::format_duration(config.facts.start_timeout), seen.size(),
                         table.size()),
             1);
   }
@@ -361,7 +357,7 @@ struct Supervisor::Impl {
             if (rank.open[0] || rank.open[1]) {
               log->warn("{}'s output is still open {} after it exited (a process it started "
                         "holds it); no longer reading it",
-                        who(r), seconds(config.drain_timeout));
+                        who(r), hora::format_duration(config.drain_timeout));
               rank.process->close_output();
             }
           }

@@ -152,3 +152,15 @@ TEST_CASE("horovodrun's engine flags become the runtime's variables") {
   CHECK_THROWS_AS(parse_options({"-np", "2", "--fusion-threshold-mb", "lots", "x"}, {}),
                   UsageError);
 }
+
+TEST_CASE("--log-level takes spdlog's names and horovodrun's fatal, in any case") {
+  auto level = [](const char* given) {
+    return parse_options({"-np", "1", "--log-level", given, "x"}, {}).log_level;
+  };
+  CHECK(level("WARN") == "warning");
+  CHECK(level("warning") == "warning");
+  CHECK(level("err") == "error");
+  CHECK(level("Fatal") == "error");
+  CHECK(level("trace") == "trace");
+  CHECK_THROWS_WITH(level("off"), Contains("--log-level off: unknown level"));
+}

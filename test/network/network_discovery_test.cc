@@ -25,9 +25,10 @@
 #include <sstream>
 
 #include "cli/network/choice.h"
-#include "cli/unique_fd.h"
+#include "common/unique_fd.h"
 
 using namespace hora::cli;
+using hora::UniqueFd;
 using Catch::Matchers::Contains;
 using Clock = std::chrono::steady_clock;
 
