@@ -1,7 +1,7 @@
 // horarun's command line, horovodrun's spelling (docs/launcher.md lists every option).
 //
 // parse_options() is given argv and the environment as values: the core never reads argv or
-// getenv itself (main.cc gathers them), so tests can pass any combination.
+// getenv itself (main.cc gathers them into a LaunchContext), so tests can pass any combination.
 #pragma once
 
 #include <chrono>

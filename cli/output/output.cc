@@ -128,7 +128,7 @@ Output::Output(OutputOptions options, int nranks, int stdout_fd, int stderr_fd,
 }
 
 Output::~Output() {
-  // The normal path flushed already (main.cc); this bounds an exceptional one.
+  // The normal path flushed already (cli/launch/launcher.cc); this bounds an exceptional one.
   flush(std::chrono::seconds(2));
   *alive_ = false;
 }

@@ -189,8 +189,12 @@ void SshRankProcess::close_output() {
 HybridRankProcessFactory::HybridRankProcessFactory(asio::io_context& io,
                                                    std::vector<HostSpec> hosts,
                                                    std::map<int, RemoteHostSessions> remote,
-                                                   std::string horarun_path)
-    : io_(io), hosts_(std::move(hosts)), horarun_path_(std::move(horarun_path)) {
+                                                   std::string horarun_path,
+                                                   std::string local_guard)
+    : io_(io),
+      hosts_(std::move(hosts)),
+      horarun_path_(std::move(horarun_path)),
+      local_guard_(std::move(local_guard)) {
   for (auto& [index, host] : remote) {
     auto& drivers = drivers_[index];
     for (auto& session : host.sessions) {
@@ -211,7 +215,7 @@ std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const Ho
   }
   auto it = drivers_.find(index);
   if (it == drivers_.end()) {
-    return std::make_unique<LocalRankProcess>(io_, rank, host.name);
+    return std::make_unique<LocalRankProcess>(io_, rank, host.name, local_guard_);
   }
   const int n = created_[index]++;
   const auto slot = static_cast<std::size_t>(n / RemoteHostSessions::kChannelsPerSession);

@@ -14,7 +14,7 @@
 // RankProcess requires. Nothing here is thread-safe; nothing needs to be.
 //
 // Ownership: SshRankProcessFactory owns the drivers and, through them, the sessions; it must
-// outlive every SshRankProcess it made (main.cc destroys the supervisor first). A process keeps
+// outlive every SshRankProcess it made (the launcher destroys the supervisor first). A process keeps
 // a shared_ptr to its channel; destroying the process closes the channel.
 #pragma once
 
@@ -108,12 +108,14 @@ struct RemoteHostSessions {
 };
 
 // Makes SshRankProcess for the hosts in `remote` (by host index of the rank table) and
-// LocalRankProcess for the others. `horarun_path` is the guard binary on the remote hosts.
+// LocalRankProcess for the others. `horarun_path` is the guard binary on the remote hosts,
+// `local_guard` the one on this machine (this binary; tests give the built horarun).
 class HybridRankProcessFactory : public RankProcessFactory {
  public:
   // `hosts`: the rank table's hosts; `remote`: sessions by index into `hosts`.
   HybridRankProcessFactory(boost::asio::io_context& io, std::vector<HostSpec> hosts,
-                           std::map<int, RemoteHostSessions> remote, std::string horarun_path);
+                           std::map<int, RemoteHostSessions> remote, std::string horarun_path,
+                           std::string local_guard = "/proc/self/exe");
   ~HybridRankProcessFactory() override;
 
   // `host` must be one of `hosts`; a remote host's ranks fill its sessions in order, at most
@@ -124,6 +126,7 @@ class HybridRankProcessFactory : public RankProcessFactory {
   boost::asio::io_context& io_;
   std::vector<HostSpec> hosts_;
   std::string horarun_path_;
+  std::string local_guard_;
   std::map<int, std::vector<std::unique_ptr<SessionDriver>>> drivers_;
   std::map<int, int> created_;  // ranks created so far per remote host index
 };

@@ -55,7 +55,8 @@ struct SupervisorConfig {
   // is told the address it can reach.
   std::vector<HostNetwork> host_network;
   // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote
-  // the launcher can only check a port on this machine (main.cc passes the wildcard address).
+  // the launcher can only check a port on this machine (cli/network/job_network.cc passes the
+  // wildcard address).
   std::string master_port_probe_address;
   JobFacts facts;                    // start_timeout, log_level, tcp, forwarded; the rest is
                                      // filled in by the supervisor

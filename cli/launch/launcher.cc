@@ -1,0 +1,206 @@
+#include "cli/launch/launcher.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
+
+#include "cli/errors.h"
+#include "cli/hosts/host_list.h"
+#include "cli/hosts/local_host.h"
+#include "cli/hosts/rank_table.h"
+#include "cli/hosts/remote_hosts.h"
+#include "cli/network/choice.h"
+#include "cli/network/job_network.h"
+#include "cli/network/spec.h"
+#include "cli/output/log.h"
+#include "cli/output/output.h"
+#include "cli/spawn/ssh_rank_process.h"
+#include "cli/spawn/supervisor.h"
+#include "ssh/known_hosts.h"
+
+namespace hora::cli {
+namespace {
+
+// Writes all of `text` to `fd` (the launcher's own lines, before any rank output exists).
+void print(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a closed terminal must not end the job (see Output)
+    text.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+std::string check_build_text() {
+#ifdef HORA_BUILT_WITH_NCCL
+  const bool nccl = true;
+#else
+  const bool nccl = false;
+#endif
+  return fmt::format(
+      "hora {}: available backends:\n  [X] Gloo (CPU collectives)\n  [{}] NCCL (GPU "
+      "collectives)\n",
+      HORA_VERSION, nccl ? "X" : " ");
+}
+
+// This binary's absolute path: the default --horarun-path (the same install on every host).
+std::string self_path() {
+  std::vector<char> buf(4096);
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) {
+    throw Error(fmt::format("cannot read /proc/self/exe ({}); give --horarun-path",
+                            std::strerror(errno)));
+  }
+  return std::string(buf.data(), static_cast<std::size_t>(n));
+}
+
+RemoteOptions remote_options(const Options& options) {
+  RemoteOptions ro;
+  ro.force_ssh = options.force_ssh;
+  if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
+  ro.overrides.port = options.ssh_port;
+  if (!options.ssh_identity_file.empty()) {
+    ro.overrides.identity_files.push_back(options.ssh_identity_file);
+  }
+  if (options.ssh_strict_host_key_checking_given) {
+    ro.overrides.host_key_policy = hora::ssh::parse_host_key_policy(
+        options.ssh_strict_host_key_checking, "--ssh-strict-host-key-checking");
+  }
+  ro.connect = hora::ssh::ConnectOptions::from_environment();
+  ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
+  ro.preflight_timeout = options.start_timeout;
+  // Every remote host reports its interfaces in the preflight (step 3).
+  ro.extra_probe_args = "--probe-interfaces";
+  return ro;
+}
+
+// Step 2: the hosts the job names, the rank table and the --network-interfaces spec, checked
+// against each other before any connection is made.
+struct Resolved {
+  RankTable table;
+  NetworkSpec spec;
+};
+
+std::vector<HostSpec> host_list(const Options& options) {
+  if (!options.hostfile.empty()) return read_hostfile(options.hostfile);
+  if (!options.hosts.empty()) return parse_host_list(options.hosts);
+  return {HostSpec{"", "localhost", *options.num_proc}};
+}
+
+Resolved resolve(const Options& options) {
+  const std::vector<HostSpec> hosts = host_list(options);
+  Resolved r{RankTable(hosts, options.num_proc.value_or(total_slots(hosts))),
+             parse_network_spec(options.network_interfaces)};
+  std::vector<std::string> names;
+  for (const HostSpec& h : r.table.hosts()) names.push_back(h.name);
+  check_spec_hosts(r.spec, names);
+  return r;
+}
+
+std::string describe_hosts(const RankTable& table, const LocalHost& local,
+                           const RemoteOptions& ro) {
+  const auto remote = resolve_remote_hosts(table.hosts(), local, ro);
+  std::string out = table.describe();
+  for (std::size_t i = 0; i < table.hosts().size(); ++i) {
+    const HostSpec& h = table.hosts()[i];
+    const auto it = remote.find(static_cast<int>(i));
+    out += fmt::format("host {}: {} rank{}, {}\n", h.address_for_display(), h.slots,
+                       h.slots == 1 ? "" : "s",
+                       it != remote.end() ? "over SSH to " + it->second.describe() : "local");
+  }
+  return out;
+}
+
+// Step 5: what the supervisor needs besides the rank table, from the options and the network.
+SupervisorConfig supervisor_config(const Options& options, const LaunchContext& ctx,
+                                   const RankTable& table, const JobNetwork& network,
+                                   const RemotePlan& plan) {
+  SupervisorConfig config;
+  config.command = options.command;
+  config.cwd = ctx.cwd;
+  config.verbose = options.verbose;
+  config.facts.start_timeout = options.start_timeout;
+  config.facts.log_level = options.log_level;
+  config.facts.tcp = options.tcp;
+  config.facts.tuning = options.tuning;
+  config.facts.forwarded = options.env_forward;
+  for (const auto& [name, value] : options.env_forward) {
+    if (is_contract_variable(name)) {
+      launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
+    }
+  }
+  apply_job_network(network, table, plan, config);
+  for (const auto& [index, host] : plan.hosts) {
+    launcher_log()->info("{}: reaches the launcher at {}", host.target.describe(),
+                         config.host_network.at(static_cast<std::size_t>(index)).rendezvous_host);
+  }
+  return config;
+}
+
+int launch(const Options& options, const LaunchContext& ctx) {
+  const Resolved resolved = resolve(options);
+  const RankTable& table = resolved.table;
+
+  const LocalHost local = LocalHost::discover();
+  const RemoteOptions ro = remote_options(options);
+  if (options.dry_run || options.verbose) print(ctx.stdout_fd, describe_hosts(table, local, ro));
+
+  // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,
+  // so it shows what a launch would use, and stops before any rank starts.
+  std::vector<int> ranks_per_host(table.hosts().size(), 0);
+  for (int r = 0; r < table.size(); ++r) ++ranks_per_host.at(table.rank(r).host_index);
+  RemotePlan plan = prepare_remote_hosts(table.hosts(), ranks_per_host, local, ro);
+  const JobNetwork network =
+      choose_job_network(table, plan, resolved.spec, ro.horarun_path, options.start_timeout);
+  if (options.verbose && network.reach) {
+    print(ctx.stdout_fd, "network: reachability measured by the probes:\n" +
+                             format_reachability_table(network.probed, *network.reach));
+  }
+  if (options.dry_run || options.verbose) print(ctx.stdout_fd, describe_choice(network.choice));
+  if (options.dry_run) return 0;
+
+  // Step 5: rendezvous, spawn, supervise.
+  SupervisorConfig config = supervisor_config(options, ctx, table, network, plan);
+  boost::asio::io_context io;
+  std::map<int, RemoteHostSessions> sessions;
+  for (auto& [index, host] : plan.hosts) sessions.emplace(index, std::move(host.sessions));
+  // Declared before the supervisor: it owns the SSH sessions the rank processes use.
+  HybridRankProcessFactory factory(io, table.hosts(), std::move(sessions), ro.horarun_path,
+                                   ctx.local_guard);
+  // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
+  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
+                ctx.stdout_fd, ctx.stderr_fd, &io);
+  Supervisor supervisor(io, table, std::move(config), factory, output);
+  const int rc = supervisor.run();
+  // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
+  // nothing for a minute (2 s after an interrupt: the user wants out) is given up on.
+  output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
+  return rc;
+}
+
+}  // namespace
+
+int run_launcher(const LaunchContext& ctx) {
+  const Options options = parse_options(ctx.args, ctx.env);  // step 1
+  if (!options.help_text.empty()) {
+    print(ctx.stdout_fd, options.help_text);
+    return 0;
+  }
+  if (options.check_build) {
+    print(ctx.stdout_fd, check_build_text());
+    return 0;
+  }
+  configure_logging(options.verbose);
+  return launch(options, ctx);
+}
+
+}  // namespace hora::cli

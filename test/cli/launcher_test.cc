@@ -1,0 +1,89 @@
+// The launch pipeline driven directly (cli/launch/launcher.h): whole local jobs of real
+// processes, their rank output and verdict captured through the context's descriptors. Local
+// guards are the built horarun ($HORARUN), since this test program is not one.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli/errors.h"
+#include "cli/launch/launcher.h"
+#include "test/read_file.h"
+
+using namespace hora::cli;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A launch whose stdout and stderr are files in a fresh directory.
+struct Job {
+  std::string dir;
+  LaunchContext ctx;
+
+  explicit Job(std::vector<std::string> args) {
+    char tmpl[] = "/tmp/hora-launcher-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    const char* horarun = std::getenv("HORARUN");
+    REQUIRE(horarun != nullptr);
+    ctx.args = std::move(args);
+    ctx.env = {{"PATH", std::getenv("PATH") != nullptr ? std::getenv("PATH") : "/usr/bin:/bin"}};
+    ctx.cwd = dir;
+    ctx.local_guard = horarun;
+    ctx.stdout_fd = ::open((dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ctx.stderr_fd = ::open((dir + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    REQUIRE(ctx.stdout_fd >= 0);
+    REQUIRE(ctx.stderr_fd >= 0);
+  }
+  ~Job() {
+    ::close(ctx.stdout_fd);
+    ::close(ctx.stderr_fd);
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
+  std::string out() const { return hora::test::slurp(dir + "/out"); }
+  std::string err() const { return hora::test::slurp(dir + "/err"); }
+};
+
+}  // namespace
+
+TEST_CASE("a local job of `true` exits 0 with nothing to say") {
+  Job job({"-np", "2", "true"});
+  CHECK(run_launcher(job.ctx) == 0);
+  CHECK(job.err().empty());
+}
+
+TEST_CASE("a local job of `false` exits 1 and names the rank that failed") {
+  Job job({"-np", "2", "-H", "localhost:2", "sh", "-c", "exit $HORA_RANK"});
+  CHECK(run_launcher(job.ctx) == 1);
+  CHECK_THAT(job.err(), Contains("horarun: rank 1 on localhost exited with code 1"));
+
+  Job all_fail({"-np", "1", "false"});
+  CHECK(run_launcher(all_fail.ctx) == 1);
+  CHECK_THAT(all_fail.err(), Contains("horarun: rank 0 on localhost exited with code 1"));
+}
+
+TEST_CASE("rank output reaches the context's stdout, tagged with the rank") {
+  Job job({"-np", "2", "sh", "-c", "echo hello from $HORA_RANK"});
+  REQUIRE(run_launcher(job.ctx) == 0);
+  CHECK_THAT(job.out(), Contains("hello from 0"));
+  CHECK_THAT(job.out(), Contains("hello from 1"));
+}
+
+TEST_CASE("--dry-run prints the rank table and starts nothing") {
+  Job job({"--dry-run", "-np", "2", "sh", "-c", "touch started"});
+  REQUIRE(run_launcher(job.ctx) == 0);
+  CHECK_THAT(job.out(), Contains("local_rank"));
+  CHECK(::access((job.dir + "/started").c_str(), F_OK) != 0);
+}
+
+TEST_CASE("bad input is a UsageError before anything starts; --check-build needs no command") {
+  Job job({"-np", "2", "-H", "localhost:1", "true"});
+  CHECK_THROWS_AS(run_launcher(job.ctx), UsageError);
+  Job cb({"-cb"});
+  CHECK(run_launcher(cb.ctx) == 0);
+  CHECK_THAT(cb.out(), Contains("Gloo"));
+}
