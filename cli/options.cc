@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +13,8 @@
 #include <spdlog/common.h>
 
 #include "cli/errors.h"
+#include "cli/hosts/host_list.h"
+#include "cli/hosts/rank_table.h"
 
 namespace hora::cli {
 namespace {
@@ -50,22 +54,89 @@ struct RawOptions {
   std::optional<double> gloo_timeout_seconds;
 };
 
+// Decimal text of a number for a variable: integers without a fraction.
+std::string number_text(double v) {
+  if (v == static_cast<double>(static_cast<long long>(v))) {
+    return std::to_string(static_cast<long long>(v));
+  }
+  return fmt::format("{}", v);
+}
+
+// Limits of the numbers horarun passes on (the runtime's own limits where it has them,
+// docs/environment.md): every number is checked where it is parsed, so a mistake names the flag
+// and never reaches the ranks as an overflowed variable.
+constexpr double kMaxSeconds = 30.0 * 24 * 3600;  // 30 days: any timeout or stall time
+constexpr double kMaxCycleTimeMs = 60'000;        // HORA_CYCLE_TIME_MS's limit
+constexpr long long kMaxCacheCapacity = 1 << 16;  // HORA_CACHE_CAPACITY's limit
+constexpr double kMaxFusionMb = 1 << 20;          // 1 TiB of fusion buffer, in MiB
+
+// CLI11 validators; CLI11 puts the flag's name in front of the message ("--cycle-time-ms: ...").
+CLI::Validator not_empty(const char* what) {
+  return CLI::Validator(
+      [what](std::string& value) -> std::string {
+        if (!value.empty()) return {};
+        return fmt::format("the value is empty; give {}", what);
+      },
+      "", "not empty");
+}
+
+// An integer in [lo, hi]; `what` says what the number counts.
+CLI::Validator integer_in(long long lo, long long hi, const char* what) {
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        if (value.empty()) return fmt::format("the value is empty; give {}", what);
+        long long v = 0;
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (ec == std::errc() && end == value.data() + value.size() && v >= lo && v <= hi) {
+          return {};
+        }
+        return fmt::format("'{}' is not {} from {} to {}", value, what, lo, hi);
+      },
+      "", "integer range");
+}
+
+// A finite number in [lo, hi], or in (lo, hi] when `above_lo`.
+CLI::Validator number_in(double lo, double hi, bool above_lo, const char* what) {
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        if (value.empty()) return fmt::format("the value is empty; give {}", what);
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        const bool parsed = errno == 0 && end == value.c_str() + value.size() && std::isfinite(v);
+        if (parsed && v <= hi && (above_lo ? v > lo : v >= lo)) return {};
+        return fmt::format("'{}' is not {} {} {} and at most {}", value, what,
+                           above_lo ? "greater than" : "of at least", number_text(lo),
+                           number_text(hi));
+      },
+      "", "number range");
+}
+
 std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   auto app = std::make_unique<CLI::App>(
       "horarun: start a hora (Horovod-compatible) job.\n"
       "  horarun -np 4 -H localhost:4 ./train [args...]\n"
       "Single-dash long options as in horovodrun: -np N, -cb, -prefix-timestamp.",
       "horarun");
+  // The first argument that is neither an option nor an option's value starts the user's
+  // command (as does `--`): CLI11 leaves it and everything after it in remaining().
+  app->prefix_command();
+  // The repeatable options (vectors) take one value per occurrence, so `-x A=1 ./train` leaves
+  // ./train to the command: allow_extra_args(false) on each.
   app->set_help_flag("-h,--help", "Print this help and exit");
   app->add_option("--num-proc", raw.num_proc,
-                  "-np N: number of ranks (default: the slots of -H/--hostfile)");
+                  "-np N: number of ranks (default: the slots of -H/--hostfile)")
+      ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks (-np)"));
   app->add_option("-H,--hosts", raw.hosts,
                   "host:slots,... (also host, user@host:slots, [ipv6]:slots); "
-                  "default localhost:<np>");
-  app->add_option("--hostfile", raw.hostfile, "file of 'host slots=N' lines");
+                  "default localhost:<np>")
+      ->check(not_empty("the hosts, e.g. -H localhost:4, or leave -H out"));
+  app->add_option("--hostfile", raw.hostfile, "file of 'host slots=N' lines")
+      ->check(not_empty("the path of a file of 'host slots=N' lines, or leave --hostfile out"));
   app->add_option("--start-timeout", raw.start_timeout,
                   "seconds for every rank to reach hora::init() (default 30, or "
-                  "HOROVOD_START_TIMEOUT)");
+                  "HOROVOD_START_TIMEOUT)")
+      ->check(integer_in(1, static_cast<long long>(kMaxSeconds), "a number of seconds"));
   app->add_flag("--verbose", raw.verbose, "print the rank table and the launch steps");
   app->add_option("--output-filename", raw.output_filename,
                   "also write each rank's output to DIR/rank.N/stdout and stderr");
@@ -75,18 +146,24 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                   "trace, debug, info, warning or error (sets HORA_LOG_LEVEL in every rank)");
   app->add_flag("--check-build", raw.check_build,
                 "-cb: print which backends were built and exit");
-  app->add_flag("--dry-run", raw.dry_run, "check the hosts, print the rank table and each host's interface, and exit without starting ranks");
-  app->add_option("-p,--ssh-port", raw.ssh_port, "SSH port of every remote host");
+  app->add_flag("--dry-run", raw.dry_run,
+                "check the hosts, print the rank table and each host's interface, and exit "
+                "without starting ranks");
+  app->add_option("-p,--ssh-port", raw.ssh_port, "SSH port of every remote host")
+      ->check(integer_in(1, 65535, "a port"));
   app->add_option("-i,--ssh-identity-file", raw.ssh_identity_file, "SSH private key file");
   app->add_option("--ssh-config", raw.ssh_config, "ssh_config file (default ~/.ssh/config)");
   app->add_option("--ssh-strict-host-key-checking", raw.strict_host_key_checking,
                   "yes, accept-new (default) or no");
   app->add_option("--network-interfaces", raw.network_interfaces_lists,
-                  "comma-separated interfaces for the job's traffic");
+                  "comma-separated interfaces for the job's traffic")
+      ->allow_extra_args(false);
   app->add_option("--network-interface", raw.network_interface,
-                  "an interface for the job's traffic (repeatable)");
+                  "an interface for the job's traffic (repeatable)")
+      ->allow_extra_args(false);
   app->add_option("-x,--env", raw.env,
-                  "NAME[=VALUE]: set or forward a variable to every rank (repeatable)");
+                  "NAME[=VALUE]: set or forward a variable to every rank (repeatable)")
+      ->allow_extra_args(false);
   app->add_flag("--tcp", raw.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
   app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
   app->add_option("--horarun-path", raw.horarun_path,
@@ -96,38 +173,31 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_flag("--timeline-mark-cycles", raw.timeline_mark_cycles,
                 "mark engine cycles in the timeline (HORA_TIMELINE_MARK_CYCLES)");
   app->add_option("--fusion-threshold-mb", raw.fusion_threshold_mb,
-                  "tensor fusion buffer in MiB, 0 disables (HORA_FUSION_THRESHOLD; default 128)");
+                  "tensor fusion buffer in MiB, 0 disables (HORA_FUSION_THRESHOLD; default 128)")
+      ->check(number_in(0, kMaxFusionMb, false, "a size in MiB"));
   app->add_option("--cycle-time-ms", raw.cycle_time_ms,
-                  "engine cycle in milliseconds (HORA_CYCLE_TIME_MS; default 1)");
+                  "engine cycle in milliseconds (HORA_CYCLE_TIME_MS; default 1)")
+      ->check(number_in(0, kMaxCycleTimeMs, true, "a number of milliseconds"));
   app->add_option("--cache-capacity", raw.cache_capacity,
-                  "response cache entries, 0 disables (HORA_CACHE_CAPACITY; default 1024)");
+                  "response cache entries, 0 disables (HORA_CACHE_CAPACITY; default 1024)")
+      ->check(integer_in(0, kMaxCacheCapacity, "a number of entries (0: no cache)"));
   app->add_flag("--no-stall-check", raw.no_stall_check,
                 "disable the stall check (HORA_STALL_CHECK_DISABLE=1)");
   app->add_option("--stall-check-warning-time-seconds", raw.stall_warning_seconds,
-                  "warn about tensors some ranks did not submit after this long (default 60)");
+                  "warn about tensors some ranks did not submit after this long (default 60)")
+      ->check(number_in(0, kMaxSeconds, true, "a number of seconds"));
   app->add_option("--stall-check-shutdown-time-seconds", raw.stall_shutdown_seconds,
-                  "fail the job after a stall this long, 0 = never (default 0)");
+                  "fail the job after a stall this long, 0 = never (default 0)")
+      ->check(number_in(0, kMaxSeconds, false, "a number of seconds (0: never)"));
   app->add_option("--gloo-timeout-seconds", raw.gloo_timeout_seconds,
-                  "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)");
+                  "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)")
+      ->check(number_in(0, kMaxSeconds, true, "a number of seconds"));
   return app;
 }
 
-// The option, if any, that `arg` names and whether it takes a separate value argument.
-bool takes_separate_value(CLI::App& app, const std::string& arg) {
-  if (arg.rfind("--", 0) == 0) {
-    if (arg.find('=') != std::string::npos) return false;
-    const CLI::Option* opt = app.get_option_no_throw(arg);
-    return opt != nullptr && opt->get_items_expected_max() > 0;
-  }
-  if (arg.size() == 2 && arg[0] == '-') {  // -H value; -Hvalue carries its own
-    const CLI::Option* opt = app.get_option_no_throw(arg);
-    return opt != nullptr && opt->get_items_expected_max() > 0;
-  }
-  return false;
-}
-
-// horovodrun's single-dash long options; nullopt if `arg` is none of them.
-std::optional<std::string> rewrite_single_dash(const std::string& arg) {
+// horovodrun's single-dash long options, which CLI11 cannot declare, as their long forms;
+// any other argument unchanged.
+std::string rewrite_single_dash(const std::string& arg) {
   if (arg == "-cb") return "--check-build";
   if (arg == "-prefix-timestamp") return "--prefix-output-with-timestamp";
   if (arg == "-np") return "--num-proc";
@@ -136,7 +206,32 @@ std::optional<std::string> rewrite_single_dash(const std::string& arg) {
       std::all_of(arg.begin() + 3, arg.end(), [](char c) { return std::isdigit(c) != 0; })) {
     return "--num-proc=" + arg.substr(3);  // argparse accepts -np4
   }
-  return std::nullopt;
+  return arg;
+}
+
+// The arguments as CLI11 is given them: single-dash long options rewritten, and `--name=` split
+// into `--name` and an empty value (CLI11 would take the next argument as the value instead).
+// `origin[i]` is the index in `args` that rewritten argument i came from: the command is taken
+// from the original arguments, so no rewrite ever reaches it.
+struct Rewritten {
+  std::vector<std::string> args;
+  std::vector<std::size_t> origin;
+};
+
+Rewritten rewrite(const std::vector<std::string>& args) {
+  Rewritten out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = rewrite_single_dash(args[i]);
+    if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.find('=') == arg.size() - 1) {
+      arg.pop_back();
+      out.args.push_back(std::move(arg));
+      out.origin.push_back(i);
+      arg.clear();
+    }
+    out.args.push_back(std::move(arg));
+    out.origin.push_back(i);
+  }
+  return out;
 }
 
 std::string lower(std::string s) {
@@ -150,118 +245,102 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t") - b + 1);
 }
 
-// Decimal text of a number for a variable: integers without a fraction.
-std::string number_text(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v))) {
-    return std::to_string(static_cast<long long>(v));
-  }
-  return fmt::format("{}", v);
-}
-
 void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::string>>& out) {
-  auto positive = [](const char* flag, double v, bool allow_zero) {
-    if (v < 0 || (!allow_zero && v == 0) || !std::isfinite(v)) {
-      throw UsageError(fmt::format("{} {}: give a number {} 0", flag, v,
-                                   allow_zero ? "of at least" : "greater than"));
-    }
-  };
+  // The values are in range (the validators in make_app).
   if (!raw.timeline_filename.empty()) out.emplace_back("HORA_TIMELINE", raw.timeline_filename);
   if (raw.timeline_mark_cycles) out.emplace_back("HORA_TIMELINE_MARK_CYCLES", "1");
   if (raw.fusion_threshold_mb) {
-    positive("--fusion-threshold-mb", *raw.fusion_threshold_mb, true);
     out.emplace_back("HORA_FUSION_THRESHOLD",
                      std::to_string(static_cast<long long>(*raw.fusion_threshold_mb * 1048576.0)));
   }
-  if (raw.cycle_time_ms) {
-    positive("--cycle-time-ms", *raw.cycle_time_ms, false);
-    out.emplace_back("HORA_CYCLE_TIME_MS", number_text(*raw.cycle_time_ms));
-  }
+  if (raw.cycle_time_ms) out.emplace_back("HORA_CYCLE_TIME_MS", number_text(*raw.cycle_time_ms));
   if (raw.cache_capacity) {
-    if (*raw.cache_capacity < 0) {
-      throw UsageError(fmt::format("--cache-capacity {}: give 0 (no cache) or more entries",
-                                   *raw.cache_capacity));
-    }
     out.emplace_back("HORA_CACHE_CAPACITY", std::to_string(*raw.cache_capacity));
   }
   if (raw.no_stall_check) out.emplace_back("HORA_STALL_CHECK_DISABLE", "1");
   if (raw.stall_warning_seconds) {
-    positive("--stall-check-warning-time-seconds", *raw.stall_warning_seconds, false);
     out.emplace_back("HORA_STALL_CHECK_SECONDS", number_text(*raw.stall_warning_seconds));
   }
   if (raw.stall_shutdown_seconds) {
-    positive("--stall-check-shutdown-time-seconds", *raw.stall_shutdown_seconds, true);
     out.emplace_back("HORA_STALL_SHUTDOWN_SECONDS", number_text(*raw.stall_shutdown_seconds));
   }
   if (raw.gloo_timeout_seconds) {
-    positive("--gloo-timeout-seconds", *raw.gloo_timeout_seconds, false);
     out.emplace_back("HORA_TIMEOUT_SECONDS", number_text(*raw.gloo_timeout_seconds));
   }
+}
+
+// One CLI11 parse: the raw values, the split, or the help text.
+struct Parsed {
+  RawOptions raw;
+  SplitCommandLine split;
+  std::string help_text;
+};
+
+Parsed parse_command_line(const std::vector<std::string>& args) {
+  Parsed out;
+  const Rewritten rewritten = rewrite(args);
+  std::unique_ptr<CLI::App> app = make_app(out.raw);
+  try {
+    std::vector<std::string> reversed(rewritten.args.rbegin(), rewritten.args.rend());
+    app->parse(reversed);  // CLI11 consumes a reversed vector
+  } catch (const CLI::CallForHelp&) {
+    out.help_text = app->help();
+    return out;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(fmt::format("{}; {}", e.what(), kUsageHint));
+  }
+  // remaining() is the tail of the arguments from the command on (with a leading `--`), unless
+  // an unknown option came first: CLI11 sets those aside and goes on parsing.
+  std::vector<std::string> rest = app->remaining();
+  if (!rest.empty() && rest.front() != "--" && rest.front().size() > 1 &&
+      rest.front()[0] == '-') {
+    throw UsageError(fmt::format("unknown option {}; put the command after the options, or after "
+                                 "`--` if it starts with '-'; {}",
+                                 rest.front(), kUsageHint));
+  }
+  const std::size_t options_end = rewritten.args.size() - rest.size();
+  out.split.options.assign(rewritten.args.begin(),
+                           rewritten.args.begin() + static_cast<std::ptrdiff_t>(options_end));
+  if (!rest.empty()) {
+    const std::size_t command_begin =
+        rewritten.origin[options_end] + (rest.front() == "--" ? 1 : 0);
+    out.split.command.assign(args.begin() + static_cast<std::ptrdiff_t>(command_begin),
+                             args.end());
+  }
+  return out;
 }
 
 }  // namespace
 
 SplitCommandLine split_command_line(const std::vector<std::string>& args) {
-  RawOptions scratch;
-  std::unique_ptr<CLI::App> app = make_app(scratch);
-  SplitCommandLine out;
-  std::size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.empty() || arg[0] != '-' || arg == "-") break;  // the command starts here
-    std::string rewritten = rewrite_single_dash(arg).value_or(arg);
-    const bool value_follows = takes_separate_value(*app, rewritten);
-    out.options.push_back(std::move(rewritten));
-    if (value_follows && i + 1 < args.size()) out.options.push_back(args[++i]);
-  }
-  out.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  return out;
+  return parse_command_line(args).split;
 }
 
 Options parse_options(const std::vector<std::string>& args, const Environment& env) {
-  SplitCommandLine split = split_command_line(args);
-  RawOptions raw;
-  std::unique_ptr<CLI::App> app = make_app(raw);
+  Parsed parsed = parse_command_line(args);
   Options options;
-  try {
-    std::vector<std::string> reversed(split.options.rbegin(), split.options.rend());
-    app->parse(reversed);  // CLI11 consumes a reversed vector
-  } catch (const CLI::CallForHelp&) {
-    options.help_text = app->help();
+  if (!parsed.help_text.empty()) {
+    options.help_text = std::move(parsed.help_text);
     return options;
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(fmt::format("{}; {}", e.what(), kUsageHint));
   }
-
-  if (raw.num_proc) {
-    if (*raw.num_proc < 1) {
-      throw UsageError(fmt::format("-np {}: the number of ranks must be at least 1", *raw.num_proc));
-    }
-    options.num_proc = raw.num_proc;
-  }
+  const RawOptions& raw = parsed.raw;
+  options.num_proc = raw.num_proc;
   if (!raw.hosts.empty() && !raw.hostfile.empty()) {
     throw UsageError("-H/--hosts and --hostfile both given; use one of them");
   }
   options.hosts = raw.hosts;
   options.hostfile = raw.hostfile;
   if (raw.start_timeout) {
-    if (*raw.start_timeout < 1) {
-      throw UsageError(fmt::format("--start-timeout {}: give a number of seconds of at least 1",
-                                   *raw.start_timeout));
-    }
     options.start_timeout = std::chrono::seconds(*raw.start_timeout);
   } else if (auto it = env.find("HOROVOD_START_TIMEOUT"); it != env.end() && !it->second.empty()) {
     int seconds = 0;
     const std::string& v = it->second;
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
-    if (ec != std::errc() || end != v.data() + v.size() || seconds < 1) {
+    if (ec != std::errc() || end != v.data() + v.size() || seconds < 1 || seconds > kMaxSeconds) {
       throw UsageError(fmt::format(
-          "HOROVOD_START_TIMEOUT='{}' is not a number of seconds of at least 1; fix or unset it, "
+          "HOROVOD_START_TIMEOUT='{}' is not a number of seconds from 1 to {}; fix or unset it, "
           "or pass --start-timeout",
-          v));
+          v, number_text(kMaxSeconds)));
     }
     options.start_timeout = std::chrono::seconds(seconds);
   }
@@ -283,9 +362,6 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.check_build = raw.check_build;
   options.dry_run = raw.dry_run;
 
-  if (raw.ssh_port && (*raw.ssh_port < 1 || *raw.ssh_port > 65535)) {
-    throw UsageError(fmt::format("-p/--ssh-port {}: a port is 1..65535", *raw.ssh_port));
-  }
   options.ssh_port = raw.ssh_port;
   options.ssh_identity_file = raw.ssh_identity_file;
   options.ssh_config = raw.ssh_config;
@@ -351,10 +427,18 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
 
-  options.command = std::move(split.command);
+  options.command = std::move(parsed.split.command);
   if (!options.num_proc && options.hosts.empty() && options.hostfile.empty() &&
       !options.check_build) {
     throw UsageError("-np is required without -H or --hostfile (e.g. horarun -np 4 ./train)");
+  }
+  // Without -H every rank runs here: one host, so -np is bounded as one host's slots are.
+  if (options.num_proc && options.hosts.empty() && options.hostfile.empty() &&
+      *options.num_proc > HostSpec::kMaxSlots) {
+    throw UsageError(fmt::format(
+        "-np {}: without -H or --hostfile every rank runs on this machine, which takes at most "
+        "{} (the most slots of one host); list the hosts with -H or --hostfile",
+        *options.num_proc, HostSpec::kMaxSlots));
   }
   if (options.command.empty() && !options.check_build && !options.dry_run) {
     throw UsageError(

@@ -60,9 +60,10 @@ struct Options {
 Options parse_options(const std::vector<std::string>& args, const Environment& env);
 
 // The command line split where the user's command begins (the first argument that is neither
-// an option nor an option's value, or the one after `--`), with horovodrun's multi-letter
-// single-dash options (-np, -cb, -prefix-timestamp) rewritten to their long forms in the
-// options part only: CLI11 cannot declare them. Exposed for tests.
+// an option nor an option's value, or the one after `--`; CLI11's remaining arguments), with
+// horovodrun's multi-letter single-dash options (-np, -cb, -prefix-timestamp) rewritten to their
+// long forms in the options part only: CLI11 cannot declare them. Throws UsageError as
+// parse_options does. Exposed for tests.
 struct SplitCommandLine {
   std::vector<std::string> options;
   std::vector<std::string> command;

@@ -244,8 +244,8 @@ std::vector<HostSpec> read_hostfile(const std::string& path) {
   return parse_hostfile(text, path);
 }
 
-int total_slots(const std::vector<HostSpec>& hosts) {
-  int total = 0;
+long long total_slots(const std::vector<HostSpec>& hosts) {
+  long long total = 0;
   for (const HostSpec& h : hosts) total += h.slots;
   return total;
 }

@@ -37,6 +37,7 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
 // Reads and parses a hostfile. Throws UsageError when it cannot be read.
 std::vector<HostSpec> read_hostfile(const std::string& path);
 
-int total_slots(const std::vector<HostSpec>& hosts);
+// The slots of every host together, in 64 bits: 32,768 hosts of kMaxSlots do not fit an int.
+long long total_slots(const std::vector<HostSpec>& hosts);
 
 }  // namespace hora::cli

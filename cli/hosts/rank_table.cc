@@ -8,9 +8,21 @@
 
 namespace hora::cli {
 
+int RankTable::job_size(const std::vector<HostSpec>& hosts, std::optional<int> np) {
+  if (np) return *np;
+  const long long slots = total_slots(hosts);
+  if (slots > kMaxRanks) {
+    throw UsageError(fmt::format(
+        "the {} hosts have {} slots together, more than one job can have ranks ({}); give -np "
+        "with the number of ranks to start",
+        hosts.size(), slots, kMaxRanks));
+  }
+  return static_cast<int>(slots);
+}
+
 RankTable::RankTable(const std::vector<HostSpec>& hosts, int np) {
   if (np < 1) throw UsageError(fmt::format("-np must be at least 1, not {}", np));
-  const int slots = total_slots(hosts);
+  const long long slots = total_slots(hosts);
   if (np > slots) {
     throw UsageError(fmt::format(
         "requested more processes (-np {}) than there are slots ({} on {} host{}); "

@@ -9,6 +9,7 @@
 // (horovod/runner/common/util/hosts.py). host_index is h's index among the hosts kept.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ struct RankInfo {
 
 class RankTable {
  public:
+  // The most ranks one job can have: -np and the hosts' slots together are checked against it.
+  static constexpr int kMaxRanks = 1 << 20;
+
+  // The number of ranks of a job on `hosts`: `np` when given (-np), else every slot. Throws
+  // UsageError when the slots together exceed kMaxRanks and no -np says how many to use.
+  static int job_size(const std::vector<HostSpec>& hosts, std::optional<int> np);
+
   // Throws UsageError when np exceeds the slots (naming both numbers) or np < 1.
   RankTable(const std::vector<HostSpec>& hosts, int np);
 

@@ -98,7 +98,7 @@ std::vector<HostSpec> host_list(const Options& options) {
 
 Resolved resolve(const Options& options) {
   const std::vector<HostSpec> hosts = host_list(options);
-  Resolved r{RankTable(hosts, options.num_proc.value_or(total_slots(hosts))),
+  Resolved r{RankTable(hosts, RankTable::job_size(hosts, options.num_proc)),
              parse_network_spec(options.network_interfaces)};
   std::vector<std::string> names;
   for (const HostSpec& h : r.table.hosts()) names.push_back(h.name);

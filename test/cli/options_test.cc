@@ -31,6 +31,10 @@ TEST_CASE("the command starts at the first non-option or after --") {
   split = split_command_line({"--output-filename", "out", "--log-level=debug", "train"});
   CHECK(split.options == Args{"--output-filename", "out", "--log-level=debug"});
   CHECK(split.command == Args{"train"});
+  // A repeatable option takes one value per occurrence: the command is not a second value.
+  split = split_command_line({"-x", "A=1", "--network-interface", "lo", "train", "-x", "B"});
+  CHECK(split.options == Args{"-x", "A=1", "--network-interface", "lo"});
+  CHECK(split.command == Args{"train", "-x", "B"});
 }
 
 TEST_CASE("horovodrun's options parse into Options") {
@@ -94,18 +98,19 @@ TEST_CASE("usage errors say what to change") {
   const Case cases[] = {
       {{"./train"}, "-np is required"},
       {{"-np", "2"}, "no command given"},
-      {{"-np", "0", "x"}, "at least 1"},
+      {{"-np", "0", "x"}, "--num-proc: '0' is not a number of ranks (-np) from 1 to"},
       {{"-np", "two", "x"}, "num-proc"},
       {{"-np", "2", "-H", "a:2", "--hostfile", "f", "x"}, "use one of them"},
       {{"-np", "2", "--bogus", "x"}, "--bogus"},
       {{"-np", "2", "--log-level", "loud", "x"}, "use trace, debug, info, warning or error"},
-      {{"-np", "2", "--start-timeout", "0", "x"}, "at least 1"},
-      {{"-np", "2", "-p", "70000", "x"}, "1..65535"},
+      {{"-np", "2", "--start-timeout", "0", "x"}, "'0' is not a number of seconds from 1 to"},
+      {{"-np", "2", "-p", "70000", "x"}, "--ssh-port: '70000' is not a port from 1 to 65535"},
       {{"-np", "2", "--ssh-strict-host-key-checking", "maybe", "x"}, "yes, accept-new or no"},
       {{"-np", "2", "-x", "UNSET_VAR_FOR_TEST", "x"}, "-x UNSET_VAR_FOR_TEST=VALUE"},
       {{"-np", "2", "-x", "=1", "x"}, "variable name is empty"},
       {{"-np", "2", "--network-interfaces", "eth0,,eth1", "x"}, "empty interface name"},
       {{"-np", "2", "-H"}, "--hosts"},
+      {{"-np", "2", "--bogus", "--verbose", "x"}, "unknown option --bogus"},
   };
   for (const Case& c : cases) {
     INFO("args: " << Catch::Detail::stringify(c.args));
@@ -163,4 +168,65 @@ TEST_CASE("--log-level takes spdlog's names and horovodrun's fatal, in any case"
   CHECK(level("Fatal") == "error");
   CHECK(level("trace") == "trace");
   CHECK_THROWS_WITH(level("off"), Contains("--log-level off: unknown level"));
+}
+
+TEST_CASE("empty host lists are usage errors, not localhost (issue 15 item 4)") {
+  CHECK_THROWS_WITH(parse_options({"-H", "", "x"}, {}),
+                    Contains("--hosts: the value is empty"));
+  CHECK_THROWS_WITH(parse_options({"-np", "2", "-H", "", "x"}, {}),
+                    Contains("--hosts: the value is empty"));
+  CHECK_THROWS_WITH(parse_options({"--hostfile", "", "x"}, {}),
+                    Contains("--hostfile: the value is empty"));
+  CHECK_THROWS_WITH(parse_options({"-np", "2", "--hostfile=", "x"}, {}),
+                    Contains("--hostfile: the value is empty"));
+}
+
+TEST_CASE("-np '' says the value is empty, not that -np is missing (issue 15 item 8)") {
+  CHECK_THROWS_AS(parse_options({"-np", "", "x"}, {}), UsageError);
+  CHECK_THROWS_WITH(parse_options({"-np", "", "x"}, {}), Contains("the value is empty"));
+  CHECK_THROWS_WITH(parse_options({"-np=", "x"}, {}), Contains("the value is empty"));
+}
+
+TEST_CASE("every number is range-checked where it is parsed, naming the flag (issue 15 item 7)") {
+  struct Case {
+    Args args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{"--fusion-threshold-mb", "1e300"}, "--fusion-threshold-mb: '1e300'"},
+      {{"--fusion-threshold-mb", "-1"}, "--fusion-threshold-mb"},
+      {{"--fusion-threshold-mb", "nan"}, "--fusion-threshold-mb"},
+      {{"--cycle-time-ms", "1e300"}, "--cycle-time-ms: '1e300'"},
+      {{"--cycle-time-ms", "inf"}, "--cycle-time-ms"},
+      {{"--stall-check-warning-time-seconds", "1e300"}, "--stall-check-warning-time-seconds"},
+      {{"--stall-check-shutdown-time-seconds", "1e300"}, "--stall-check-shutdown-time-seconds"},
+      {{"--gloo-timeout-seconds", "1e300"}, "--gloo-timeout-seconds"},
+      {{"--cache-capacity", "65537"}, "--cache-capacity"},
+      {{"--cache-capacity", "99999999999999999999"}, "--cache-capacity"},
+      {{"--start-timeout", "99999999999"}, "--start-timeout"},
+      {{"-np", "99999999999"}, "--num-proc"},
+      {{"-np", "2000000"}, "--num-proc"},
+  };
+  for (const Case& c : cases) {
+    Args args = c.args;
+    if (args[0] != "-np") args.insert(args.begin(), {"-np", "2"});
+    args.push_back("x");
+    INFO("args: " << Catch::Detail::stringify(args));
+    CHECK_THROWS_AS(parse_options(args, {}), UsageError);
+    CHECK_THROWS_WITH(parse_options(args, {}), Contains(c.says));
+  }
+  // The largest values still pass, and reach the ranks without overflow.
+  Options o = parse_options({"-np", "1", "--fusion-threshold-mb", "1048576", "--cycle-time-ms",
+                             "60000", "--cache-capacity", "65536", "x"},
+                            {});
+  CHECK(o.tuning[0] == std::pair<std::string, std::string>{"HORA_FUSION_THRESHOLD",
+                                                           "1099511627776"});
+}
+
+TEST_CASE("-np without -H has the bound of one host's slots (issue 15 item 7)") {
+  CHECK(parse_options({"-np", "65536", "x"}, {}).num_proc == 65536);
+  CHECK_THROWS_WITH(parse_options({"-np", "65537", "x"}, {}),
+                    Contains("-np 65537: without -H or --hostfile") && Contains("at most 65536"));
+  // With -H the slots bound it (the rank table checks -np against them).
+  CHECK(parse_options({"-np", "65537", "-H", "a:65536,b:1", "x"}, {}).num_proc == 65537);
 }

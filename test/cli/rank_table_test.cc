@@ -70,3 +70,17 @@ TEST_CASE("rank table: describe lists every rank with its host") {
   CHECK_THAT(d, Contains("[::1]"));
   CHECK_THAT(d, Contains("cross_size"));
 }
+
+TEST_CASE("32,769 hosts of 65,536 slots do not overflow the slot total") {
+  std::string text;
+  for (int i = 0; i < 32769; ++i) text += "h" + std::to_string(i) + " slots=65536\n";
+  const std::vector<hora::cli::HostSpec> hosts = hora::cli::parse_hostfile(text, "big");
+  CHECK(hora::cli::total_slots(hosts) == 32769LL * 65536);
+  CHECK_THROWS_WITH(RankTable::job_size(hosts, std::nullopt),
+                    Catch::Matchers::Contains("2147549184 slots together") &&
+                        Catch::Matchers::Contains("give -np"));
+  CHECK(RankTable::job_size(hosts, 8) == 8);
+  const RankTable table(hosts, 8);
+  CHECK(table.size() == 8);
+  CHECK(table.hosts().size() == 1);
+}

@@ -50,6 +50,15 @@ case_usage() {
   grep -q -- "-np 5" err && grep -q "2 on 1 host" err || fail "message must name both numbers"
   run 10 -np 2 -H 'bad host:2' true
   [ $rc -eq 2 ] || fail "bad -H gave rc=$rc"
+  # An empty host list (think -H "$HOSTS" with HOSTS unset) is not localhost.
+  run 10 -np 2 -H "" touch "$WORK/launched"
+  [ $rc -eq 2 ] && grep -q -- "--hosts: the value is empty" err || fail "-H '' gave rc=$rc"
+  run 10 --hostfile "" touch "$WORK/launched"
+  [ $rc -eq 2 ] && grep -q -- "--hostfile: the value is empty" err || fail "--hostfile '' gave rc=$rc"
+  run 10 -np "" true
+  [ $rc -eq 2 ] && grep -q "the value is empty" err || fail "-np '' gave rc=$rc"
+  run 10 -np 2 --fusion-threshold-mb 1e300 true
+  [ $rc -eq 2 ] && grep -q -- "--fusion-threshold-mb" err || fail "--fusion-threshold-mb 1e300 gave rc=$rc"
   # Both hosts are this machine (a remote host would be preflighted: test/remote covers that).
   run 10 --dry-run -np 3 -H localhost:2,127.0.0.1:2 touch "$WORK/launched"
   [ $rc -eq 0 ] && grep -q "^host 127.0.0.1: 1 rank, local$" out || fail "--dry-run: no host line"
