@@ -33,10 +33,10 @@ class ReservedPort {
     port_ = ntohs(a.sin_port);
   }
   std::uint16_t port() const { return port_; }
-  void release() { fd_ = net::Fd(); }
+  void release() { fd_ = hora::UniqueFd(); }
 
  private:
-  net::Fd fd_;
+  hora::UniqueFd fd_;
   std::uint16_t port_ = 0;
 };
 
