@@ -435,9 +435,10 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
     throw Error(fmt::format("rank {} of {} is not a valid rank (HORA_RANK, HORA_SIZE)", o.rank,
                             o.size));
   }
-  if (o.max_frame_bytes < wire::kMinMaxFrameBytes) {
-    throw Error(fmt::format("rendezvous client: max_frame_bytes must be at least {}, got {}",
-                            wire::kMinMaxFrameBytes, o.max_frame_bytes));
+  if (o.max_frame_bytes < wire::kMinMaxFrameBytes || o.max_frame_bytes > wire::kMaxMaxFrameBytes) {
+    throw Error(fmt::format("rendezvous client: max_frame_bytes must be from {} to {} (below 4 GiB), "
+                            "got {}",
+                            wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, o.max_frame_bytes));
   }
   const auto started = Clock::now();
   auto deadline = started + o.connect_timeout;

@@ -22,6 +22,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -67,6 +68,8 @@ constexpr auto kRejectLinger = 1s;
 constexpr std::size_t kDrainLimitBytes = 1u << 20;
 // Receive buffers larger than this are released after the frame has been handled.
 constexpr std::size_t kKeepPayloadCapacity = 1u << 20;
+// A payload is read at most this much at a time, its buffer growing with what has arrived.
+constexpr std::size_t kReadChunk = 64u << 10;
 
 enum class Phase { kHandshake, kJoined, kClosing, kClosed };
 enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
@@ -144,9 +147,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     if (opts.size < 1) {
       throw Error(fmt::format("rendezvous server: job size must be at least 1, got {}", opts.size));
     }
-    if (opts.max_frame_bytes < wire::kMinMaxFrameBytes) {
-      throw Error(fmt::format("rendezvous server: max_frame_bytes must be at least {}, got {}",
-                              wire::kMinMaxFrameBytes, opts.max_frame_bytes));
+    if (opts.max_frame_bytes < wire::kMinMaxFrameBytes ||
+        opts.max_frame_bytes > wire::kMaxMaxFrameBytes) {
+      throw Error(fmt::format(
+          "rendezvous server: max_frame_bytes must be from {} to {} (below 4 GiB), got {}",
+          wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, opts.max_frame_bytes));
     }
     error_code ec;
     auto addr = asio::ip::make_address(opts.bind_address, ec);
@@ -354,7 +359,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       c->payload.clear();
       return on_frame(c);
     }
-    c->payload.resize(h.payload_bytes);
+    c->payload.clear();
     c->input = Input::kPayload;
     c->body_timer.expires_after(opts.io_timeout);
     c->body_timer.async_wait([self = shared_from_this(), c](error_code ec) {
@@ -368,15 +373,29 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                                format_duration(self->opts.io_timeout)),
                    c->header.request_id);
     });
-    asio::async_read(c->socket, asio::buffer(c->payload),
-                     [self = shared_from_this(), c](error_code ec, std::size_t) {
-                       c->input = Input::kIdle;
-                       c->body_timer.cancel();
-                       if (c->phase == Phase::kClosed) return;
-                       if (c->phase == Phase::kClosing) return self->drain(c, ec);
-                       if (ec) return self->on_read_error(c, ec);
-                       self->on_frame(c);
-                     });
+    read_payload(c);
+  }
+
+  // Reads the payload in chunks, growing the buffer as bytes arrive: a header alone does not
+  // make the server allocate the size it declares.
+  void read_payload(const ConnPtr& c) {
+    const std::size_t have = c->payload.size();
+    const std::size_t chunk = std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
+    c->payload.resize(have + chunk);  // grows the capacity geometrically, like push_back
+    c->socket.async_read_some(
+        asio::buffer(c->payload.data() + have, chunk),
+        [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
+          if (c->phase == Phase::kClosed) return;
+          c->payload.resize(have + n);
+          if (!ec && !c->leaving() && c->payload.size() < c->header.payload_bytes) {
+            return self->read_payload(c);
+          }
+          c->input = Input::kIdle;
+          c->body_timer.cancel();
+          if (c->phase == Phase::kClosing) return self->drain(c, ec);
+          if (ec) return self->on_read_error(c, ec);
+          self->on_frame(c);
+        });
   }
 
   void on_frame(const ConnPtr& c) {
@@ -645,6 +664,7 @@ Server::Stats Server::stats() const {
   Store::Stats st = impl_->store.stats();
   Stats s;
   s.connections = impl_->conns.size();
+  for (const auto& [id, c] : impl_->conns) s.receive_buffer_bytes += c->payload.capacity();
   s.keys = st.keys;
   s.waits = st.waits;
   s.barriers = st.barriers;

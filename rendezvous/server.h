@@ -28,7 +28,8 @@ struct ServerOptions {
   std::uint16_t port = 0;                   // 0: any free port (read it back with port())
   int size = 1;                             // ranks in the job
   std::array<std::uint8_t, 32> secret{};
-  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;  // header + payload, either direction
+  // Header + payload, either direction; from wire::kMinMaxFrameBytes to 4 GiB - 1.
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
   // A connection that has not authenticated this long after accept is rejected and closed.
   std::chrono::milliseconds auth_timeout = kDefaultAuthTimeout;
   // Once a frame's header has arrived its payload must follow within this; a queued response
@@ -67,6 +68,9 @@ class Server {
   // uploads held in memory (0 once every exchange has been handed out).
   struct Stats {
     std::size_t connections = 0;  // open sockets, authenticated or not
+    // Bytes reserved for frames being received, over every connection: grows as payload bytes
+    // arrive, not with the size a header declares.
+    std::size_t receive_buffer_bytes = 0;
     std::size_t keys = 0;
     std::size_t waits = 0;
     std::size_t barriers = 0;
