@@ -20,10 +20,14 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
@@ -40,6 +44,8 @@
 #include <spdlog/logger.h>
 
 #include "common/duration.h"
+#include "common/fd_limit.h"
+#include "common/log_throttle.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/format.h"
 #include "rendezvous/hmac.h"
@@ -68,6 +74,54 @@ constexpr auto kRejectLinger = 1s;
 constexpr std::size_t kDrainLimitBytes = 1u << 20;
 // Receive buffers larger than this are released after the frame has been handled.
 constexpr std::size_t kKeepPayloadCapacity = 1u << 20;
+// Connections taken per wakeup of the listening socket, before others get a turn.
+constexpr int kAcceptBurst = 64;
+// How long to wait before accepting again when no descriptor is free.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+// Descriptors kept free for the launcher and its ranks: a base for the launcher's own files and
+// per rank its pipes and its rendezvous connection.
+constexpr std::uint64_t kFdReserveBase = 64;
+constexpr std::uint64_t kFdReservePerRank = 4;
+
+// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated,
+// lowered so that they can take at most half of the descriptors left after the reserve.
+std::size_t pending_connection_cap(const ServerOptions& o) {
+  const FdLimit lim = fd_limit();
+  const std::uint64_t reserve = kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
+  std::uint64_t cap = o.max_unauthenticated;
+  if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
+    cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
+  }
+  return static_cast<std::size_t>(std::max<std::uint64_t>(cap, 1));
+}
+
+// What a rejection was for, in the words of a rate-limited summary line.
+const char* rejection_kind(Status status) {
+  switch (status) {
+    case Status::kBadFrame: return "bad frame";
+    case Status::kBadVersion: return "wrong protocol version";
+    case Status::kTooLarge: return "frame too large";
+    case Status::kUnknownOp: return "unknown op";
+    case Status::kNotAuthenticated: return "request before authenticating";
+    case Status::kAuthFailed: return "wrong proof (not this job's secret)";
+    case Status::kAuthTimeout: return "did not authenticate in time";
+    case Status::kSizeMismatch: return "wrong job size";
+    case Status::kRankOutOfRange: return "rank out of range";
+    case Status::kDuplicateRank: return "rank already connected";
+    default: return wire::status_name(status);
+  }
+}
+
+// The peer's address without its port: rejections are counted per address.
+std::string peer_host(const std::string& peer) {
+  auto colon = peer.rfind(':');
+  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
 // A payload is read at most this much at a time, its buffer growing with what has arrived.
 constexpr std::size_t kReadChunk = 64u << 10;
 
@@ -121,7 +175,7 @@ void set_keepalive(tcp::socket& s) {
 struct Server::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_, ServerOptions options, ServerEvents ev)
       : io(io_), opts(std::move(options)), events(std::move(ev)), acceptor(io_),
-        accept_retry(io_), wait_timer(io_), store(opts.size) {}
+        accept_retry(io_), wait_timer(io_), throttle_timer(io_), store(opts.size) {}
 
   asio::io_context& io;
   ServerOptions opts;
@@ -131,6 +185,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer accept_retry;
   asio::steady_timer wait_timer;  // armed for the store's next wait deadline
   std::optional<Clock::time_point> wait_timer_at;
+  LogThrottle throttle;            // repeated warnings: one line per kind per second
+  asio::steady_timer throttle_timer;
+  bool throttle_timer_armed = false;
+  std::size_t pending_cap = 1;                  // see pending_connection_cap()
+  std::map<Store::ClientId, ConnPtr> pending;   // in kHandshake, oldest (lowest id) first
   std::string address;
   std::uint16_t port = 0;
   bool stopped = false;
@@ -169,14 +228,26 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                               opts.port != 0 ? "; choose another port, or 0 for any free port"
                                              : ""));
     };
-    acceptor.open(ep.protocol(), ec);
-    if (ec) fail("socket");
+    // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the listening socket
+    // must not leak into the guards and ranks the launcher starts.
+    int lfd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (lfd < 0) {
+      ec = error_code(errno, boost::system::system_category());
+      fail("socket");
+    }
+    acceptor.assign(ep.protocol(), lfd, ec);
+    if (ec) {
+      ::close(lfd);
+      fail("socket");
+    }
     acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
     acceptor.bind(ep, ec);
     if (ec) fail("bind");
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) fail("listen");
     port = acceptor.local_endpoint(ec).port();
+    acceptor.native_non_blocking(true, ec);
+    pending_cap = pending_connection_cap(opts);
     logger()->info("rendezvous server listening on {} for {} ranks",
                    format_endpoint(address, port), opts.size);
     accept();
@@ -189,6 +260,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     acceptor.close(ec);
     accept_retry.cancel();
     wait_timer.cancel();
+    throttle_timer.cancel();
     store.clear();
     by_rank.clear();
     std::vector<ConnPtr> all;
@@ -212,26 +284,64 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- accepting and the handshake -------------------------------------------------------------
 
+  // Waits until the listening socket is readable, then takes what is queued with accept4()
+  // (close-on-exec from the start, which Asio's async_accept does not give).
   void accept() {
-    acceptor.async_accept([self = shared_from_this()](error_code ec, tcp::socket s) {
+    acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
       if (self->stopped || ec == asio::error::operation_aborted) return;
-      if (ec) {
-        // Typically EMFILE: back off instead of spinning; the pending peers wait in the backlog.
-        self->logger_warn_accept(ec);
-        self->accept_retry.expires_after(100ms);
-        self->accept_retry.async_wait([self](error_code e) {
-          if (!e && !self->stopped) self->accept();
-        });
-        return;
-      }
-      self->on_accept(std::move(s));
-      self->accept();
+      self->accept_ready();
     });
   }
 
-  void logger_warn_accept(const error_code& ec) {
-    logger()->warn("rendezvous server on {}: accept: {}; retrying in 100 ms",
-                   format_endpoint(address, port), ec.message());
+  void accept_ready() {
+    for (int i = 0; i < kAcceptBurst; ++i) {
+      int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        tcp::socket s(io);
+        error_code ec;
+        s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+        if (ec) {
+          ::close(fd);
+          continue;
+        }
+        on_accept(std::move(s));
+        continue;
+      }
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) break;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;  // that peer only
+      if ((err == EMFILE || err == ENFILE) && drop_oldest_pending("no descriptor was free")) {
+        continue;  // a descriptor was freed for the connection waiting in the backlog
+      }
+      // Out of descriptors (or memory) with no unauthenticated connection to give up: say why,
+      // at the level horarun shows by default, and back off instead of spinning.
+      warn_accept_failed(err);
+      accept_retry.expires_after(kAcceptRetry);
+      accept_retry.async_wait([self = shared_from_this()](error_code e) {
+        if (!e && !self->stopped) self->accept();
+      });
+      return;
+    }
+    accept();
+  }
+
+  void warn_accept_failed(int err) {
+    const std::string why = std::strerror(err);
+    const std::string where = format_endpoint(address, port);
+    if (!throttle.admit("accept " + why, Clock::now(), [where, why](std::uint64_t n) {
+          return fmt::format("rendezvous server on {}: accept failed {} times in the last "
+                             "1 s: {}",
+                             where, n, why);
+        })) {
+      return arm_throttle_timer();
+    }
+    std::string hint;
+    if (err == EMFILE) {
+      hint = fmt::format(" (the open-file limit is {}; raise it with ulimit -n)", fd_limit().soft);
+    }
+    logger()->error("rendezvous server on {}: cannot accept connections: {}{}; retrying in {}",
+                    where, why, hint, format_duration(kAcceptRetry));
+    arm_throttle_timer();
   }
 
   void on_accept(tcp::socket s) {
@@ -240,7 +350,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     auto rep = c->socket.remote_endpoint(ec);
     c->peer = ec ? std::string("unknown peer") : format_endpoint(rep.address().to_string(), rep.port());
     set_keepalive(c->socket);
+    if (pending.size() >= pending_cap) {
+      drop_oldest_pending(fmt::format("more than {} connections were waiting to authenticate",
+                                      pending_cap));
+    }
     conns.emplace(c->id, c);
+    pending.emplace(c->id, c);
     if (RAND_bytes(c->nonce.data(), static_cast<int>(c->nonce.size())) != 1) {
       logger()->error("rendezvous server: OpenSSL RAND_bytes failed; closing {}", c->peer);
       finish_close(c);
@@ -287,6 +402,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     c->auth_timer.cancel();
     c->phase = Phase::kJoined;
+    pending.erase(c->id);
     c->rank = m.rank;
     by_rank[m.rank] = c;
     seen.insert(m.rank);
@@ -504,6 +620,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     if (c->leaving()) return;
     const bool joined = c->phase == Phase::kJoined;
     c->phase = Phase::kClosing;
+    pending.erase(c->id);
     c->auth_timer.cancel();
     store.forget(c->id);
     rearm_wait_timer();
@@ -522,7 +639,17 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // The peer broke the protocol: tell it why, report it, and close.
   void reject(const ConnPtr& c, Status status, const std::string& reason, std::uint32_t id) {
     if (c->leaving()) return;
-    logger()->warn("rejected {}: {}", c->label(), reason);
+    const std::string host = peer_host(c->peer);
+    const char* kind = rejection_kind(status);
+    if (throttle.admit(fmt::format("rejected {} {}", host, kind), Clock::now(),
+                       [host, kind](std::uint64_t n) {
+                         return fmt::format("rejected {} connections from {} in the last 1 s: "
+                                            "{}",
+                                            n, host, kind);
+                       })) {
+      logger()->warn("rejected {}: {}", c->label(), reason);
+    }
+    arm_throttle_timer();
     leave(c, false, fmt::format("rejected: {}", reason));
     send(c, wire::encode_frame(Op::kReject, status, id, wire::encode_message(reason)));
     start_linger(c);
@@ -539,8 +666,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // The connection died or stalled: no goodbye to send, just forget it.
   void drop(const ConnPtr& c, const std::string& reason) {
+    const bool refused = c->leaving();  // already logged as rejected
     leave(c, false, reason);
-    if (!c->authenticated()) logger()->info("{} dropped: {}", c->peer, reason);
+    if (!c->authenticated() && !refused) log_dropped(c, reason);
     finish_close(c);
   }
 
@@ -550,6 +678,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     // callbacks, so the waits are dropped without leave().
     if (!c->leaving()) store.forget(c->id);
     c->phase = Phase::kClosed;
+    pending.erase(c->id);
     c->auth_timer.cancel();
     c->body_timer.cancel();
     c->write_timer.cancel();
@@ -559,6 +688,41 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     c->socket.close(ec);
     c->out.clear();
     conns.erase(c->id);
+  }
+
+  // Gives up the connection that has waited longest to authenticate, to make room; false if
+  // there is none.
+  bool drop_oldest_pending(const std::string& why) {
+    if (pending.empty()) return false;
+    ConnPtr oldest = pending.begin()->second;
+    drop(oldest, fmt::format("dropped before authenticating: {} (the oldest goes first)", why));
+    return true;
+  }
+
+  void log_dropped(const ConnPtr& c, const std::string& reason) {
+    const std::string host = peer_host(c->peer);
+    if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s",
+                             n, host);
+        })) {
+      logger()->warn("{}: {}", c->peer, reason);
+    }
+    arm_throttle_timer();
+  }
+
+  // Summaries of throttled warnings are written when their window ends.
+  void arm_throttle_timer() {
+    if (throttle_timer_armed) return;
+    auto next = throttle.next_flush();
+    if (!next) return;
+    throttle_timer_armed = true;
+    throttle_timer.expires_at(*next);
+    throttle_timer.async_wait([self = shared_from_this()](error_code ec) {
+      self->throttle_timer_armed = false;
+      if (ec || self->stopped) return;
+      for (const auto& line : self->throttle.flush(Clock::now())) logger()->warn("{}", line);
+      self->arm_throttle_timer();
+    });
   }
 
   // ---- requests -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ struct ServerOptions {
   static constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
   static constexpr std::chrono::milliseconds kDefaultAuthTimeout{10000};
   static constexpr std::chrono::milliseconds kDefaultIoTimeout{30000};
+  static constexpr std::size_t kDefaultMaxUnauthenticated = 256;
 
   std::string bind_address = "127.0.0.1";  // an address of the chosen interface
   std::uint16_t port = 0;                   // 0: any free port (read it back with port())
@@ -35,6 +36,10 @@ struct ServerOptions {
   // Once a frame's header has arrived its payload must follow within this; a queued response
   // must be taken by the peer within this. Otherwise the connection is dropped.
   std::chrono::milliseconds io_timeout = kDefaultIoTimeout;
+  // At most this many connections may wait to authenticate at once (lowered so they take at
+  // most half of the open-file limit left after a reserve for the launcher and its ranks); a
+  // new one beyond it makes the server drop the one that has waited longest.
+  std::size_t max_unauthenticated = kDefaultMaxUnauthenticated;
 };
 
 // What the launcher hears from the server. Every callback runs on the io_context thread.
