@@ -59,7 +59,7 @@ std::string quoted(const char* what, const std::string& name) {
 
 class ClientImpl final : public Client {
  public:
-  ClientImpl(const ClientOptions& options, net::Fd fd, std::string server)
+  ClientImpl(const ClientOptions& options, UniqueFd fd, std::string server)
       : opts_(options), fd_(std::move(fd)), server_(std::move(server)) {
     reader_ = std::thread([this] { reader_loop(); });
   }
@@ -72,7 +72,7 @@ class ClientImpl final : public Client {
   void set_abort_handler(std::function<void(const std::string&)> handler);
 
   const ClientOptions opts_;
-  const net::Fd fd_;
+  const UniqueFd fd_;
   const std::string server_;
 
  private:
@@ -435,9 +435,10 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
     throw Error(fmt::format("rank {} of {} is not a valid rank (HORA_RANK, HORA_SIZE)", o.rank,
                             o.size));
   }
-  if (o.max_frame_bytes < wire::kMinMaxFrameBytes) {
-    throw Error(fmt::format("rendezvous client: max_frame_bytes must be at least {}, got {}",
-                            wire::kMinMaxFrameBytes, o.max_frame_bytes));
+  if (o.max_frame_bytes < wire::kMinMaxFrameBytes || o.max_frame_bytes > wire::kMaxMaxFrameBytes) {
+    throw Error(fmt::format("rendezvous client: max_frame_bytes must be from {} to {} (below 4 GiB), "
+                            "got {}",
+                            wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, o.max_frame_bytes));
   }
   const auto started = Clock::now();
   auto deadline = started + o.connect_timeout;
@@ -452,7 +453,7 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
   for (;;) {
     ++attempts;
     std::string why;
-    net::Fd fd = net::connect_tcp(o.host, o.port, deadline, &why);
+    UniqueFd fd = net::connect_tcp(o.host, o.port, deadline, &why);
     if (fd && handshake(fd.get(), o, server, std::max(deadline, Clock::now() + kHandshakeMin),
                         &why)) {
       logger()->debug("rank {}: connected to the rendezvous server {} after {} attempt{}", o.rank,

@@ -4,13 +4,6 @@
 
 namespace hora::rdv {
 
-std::string format_duration(std::chrono::milliseconds d) {
-  auto ms = d.count();
-  if (ms % 1000 == 0) return fmt::format("{} s", ms / 1000);
-  if (ms < 1000) return fmt::format("{} ms", ms);
-  return fmt::format("{:.1f} s", static_cast<double>(ms) / 1000.0);
-}
-
 std::string format_ranks(const std::vector<int>& ranks, int size) {
   return fmt::format("{} {} of {}", ranks.size() == 1 ? "rank" : "ranks",
                      format_rank_list(ranks), size);

@@ -3,12 +3,15 @@
 
 #include <chrono>
 #include <string>
+
+#include "common/duration.h"
 #include <vector>
 
 namespace hora::rdv {
 
-// "30 s", "1.5 s", "250 ms".
-std::string format_duration(std::chrono::milliseconds d);
+// "30 s", "1.5 s", "250 ms": the one spelling in common/duration.h. Kept visible as
+// rdv::format_duration for callers that spell it so; new code says hora::format_duration.
+using hora::format_duration;
 
 // "rank 3 of 16", "ranks 3, 7 of 16", "ranks 0-5, 9 of 16"; long lists are cut after 32 entries
 // ("..., and 12 more"). `ranks` must be sorted and unique.

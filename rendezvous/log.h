@@ -5,11 +5,12 @@
 
 #include <spdlog/logger.h>
 
+#include "common/logger.h"
+
 namespace hora::rdv {
 
-// Returns the logger named "rendezvous", creating it (stderr sink, the registry's global level)
-// on first use. If the launcher or runtime registered a logger of that name first, that one is
-// used, so they control its sinks and level. Thread-safe.
-std::shared_ptr<spdlog::logger> logger();
+// The logger named "rendezvous" (see hora::named_logger): if the launcher or runtime registered
+// one of that name first, theirs is used, so they control its sinks and level.
+inline std::shared_ptr<spdlog::logger> logger() { return named_logger("rendezvous"); }
 
 }  // namespace hora::rdv

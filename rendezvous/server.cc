@@ -1,27 +1,33 @@
-// The rendezvous server. Everything below runs on the one io_context thread, so the state needs
-// no locks; abort_all() and stop() post themselves there.
+// The rendezvous server's connection side: the acceptor and one state machine per connection.
+// The job's keys, waits, barriers and exchanges live in rendezvous/store.h (no sockets); this
+// file turns frames into Store calls and Store replies into frames. Everything below runs on the
+// one io_context thread, so the state needs no locks; abort_all() and stop() post themselves.
 //
-// Life of a connection:
-//   accept -> HELLO{nonce} queued, auth deadline armed, header read started
-//   AUTH ok  -> authenticated: registered under its rank, AUTH/OK (and ABORT if the job was
-//               already aborted) queued, then a read loop of header -> payload -> handle
-//   misbehaviour (anywhere) -> reject(): REJECT{reason} queued, the connection is "closing":
-//               detached from the job, nothing more is handled, leftover input is drained
-//               (so closing does not reset the peer before it reads the REJECT), and the socket
-//               is closed once the peer hangs up or kRejectLinger passes.
-//   GOODBYE  -> GOODBYE/OK queued, detached cleanly, then closed like a rejected connection.
-//   EOF/error -> detached (on_disconnected with clean=false) and closed.
-//
-// Waiting requests (GET on a missing key, BARRIER, EXCHANGE) are Waits with their own timer;
-// each belongs to its connection and is dropped with it. A Wait ends by being satisfied (OK), by
-// its timer (TIMEOUT naming what was missing), or by its connection going away (no answer).
+// A connection's phase (Phase):
+//   kHandshake  accepted: HELLO{nonce} queued, auth deadline armed, reading the AUTH frame
+//   kJoined     AUTH ok: registered under its rank, AUTH/OK (and ABORT if the job was already
+//               aborted) queued, then a read loop of header -> payload -> handle
+//   kClosing    rejected (REJECT{reason} queued) or said GOODBYE (GOODBYE/OK queued): out of
+//               the job, nothing more is handled, leftover input is drained (so closing does not
+//               reset the peer before it reads the answer), and the socket is closed once the
+//               peer hangs up or kRejectLinger passes
+//   kClosed     socket closed, connection forgotten
+// EOF or an error in kHandshake/kJoined goes straight to kClosed (on_disconnected with
+// clean=false for a joined rank). Its input side (Input) says what read is in flight: none, a
+// header, a payload, the drain of a closing connection, or none any more (the peer hung up).
+// A write is in flight whenever the output queue is not empty.
 #include "rendezvous/server.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
@@ -37,10 +43,14 @@
 #include <openssl/rand.h>
 #include <spdlog/logger.h>
 
+#include "common/duration.h"
+#include "common/fd_limit.h"
+#include "common/log_throttle.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/format.h"
 #include "rendezvous/hmac.h"
 #include "rendezvous/log.h"
+#include "rendezvous/store.h"
 #include "rendezvous/wire.h"
 
 namespace hora::rdv {
@@ -62,38 +72,88 @@ namespace {
 // close; and how much of its leftover input we read meanwhile.
 constexpr auto kRejectLinger = 1s;
 constexpr std::size_t kDrainLimitBytes = 1u << 20;
-// Longest wait a request may ask for (protects the timer arithmetic from absurd values).
-constexpr std::chrono::milliseconds kMaxWait = std::chrono::hours(24 * 7);
 // Receive buffers larger than this are released after the frame has been handled.
 constexpr std::size_t kKeepPayloadCapacity = 1u << 20;
+// Connections taken per wakeup of the listening socket, before others get a turn.
+constexpr int kAcceptBurst = 64;
+// How long to wait before accepting again when no descriptor is free.
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+// Descriptors kept free for the launcher and its ranks: a base for the launcher's own files and
+// per rank its pipes and its rendezvous connection.
+constexpr std::uint64_t kFdReserveBase = 64;
+constexpr std::uint64_t kFdReservePerRank = 4;
+
+// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated,
+// lowered so that they can take at most half of the descriptors left after the reserve.
+std::size_t pending_connection_cap(const ServerOptions& o) {
+  const FdLimit lim = fd_limit();
+  const std::uint64_t reserve = kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
+  std::uint64_t cap = o.max_unauthenticated;
+  if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
+    cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
+  }
+  return static_cast<std::size_t>(std::max<std::uint64_t>(cap, 1));
+}
+
+// What a rejection was for, in the words of a rate-limited summary line.
+const char* rejection_kind(Status status) {
+  switch (status) {
+    case Status::kBadFrame: return "bad frame";
+    case Status::kBadVersion: return "wrong protocol version";
+    case Status::kTooLarge: return "frame too large";
+    case Status::kUnknownOp: return "unknown op";
+    case Status::kNotAuthenticated: return "request before authenticating";
+    case Status::kAuthFailed: return "wrong proof (not this job's secret)";
+    case Status::kAuthTimeout: return "did not authenticate in time";
+    case Status::kSizeMismatch: return "wrong job size";
+    case Status::kRankOutOfRange: return "rank out of range";
+    case Status::kDuplicateRank: return "rank already connected";
+    default: return wire::status_name(status);
+  }
+}
+
+// The peer's address without its port: rejections are counted per address.
+std::string peer_host(const std::string& peer) {
+  auto colon = peer.rfind(':');
+  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// A payload is read at most this much at a time, its buffer growing with what has arrived.
+constexpr std::size_t kReadChunk = 64u << 10;
+
+enum class Phase { kHandshake, kJoined, kClosing, kClosed };
+enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
 
 struct Connection {
-  Connection(tcp::socket s, asio::io_context& io)
-      : socket(std::move(s)), auth_timer(io), body_timer(io), write_timer(io), linger_timer(io) {}
+  Connection(tcp::socket s, asio::io_context& io, Store::ClientId id_)
+      : socket(std::move(s)), id(id_), auth_timer(io), body_timer(io), write_timer(io),
+        linger_timer(io) {}
 
   std::string label() const {
     return rank >= 0 ? fmt::format("rank {} ({})", rank, peer) : peer;
   }
+  // Past the handshake at some point (a closing connection may have been a rank).
+  bool authenticated() const { return rank >= 0; }
+  // Rejected, said goodbye, or closed: nothing it sends is handled any more.
+  bool leaving() const { return phase == Phase::kClosing || phase == Phase::kClosed; }
 
   tcp::socket socket;
+  Store::ClientId id;
   std::string peer;  // "ip:port"
   int rank = -1;     // set once authenticated
-  bool authenticated = false;
-  bool detached = false;  // no longer part of the job: waits dropped, rank unregistered
-  bool closing = false;   // nothing more is handled; input is drained until close
-  bool closed = false;    // socket closed, connection forgotten
-  bool reading = false;   // a read is in flight
-  bool awaiting_body = false;
-  bool read_done = false;  // peer hung up (or read failed) while closing
-  bool writing = false;
+  Phase phase = Phase::kHandshake;
+  Input input = Input::kIdle;
   std::size_t drained = 0;
   wire::Nonce nonce{};
   asio::steady_timer auth_timer, body_timer, write_timer, linger_timer;
   std::array<std::uint8_t, wire::kHeaderBytes> header_buf{};
   wire::Header header;
   Bytes payload;
-  std::deque<Bytes> out;
-  std::set<std::uint64_t> waits;  // tokens of this connection's pending Waits
+  std::deque<Bytes> out;  // front() is being written while not empty
 };
 using ConnPtr = std::shared_ptr<Connection>;
 
@@ -113,38 +173,9 @@ void set_keepalive(tcp::socket& s) {
 }  // namespace
 
 struct Server::Impl : std::enable_shared_from_this<Impl> {
-  enum class WaitKind { kGet, kBarrier, kExchange };
-  struct Wait {
-    WaitKind kind;
-    ConnPtr conn;
-    std::uint32_t id;
-    Op op;
-    std::string name;
-    std::chrono::milliseconds timeout;
-    std::unique_ptr<asio::steady_timer> timer;
-  };
-  // A barrier or exchange lives while someone waits in it. `left` are ranks that entered and
-  // then gave up (timed out or disconnected) while others still waited: timeout messages name
-  // them apart from the ranks that never came.
-  struct Barrier {
-    std::map<int, std::uint64_t> entered;  // rank -> token
-    std::set<int> left;
-  };
-  // A rank's row: the EXCHANGE payload as received, and views of its slices inside it (moving
-  // the payload vector keeps its buffer, so the views stay valid).
-  struct Upload {
-    std::uint64_t token;
-    Bytes payload;
-    std::vector<std::span<const std::uint8_t>> slices;
-  };
-  struct Exchange {
-    std::map<int, Upload> uploads;  // rank -> its row
-    std::set<int> left;
-  };
-
   Impl(asio::io_context& io_, ServerOptions options, ServerEvents ev)
       : io(io_), opts(std::move(options)), events(std::move(ev)), acceptor(io_),
-        accept_retry(io_) {}
+        accept_retry(io_), wait_timer(io_), throttle_timer(io_), store(opts.size) {}
 
   asio::io_context& io;
   ServerOptions opts;
@@ -152,21 +183,22 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   std::atomic<bool> silenced{false};  // set by ~Server: no callbacks into the launcher any more
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
+  asio::steady_timer wait_timer;  // armed for the store's next wait deadline
+  std::optional<Clock::time_point> wait_timer_at;
+  LogThrottle throttle;            // repeated warnings: one line per kind per second
+  asio::steady_timer throttle_timer;
+  bool throttle_timer_armed = false;
+  std::size_t pending_cap = 1;                  // see pending_connection_cap()
+  std::map<Store::ClientId, ConnPtr> pending;   // in kHandshake, oldest (lowest id) first
   std::string address;
   std::uint16_t port = 0;
   bool stopped = false;
-  std::optional<std::string> abort_reason;
 
+  Store store;
   std::set<int> seen;
-  std::map<int, ConnPtr> by_rank;  // authenticated, not detached
-  std::set<ConnPtr> conns;         // every open connection
-
-  std::unordered_map<std::string, Bytes> kv;
-  std::uint64_t next_token = 1;
-  std::unordered_map<std::uint64_t, Wait> waits;
-  std::unordered_map<std::string, std::vector<std::uint64_t>> get_waiters;
-  std::unordered_map<std::string, Barrier> barriers;
-  std::unordered_map<std::string, Exchange> exchanges;
+  std::map<int, ConnPtr> by_rank;  // joined (authenticated and not leaving)
+  Store::ClientId next_id = 1;
+  std::unordered_map<Store::ClientId, ConnPtr> conns;  // every open connection
 
   // ---- start / stop -------------------------------------------------------------------------
 
@@ -174,9 +206,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     if (opts.size < 1) {
       throw Error(fmt::format("rendezvous server: job size must be at least 1, got {}", opts.size));
     }
-    if (opts.max_frame_bytes < wire::kMinMaxFrameBytes) {
-      throw Error(fmt::format("rendezvous server: max_frame_bytes must be at least {}, got {}",
-                             wire::kMinMaxFrameBytes, opts.max_frame_bytes));
+    if (opts.max_frame_bytes < wire::kMinMaxFrameBytes ||
+        opts.max_frame_bytes > wire::kMaxMaxFrameBytes) {
+      throw Error(fmt::format(
+          "rendezvous server: max_frame_bytes must be from {} to {} (below 4 GiB), got {}",
+          wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, opts.max_frame_bytes));
     }
     error_code ec;
     auto addr = asio::ip::make_address(opts.bind_address, ec);
@@ -194,14 +228,26 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                               opts.port != 0 ? "; choose another port, or 0 for any free port"
                                              : ""));
     };
-    acceptor.open(ep.protocol(), ec);
-    if (ec) fail("socket");
+    // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the listening socket
+    // must not leak into the guards and ranks the launcher starts.
+    int lfd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (lfd < 0) {
+      ec = error_code(errno, boost::system::system_category());
+      fail("socket");
+    }
+    acceptor.assign(ep.protocol(), lfd, ec);
+    if (ec) {
+      ::close(lfd);
+      fail("socket");
+    }
     acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
     acceptor.bind(ep, ec);
     if (ec) fail("bind");
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) fail("listen");
     port = acceptor.local_endpoint(ec).port();
+    acceptor.native_non_blocking(true, ec);
+    pending_cap = pending_connection_cap(opts);
     logger()->info("rendezvous server listening on {} for {} ranks",
                    format_endpoint(address, port), opts.size);
     accept();
@@ -213,13 +259,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     error_code ec;
     acceptor.close(ec);
     accept_retry.cancel();
-    for (auto& [token, w] : waits) w.timer->cancel();
-    waits.clear();
-    get_waiters.clear();
-    barriers.clear();
-    exchanges.clear();
+    wait_timer.cancel();
+    throttle_timer.cancel();
+    store.clear();
     by_rank.clear();
-    auto all = conns;
+    std::vector<ConnPtr> all;
+    for (auto& [id, c] : conns) all.push_back(c);
     for (const auto& c : all) finish_close(c);
     logger()->debug("rendezvous server on {} stopped", format_endpoint(address, port));
   }
@@ -239,35 +284,78 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- accepting and the handshake -------------------------------------------------------------
 
+  // Waits until the listening socket is readable, then takes what is queued with accept4()
+  // (close-on-exec from the start, which Asio's async_accept does not give).
   void accept() {
-    acceptor.async_accept([self = shared_from_this()](error_code ec, tcp::socket s) {
+    acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
       if (self->stopped || ec == asio::error::operation_aborted) return;
-      if (ec) {
-        // Typically EMFILE: back off instead of spinning; the pending peers wait in the backlog.
-        self->logger_warn_accept(ec);
-        self->accept_retry.expires_after(100ms);
-        self->accept_retry.async_wait([self](error_code e) {
-          if (!e && !self->stopped) self->accept();
-        });
-        return;
-      }
-      self->on_accept(std::move(s));
-      self->accept();
+      self->accept_ready();
     });
   }
 
-  void logger_warn_accept(const error_code& ec) {
-    logger()->warn("rendezvous server on {}: accept: {}; retrying in 100 ms",
-                   format_endpoint(address, port), ec.message());
+  void accept_ready() {
+    for (int i = 0; i < kAcceptBurst; ++i) {
+      int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        tcp::socket s(io);
+        error_code ec;
+        s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+        if (ec) {
+          ::close(fd);
+          continue;
+        }
+        on_accept(std::move(s));
+        continue;
+      }
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) break;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;  // that peer only
+      if ((err == EMFILE || err == ENFILE) && drop_oldest_pending("no descriptor was free")) {
+        continue;  // a descriptor was freed for the connection waiting in the backlog
+      }
+      // Out of descriptors (or memory) with no unauthenticated connection to give up: say why,
+      // at the level horarun shows by default, and back off instead of spinning.
+      warn_accept_failed(err);
+      accept_retry.expires_after(kAcceptRetry);
+      accept_retry.async_wait([self = shared_from_this()](error_code e) {
+        if (!e && !self->stopped) self->accept();
+      });
+      return;
+    }
+    accept();
+  }
+
+  void warn_accept_failed(int err) {
+    const std::string why = std::strerror(err);
+    const std::string where = format_endpoint(address, port);
+    if (!throttle.admit("accept " + why, Clock::now(), [where, why](std::uint64_t n) {
+          return fmt::format("rendezvous server on {}: accept failed {} times in the last "
+                             "1 s: {}",
+                             where, n, why);
+        })) {
+      return arm_throttle_timer();
+    }
+    std::string hint;
+    if (err == EMFILE) {
+      hint = fmt::format(" (the open-file limit is {}; raise it with ulimit -n)", fd_limit().soft);
+    }
+    logger()->error("rendezvous server on {}: cannot accept connections: {}{}; retrying in {}",
+                    where, why, hint, format_duration(kAcceptRetry));
+    arm_throttle_timer();
   }
 
   void on_accept(tcp::socket s) {
-    auto c = std::make_shared<Connection>(std::move(s), io);
+    auto c = std::make_shared<Connection>(std::move(s), io, next_id++);
     error_code ec;
     auto rep = c->socket.remote_endpoint(ec);
     c->peer = ec ? std::string("unknown peer") : format_endpoint(rep.address().to_string(), rep.port());
     set_keepalive(c->socket);
-    conns.insert(c);
+    if (pending.size() >= pending_cap) {
+      drop_oldest_pending(fmt::format("more than {} connections were waiting to authenticate",
+                                      pending_cap));
+    }
+    conns.emplace(c->id, c);
+    pending.emplace(c->id, c);
     if (RAND_bytes(c->nonce.data(), static_cast<int>(c->nonce.size())) != 1) {
       logger()->error("rendezvous server: OpenSSL RAND_bytes failed; closing {}", c->peer);
       finish_close(c);
@@ -277,7 +365,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     send(c, wire::encode_frame(Op::kHello, Status::kOk, 0, wire::encode(wire::Hello{c->nonce})));
     c->auth_timer.expires_after(opts.auth_timeout);
     c->auth_timer.async_wait([self = shared_from_this(), c](error_code e) {
-      if (e || c->authenticated || c->closing || c->closed) return;
+      if (e || c->phase != Phase::kHandshake) return;
       self->reject(c, Status::kAuthTimeout,
                    fmt::format("did not authenticate within {} of connecting",
                                format_duration(self->opts.auth_timeout)),
@@ -313,15 +401,16 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                     c->header.request_id);
     }
     c->auth_timer.cancel();
-    c->authenticated = true;
+    c->phase = Phase::kJoined;
+    pending.erase(c->id);
     c->rank = m.rank;
     by_rank[m.rank] = c;
     seen.insert(m.rank);
     logger()->info("rank {} connected from {}", m.rank, c->peer);
     send(c, wire::encode_frame(Op::kAuth, Status::kOk, c->header.request_id, {}));
-    if (abort_reason) {
+    if (store.abort_reason()) {
       send(c, wire::encode_frame(Op::kAbort, Status::kAborted, 0,
-                                 wire::encode_message(*abort_reason)));
+                                 wire::encode_message(*store.abort_reason())));
     }
     emit(events.on_connected, m.rank, c->peer);
   }
@@ -329,12 +418,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // ---- reading --------------------------------------------------------------------------------
 
   void read_header(const ConnPtr& c) {
-    c->reading = true;
+    c->input = Input::kHeader;
     asio::async_read(c->socket, asio::buffer(c->header_buf),
                      [self = shared_from_this(), c](error_code ec, std::size_t) {
-                       c->reading = false;
-                       if (c->closed) return;
-                       if (c->closing) return self->drain(c, ec);
+                       c->input = Input::kIdle;
+                       if (c->phase == Phase::kClosed) return;
+                       if (c->phase == Phase::kClosing) return self->drain(c, ec);
                        if (ec) return self->on_read_error(c, ec);
                        self->on_header(c);
                      });
@@ -343,10 +432,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   void on_header(const ConnPtr& c) {
     wire::Header h;
     std::string why;
-    std::size_t limit = c->authenticated ? opts.max_frame_bytes
-                                         : wire::kHeaderBytes + wire::kAuthPayloadBytes;
+    const bool handshake = c->phase == Phase::kHandshake;
+    std::size_t limit = handshake ? wire::kHeaderBytes + wire::kAuthPayloadBytes
+                                  : opts.max_frame_bytes;
     Status st = wire::decode_header(c->header_buf, limit, &h, &why);
-    if (st == Status::kTooLarge && !c->authenticated) {
+    if (st == Status::kTooLarge && handshake) {
       why += " (before authenticating, only the AUTH frame is accepted)";
     }
     if (st != Status::kOk) return reject(c, st, why, h.request_id);
@@ -356,7 +446,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                                 wire::op_name(h.op), static_cast<int>(h.status)),
                     h.request_id);
     }
-    if (!c->authenticated) {
+    if (handshake) {
       if (h.op != Op::kAuth) {
         if (wire::is_request_op(h.op)) {
           return reject(c, Status::kNotAuthenticated,
@@ -385,11 +475,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       c->payload.clear();
       return on_frame(c);
     }
-    c->payload.resize(h.payload_bytes);
-    c->awaiting_body = true;
+    c->payload.clear();
+    c->input = Input::kPayload;
     c->body_timer.expires_after(opts.io_timeout);
     c->body_timer.async_wait([self = shared_from_this(), c](error_code ec) {
-      if (ec || c->closed || c->closing || !c->awaiting_body ||
+      if (ec || c->leaving() || c->input != Input::kPayload ||
           c->body_timer.expiry() > Clock::now()) {
         return;
       }
@@ -399,22 +489,34 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                                format_duration(self->opts.io_timeout)),
                    c->header.request_id);
     });
-    c->reading = true;
-    asio::async_read(c->socket, asio::buffer(c->payload),
-                     [self = shared_from_this(), c](error_code ec, std::size_t) {
-                       c->reading = false;
-                       c->awaiting_body = false;
-                       c->body_timer.cancel();
-                       if (c->closed) return;
-                       if (c->closing) return self->drain(c, ec);
-                       if (ec) return self->on_read_error(c, ec);
-                       self->on_frame(c);
-                     });
+    read_payload(c);
+  }
+
+  // Reads the payload in chunks, growing the buffer as bytes arrive: a header alone does not
+  // make the server allocate the size it declares.
+  void read_payload(const ConnPtr& c) {
+    const std::size_t have = c->payload.size();
+    const std::size_t chunk = std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
+    c->payload.resize(have + chunk);  // grows the capacity geometrically, like push_back
+    c->socket.async_read_some(
+        asio::buffer(c->payload.data() + have, chunk),
+        [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
+          if (c->phase == Phase::kClosed) return;
+          c->payload.resize(have + n);
+          if (!ec && !c->leaving() && c->payload.size() < c->header.payload_bytes) {
+            return self->read_payload(c);
+          }
+          c->input = Input::kIdle;
+          c->body_timer.cancel();
+          if (c->phase == Phase::kClosing) return self->drain(c, ec);
+          if (ec) return self->on_read_error(c, ec);
+          self->on_frame(c);
+        });
   }
 
   void on_frame(const ConnPtr& c) {
     try {
-      if (!c->authenticated) {
+      if (c->phase == Phase::kHandshake) {
         handle_auth(c);
       } else {
         dispatch(c);
@@ -425,11 +527,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
              c->header.request_id);
     }
     if (c->payload.capacity() > kKeepPayloadCapacity) Bytes().swap(c->payload);
-    if (!c->closing && !c->closed) read_header(c);
+    if (!c->leaving()) read_header(c);
   }
 
   void on_read_error(const ConnPtr& c, const error_code& ec) {
-    if (!c->authenticated) {
+    if (c->phase == Phase::kHandshake) {
       // A peer that leaves before authenticating was not refused; it is only logged.
       logger()->info("{} closed the connection before authenticating ({})", c->peer,
                      ec == asio::error::eof ? "end of stream" : ec.message());
@@ -444,18 +546,18 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // Reads and discards what a closing peer still sends until it hangs up, so our close does
   // not turn into a reset that destroys the REJECT or GOODBYE answer before the peer reads it.
   void drain(const ConnPtr& c, const error_code& ec) {
-    if (c->closed) return;
+    if (c->phase == Phase::kClosed) return;
     if (ec || c->drained >= kDrainLimitBytes) {
-      c->read_done = true;
-      if (!c->writing && c->out.empty()) finish_close(c);
+      c->input = Input::kEnded;
+      if (c->out.empty()) finish_close(c);
       return;
     }
     if (c->payload.size() < 4096) c->payload.resize(4096);
-    c->reading = true;
+    c->input = Input::kDraining;
     c->socket.async_read_some(
         asio::buffer(c->payload.data(), 4096),
         [self = shared_from_this(), c](error_code e, std::size_t n) {
-          c->reading = false;
+          c->input = Input::kIdle;
           c->drained += n;
           self->drain(c, e);
         });
@@ -464,34 +566,35 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // ---- writing --------------------------------------------------------------------------------
 
   void send(const ConnPtr& c, Bytes frame) {
-    if (c->closed) return;
+    if (c->phase == Phase::kClosed) return;
     c->out.push_back(std::move(frame));
-    if (!c->writing) write_next(c);
+    if (c->out.size() == 1) write_next(c);
   }
 
   void write_next(const ConnPtr& c) {
-    c->writing = true;
     c->write_timer.expires_after(opts.io_timeout);
     c->write_timer.async_wait([self = shared_from_this(), c](error_code ec) {
-      if (ec || c->closed || !c->writing || c->write_timer.expiry() > Clock::now()) return;
+      if (ec || c->phase == Phase::kClosed || c->out.empty() ||
+          c->write_timer.expiry() > Clock::now()) {
+        return;
+      }
       self->drop(c, fmt::format("{} did not read a {}-byte frame within {}", c->label(),
                                 c->out.front().size(), format_duration(self->opts.io_timeout)));
     });
     asio::async_write(c->socket, asio::buffer(c->out.front()),
                       [self = shared_from_this(), c](error_code ec, std::size_t) {
-                        c->writing = false;
                         c->write_timer.cancel();
-                        if (c->closed) return;
+                        if (c->phase == Phase::kClosed) return;
                         if (ec) {
                           return self->drop(c, fmt::format("write to {}: {}", c->peer,
                                                            ec.message()));
                         }
                         c->out.pop_front();
                         if (!c->out.empty()) return self->write_next(c);
-                        if (c->closing) {
+                        if (c->phase == Phase::kClosing) {
                           error_code e;
                           c->socket.shutdown(tcp::socket::shutdown_send, e);
-                          if (c->read_done) self->finish_close(c);
+                          if (c->input == Input::kEnded) self->finish_close(c);
                         }
                       });
   }
@@ -511,14 +614,17 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- leaving --------------------------------------------------------------------------------
 
-  // Takes the connection out of the job: its waits are dropped and, if it was a registered
-  // rank, the launcher hears on_disconnected.
-  void detach(const ConnPtr& c, bool clean, const std::string& reason) {
-    if (c->detached) return;
-    c->detached = true;
-    auto tokens = c->waits;
-    for (auto t : tokens) remove_wait(t);
-    if (!c->authenticated) return;
+  // Takes the connection out of the job (phase kClosing): its waits are dropped and, if it was a
+  // joined rank, the launcher hears on_disconnected.
+  void leave(const ConnPtr& c, bool clean, const std::string& reason) {
+    if (c->leaving()) return;
+    const bool joined = c->phase == Phase::kJoined;
+    c->phase = Phase::kClosing;
+    pending.erase(c->id);
+    c->auth_timer.cancel();
+    store.forget(c->id);
+    rearm_wait_timer();
+    if (!joined) return;
     auto it = by_rank.find(c->rank);
     if (it == by_rank.end() || it->second != c) return;
     by_rank.erase(it);
@@ -532,13 +638,21 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // The peer broke the protocol: tell it why, report it, and close.
   void reject(const ConnPtr& c, Status status, const std::string& reason, std::uint32_t id) {
-    if (c->closing || c->closed) return;
-    logger()->warn("rejected {}: {}", c->label(), reason);
-    c->closing = true;
-    c->auth_timer.cancel();
+    if (c->leaving()) return;
+    const std::string host = peer_host(c->peer);
+    const char* kind = rejection_kind(status);
+    if (throttle.admit(fmt::format("rejected {} {}", host, kind), Clock::now(),
+                       [host, kind](std::uint64_t n) {
+                         return fmt::format("rejected {} connections from {} in the last 1 s: "
+                                            "{}",
+                                            n, host, kind);
+                       })) {
+      logger()->warn("rejected {}: {}", c->label(), reason);
+    }
+    arm_throttle_timer();
+    leave(c, false, fmt::format("rejected: {}", reason));
     send(c, wire::encode_frame(Op::kReject, status, id, wire::encode_message(reason)));
     start_linger(c);
-    detach(c, false, fmt::format("rejected: {}", reason));
     emit(events.on_rejected, c->peer, reason);
   }
 
@@ -547,25 +661,24 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     c->linger_timer.async_wait([self = shared_from_this(), c](error_code ec) {
       if (!ec) self->finish_close(c);
     });
-    if (!c->reading) drain(c, {});
+    if (c->input == Input::kIdle) drain(c, {});
   }
 
   // The connection died or stalled: no goodbye to send, just forget it.
   void drop(const ConnPtr& c, const std::string& reason) {
-    detach(c, false, reason);
-    if (!c->authenticated) logger()->info("{} dropped: {}", c->peer, reason);
+    const bool refused = c->leaving();  // already logged as rejected
+    leave(c, false, reason);
+    if (!c->authenticated() && !refused) log_dropped(c, reason);
     finish_close(c);
   }
 
   void finish_close(const ConnPtr& c) {
-    if (c->closed) return;
-    c->closed = true;
-    c->closing = true;
-    if (!c->detached) {
-      // Only reached by stop(): the launcher is shutting down and wants no callbacks.
-      c->detached = true;
-      for (auto t : std::set<std::uint64_t>(c->waits)) remove_wait(t);
-    }
+    if (c->phase == Phase::kClosed) return;
+    // Still in the job only when reached by stop(): the launcher is shutting down and wants no
+    // callbacks, so the waits are dropped without leave().
+    if (!c->leaving()) store.forget(c->id);
+    c->phase = Phase::kClosed;
+    pending.erase(c->id);
     c->auth_timer.cancel();
     c->body_timer.cancel();
     c->write_timer.cancel();
@@ -574,311 +687,114 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     c->socket.shutdown(tcp::socket::shutdown_both, ec);
     c->socket.close(ec);
     c->out.clear();
-    conns.erase(c);
+    conns.erase(c->id);
+  }
+
+  // Gives up the connection that has waited longest to authenticate, to make room; false if
+  // there is none.
+  bool drop_oldest_pending(const std::string& why) {
+    if (pending.empty()) return false;
+    ConnPtr oldest = pending.begin()->second;
+    drop(oldest, fmt::format("dropped before authenticating: {} (the oldest goes first)", why));
+    return true;
+  }
+
+  void log_dropped(const ConnPtr& c, const std::string& reason) {
+    const std::string host = peer_host(c->peer);
+    if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s",
+                             n, host);
+        })) {
+      logger()->warn("{}: {}", c->peer, reason);
+    }
+    arm_throttle_timer();
+  }
+
+  // Summaries of throttled warnings are written when their window ends.
+  void arm_throttle_timer() {
+    if (throttle_timer_armed) return;
+    auto next = throttle.next_flush();
+    if (!next) return;
+    throttle_timer_armed = true;
+    throttle_timer.expires_at(*next);
+    throttle_timer.async_wait([self = shared_from_this()](error_code ec) {
+      self->throttle_timer_armed = false;
+      if (ec || self->stopped) return;
+      for (const auto& line : self->throttle.flush(Clock::now())) logger()->warn("{}", line);
+      self->arm_throttle_timer();
+    });
   }
 
   // ---- requests -------------------------------------------------------------------------------
 
   void dispatch(const ConnPtr& c) {
     const wire::Header& h = c->header;
-    std::uint32_t id = h.request_id;
     if (h.op == Op::kGoodbye) {
       if (!c->payload.empty()) {
-        return reject(c, Status::kBadFrame, "GOODBYE carries a payload", id);
+        return reject(c, Status::kBadFrame, "GOODBYE carries a payload", h.request_id);
       }
-      respond(c, Op::kGoodbye, id, Status::kOk, {});
-      c->closing = true;
+      respond(c, Op::kGoodbye, h.request_id, Status::kOk, {});
+      leave(c, true, "said goodbye");
       start_linger(c);
-      detach(c, true, "said goodbye");
       return;
     }
-    if (abort_reason) {
-      // Requests after an abort still get an answer, so no rank blocks on a dead job; the
-      // payload is checked anyway, so a malformed one is still rejected.
-      (void)decode_any(h.op, c->payload);
-      return respond(c, h.op, id, Status::kAborted, wire::encode_message(*abort_reason));
-    }
-    switch (h.op) {
-      case Op::kSet: {
-        auto m = wire::decode_set(c->payload);
-        kv[m.key] = std::move(m.value);
-        respond(c, h.op, id, Status::kOk, {});
-        wake_getters(m.key);
-        return;
-      }
-      case Op::kGet: {
-        auto m = wire::decode_wait(c->payload);
-        if (auto it = kv.find(m.key); it != kv.end()) {
-          return respond(c, h.op, id, Status::kOk, wire::encode_bytes(it->second));
-        }
-        auto timeout = clamp(m.timeout_ms);
-        if (timeout.count() == 0) {
-          return respond(c, h.op, id, Status::kTimeout,
-                         wire::encode_message(get_timeout_message(m.key, timeout)));
-        }
-        auto token = add_wait(c, WaitKind::kGet, id, m.key, timeout);
-        get_waiters[m.key].push_back(token);
-        return;
-      }
-      case Op::kAdd: {
-        auto m = wire::decode_add(c->payload);
-        std::int64_t value = 0;
-        if (auto it = kv.find(m.key); it != kv.end()) {
-          if (it->second.size() != 8) {
-            return respond(c, h.op, id, Status::kInvalid,
-                           wire::encode_message(fmt::format(
-                               "add to key '{}': it holds a {}-byte value, not a counter "
-                               "(8 bytes, little-endian int64)", m.key, it->second.size())));
-          }
-          value = wire::decode_i64(it->second);  // a counter is stored as its 8 LE bytes
-        }
-        // Two's-complement wrap-around instead of signed-overflow UB.
-        value = static_cast<std::int64_t>(static_cast<std::uint64_t>(value) +
-                                          static_cast<std::uint64_t>(m.delta));
-        auto stored = wire::encode_i64(value);
-        kv[m.key] = stored;
-        respond(c, h.op, id, Status::kOk, std::move(stored));
-        wake_getters(m.key);
-        return;
-      }
-      case Op::kDel: {
-        auto m = wire::decode_del(c->payload);
-        bool existed = kv.erase(m.key) > 0;
-        return respond(c, h.op, id, Status::kOk, wire::encode_u8(existed ? 1 : 0));
-      }
-      case Op::kBarrier:
-        return handle_barrier(c, wire::decode_wait(c->payload));
-      case Op::kExchange:
-        return handle_exchange(c, wire::decode_exchange_view(c->payload));
-      default:
-        // on_header only lets request ops through.
-        return reject(c, Status::kUnknownOp,
-                      fmt::format("sent {}, which is not a request", wire::op_name(h.op)), id);
+    deliver(store.handle(c->id, c->rank, h.op, h.request_id, std::move(c->payload), Clock::now()));
+    c->payload.clear();
+    rearm_wait_timer();
+  }
+
+  void deliver(Store::Replies replies) {
+    for (auto& r : replies) {
+      auto it = conns.find(r.client);
+      if (it == conns.end()) continue;
+      respond(it->second, r.op, r.id, r.status, std::move(r.payload));
     }
   }
 
-  static int decode_any(Op op, const Bytes& payload) {
-    switch (op) {
-      case Op::kSet: wire::decode_set(payload); break;
-      case Op::kGet:
-      case Op::kBarrier: wire::decode_wait(payload); break;
-      case Op::kAdd: wire::decode_add(payload); break;
-      case Op::kDel: wire::decode_del(payload); break;
-      case Op::kExchange: wire::decode_exchange_view(payload); break;
-      default: break;
+  // Keeps wait_timer armed for the store's earliest deadline.
+  void rearm_wait_timer() {
+    auto next = store.next_deadline();
+    if (next == wait_timer_at) return;
+    wait_timer_at = next;
+    if (!next) {
+      wait_timer.cancel();
+      return;
     }
-    return 0;
-  }
-
-  static std::chrono::milliseconds clamp(std::uint64_t ms) {
-    return std::chrono::milliseconds(
-        std::min<std::uint64_t>(ms, static_cast<std::uint64_t>(kMaxWait.count())));
-  }
-
-  static std::string get_timeout_message(const std::string& key, std::chrono::milliseconds t) {
-    return fmt::format("get of key '{}' timed out after {}: no rank has set it", key,
-                       format_duration(t));
-  }
-
-  // "waiting for ranks 1, 3 of 4", plus "(rank 0 entered but left: ...)" when some did.
-  template <typename Map>
-  std::string describe_missing(const Map& present, const std::set<int>& left) const {
-    std::vector<int> missing;
-    for (int r = 0; r < opts.size; ++r) {
-      if (!present.count(r) && !left.count(r)) missing.push_back(r);
-    }
-    std::string out = missing.empty() ? std::string("waiting for no rank that never came")
-                                      : "waiting for " + format_ranks(missing, opts.size);
-    if (!left.empty()) {
-      out += fmt::format(" ({} {} entered but left: timed out or disconnected)",
-                         left.size() == 1 ? "rank" : "ranks",
-                         format_rank_list(std::vector<int>(left.begin(), left.end())));
-    }
-    return out;
-  }
-
-  void handle_barrier(const ConnPtr& c, const wire::WaitRequest& m) {
-    auto& b = barriers[m.key];
-    if (b.entered.count(c->rank)) {
-      return respond(c, Op::kBarrier, c->header.request_id, Status::kInvalid,
-                     wire::encode_message(fmt::format(
-                         "rank {} entered barrier '{}' again while already waiting in it",
-                         c->rank, m.key)));
-    }
-    b.entered[c->rank] = add_wait(c, WaitKind::kBarrier, c->header.request_id, m.key,
-                                  clamp(m.timeout_ms));
-    if (static_cast<int>(b.entered.size()) < opts.size) return;
-    std::vector<std::uint64_t> tokens;
-    for (auto& [r, t] : b.entered) tokens.push_back(t);
-    barriers.erase(m.key);
-    for (auto t : tokens) complete_wait(t, {});
-  }
-
-  void handle_exchange(const ConnPtr& c, wire::ExchangeView m) {
-    std::uint32_t id = c->header.request_id;
-    if (static_cast<int>(m.slices.size()) != opts.size) {
-      return respond(c, Op::kExchange, id, Status::kInvalid,
-                     wire::encode_message(fmt::format(
-                         "exchange '{}': rank {} uploaded {} slices, but the job has {} ranks "
-                         "(one slice per rank)", m.name, c->rank, m.slices.size(), opts.size)));
-    }
-    auto& ex = exchanges[m.name];
-    if (ex.uploads.count(c->rank)) {
-      return respond(c, Op::kExchange, id, Status::kInvalid,
-                     wire::encode_message(fmt::format(
-                         "rank {} entered exchange '{}' again while already waiting in it",
-                         c->rank, m.name)));
-    }
-    auto token = add_wait(c, WaitKind::kExchange, id, m.name, clamp(m.timeout_ms));
-    ex.uploads[c->rank] = Upload{token, std::move(c->payload), std::move(m.slices)};
-    if (static_cast<int>(ex.uploads.size()) < opts.size) return;
-
-    // Everyone uploaded: hand each rank its column, copied out of the rows. The exchange is
-    // forgotten and its rows freed here; the columns are freed as their writes complete.
-    Exchange done = std::move(ex);
-    exchanges.erase(m.name);
-    std::vector<const Upload*> rows;
-    rows.reserve(opts.size);
-    for (const auto& [rank, up] : done.uploads) rows.push_back(&up);
-    std::vector<std::pair<std::uint64_t, Bytes>> columns;
-    columns.reserve(opts.size);
-    for (int r = 0; r < opts.size; ++r) {
-      std::size_t bytes = 4;
-      for (const Upload* row : rows) bytes += 4 + row->slices[r].size();
-      wire::Writer w;
-      w.reserve(bytes);
-      w.u32(static_cast<std::uint32_t>(opts.size));
-      for (const Upload* row : rows) w.bytes(row->slices[r]);
-      columns.emplace_back(rows[r]->token, w.take());
-    }
-    rows.clear();
-    done.uploads.clear();
-    for (auto& [token, column] : columns) complete_wait(token, std::move(column));
-  }
-
-  void wake_getters(const std::string& key) {
-    auto it = get_waiters.find(key);
-    if (it == get_waiters.end()) return;
-    auto tokens = std::move(it->second);
-    get_waiters.erase(it);
-    const Bytes& value = kv.at(key);
-    for (auto t : tokens) complete_wait(t, wire::encode_bytes(value));
-  }
-
-  std::uint64_t add_wait(const ConnPtr& c, WaitKind kind, std::uint32_t id, const std::string& name,
-                         std::chrono::milliseconds timeout) {
-    std::uint64_t token = next_token++;
-    auto timer = std::make_unique<asio::steady_timer>(io);
-    timer->expires_after(timeout);
-    timer->async_wait([self = shared_from_this(), token](error_code ec) {
-      if (!ec) self->on_wait_timeout(token);
+    wait_timer.expires_at(*next);
+    wait_timer.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->stopped) return;
+      self->wait_timer_at.reset();
+      self->on_wait_deadline();
     });
-    waits.emplace(token, Wait{kind, c, id, c->header.op, name, timeout, std::move(timer)});
-    c->waits.insert(token);
-    return token;
   }
 
-  // Answers a wait with OK and forgets it. The caller has already taken it out of its
-  // barrier/exchange/get list.
-  void complete_wait(std::uint64_t token, Bytes payload) {
-    auto it = waits.find(token);
-    if (it == waits.end()) return;
-    Wait w = std::move(it->second);
-    waits.erase(it);
-    w.timer->cancel();
-    w.conn->waits.erase(token);
-    respond(w.conn, w.op, w.id, Status::kOk, std::move(payload));
-  }
-
-  // Forgets a wait without answering it, taking it out of its barrier/exchange/get list.
-  void remove_wait(std::uint64_t token) {
-    auto it = waits.find(token);
-    if (it == waits.end()) return;
-    Wait& w = it->second;
-    switch (w.kind) {
-      case WaitKind::kGet: {
-        auto g = get_waiters.find(w.name);
-        if (g != get_waiters.end()) {
-          std::erase(g->second, token);
-          if (g->second.empty()) get_waiters.erase(g);
-        }
-        break;
-      }
-      case WaitKind::kBarrier: {
-        auto b = barriers.find(w.name);
-        if (b != barriers.end()) {
-          b->second.entered.erase(w.conn->rank);
-          b->second.left.insert(w.conn->rank);
-          if (b->second.entered.empty()) barriers.erase(b);
-        }
-        break;
-      }
-      case WaitKind::kExchange: {
-        auto e = exchanges.find(w.name);
-        if (e != exchanges.end()) {
-          e->second.uploads.erase(w.conn->rank);
-          e->second.left.insert(w.conn->rank);
-          if (e->second.uploads.empty()) exchanges.erase(e);
-        }
-        break;
-      }
+  void on_wait_deadline() {
+    auto replies = store.expire(Clock::now());
+    for (const auto& r : replies) {
+      auto it = conns.find(r.client);
+      std::string who = it != conns.end() ? it->second->label() : "a closed connection";
+      logger()->info("{}: {}", who, wire::decode_message(r.payload));
     }
-    w.timer->cancel();
-    w.conn->waits.erase(token);
-    waits.erase(it);
-  }
-
-  void on_wait_timeout(std::uint64_t token) {
-    auto it = waits.find(token);
-    if (it == waits.end()) return;
-    const Wait& w = it->second;
-    std::string msg;
-    switch (w.kind) {
-      case WaitKind::kGet:
-        msg = get_timeout_message(w.name, w.timeout);
-        break;
-      case WaitKind::kBarrier:
-        msg = fmt::format("barrier '{}' timed out after {} {}", w.name,
-                          format_duration(w.timeout),
-                          describe_missing(barriers[w.name].entered, barriers[w.name].left));
-        break;
-      case WaitKind::kExchange:
-        msg = fmt::format("exchange '{}' timed out after {} {}", w.name,
-                          format_duration(w.timeout),
-                          describe_missing(exchanges[w.name].uploads, exchanges[w.name].left));
-        break;
-    }
-    logger()->info("{}: {}", w.conn->label(), msg);
-    ConnPtr conn = w.conn;
-    Op op = w.op;
-    std::uint32_t id = w.id;
-    remove_wait(token);
-    respond(conn, op, id, Status::kTimeout, wire::encode_message(msg));
+    deliver(std::move(replies));
+    rearm_wait_timer();
   }
 
   // ---- abort ----------------------------------------------------------------------------------
 
   void do_abort(const std::string& reason) {
     if (stopped) return;
-    if (abort_reason) {
+    if (store.abort_reason()) {
       logger()->debug("abort ({}) ignored: the job was already aborted ({})", reason,
-                      *abort_reason);
+                      *store.abort_reason());
       return;
     }
-    abort_reason = reason;
+    store.abort(reason);
+    rearm_wait_timer();
     logger()->warn("aborting the job: {}", reason);
+    // Every rank is told; nobody waits for the answers of its parked requests any more.
     for (auto& [r, c] : by_rank) {
       send(c, wire::encode_frame(Op::kAbort, Status::kAborted, 0, wire::encode_message(reason)));
     }
-    // Every rank was told; nobody waits for these answers any more.
-    for (auto& [token, w] : waits) {
-      w.timer->cancel();
-      w.conn->waits.erase(token);
-    }
-    waits.clear();
-    get_waiters.clear();
-    barriers.clear();
-    exchanges.clear();
   }
 };
 
@@ -909,12 +825,14 @@ std::set<int> Server::ranks_connected() const {
 }
 
 Server::Stats Server::stats() const {
+  Store::Stats st = impl_->store.stats();
   Stats s;
   s.connections = impl_->conns.size();
-  s.keys = impl_->kv.size();
-  s.waits = impl_->waits.size();
-  s.barriers = impl_->barriers.size();
-  s.exchanges = impl_->exchanges.size();
+  for (const auto& [id, c] : impl_->conns) s.receive_buffer_bytes += c->payload.capacity();
+  s.keys = st.keys;
+  s.waits = st.waits;
+  s.barriers = st.barriers;
+  s.exchanges = st.exchanges;
   return s;
 }
 

@@ -23,17 +23,23 @@ struct ServerOptions {
   static constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
   static constexpr std::chrono::milliseconds kDefaultAuthTimeout{10000};
   static constexpr std::chrono::milliseconds kDefaultIoTimeout{30000};
+  static constexpr std::size_t kDefaultMaxUnauthenticated = 256;
 
   std::string bind_address = "127.0.0.1";  // an address of the chosen interface
   std::uint16_t port = 0;                   // 0: any free port (read it back with port())
   int size = 1;                             // ranks in the job
   std::array<std::uint8_t, 32> secret{};
-  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;  // header + payload, either direction
+  // Header + payload, either direction; from wire::kMinMaxFrameBytes to 4 GiB - 1.
+  std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
   // A connection that has not authenticated this long after accept is rejected and closed.
   std::chrono::milliseconds auth_timeout = kDefaultAuthTimeout;
   // Once a frame's header has arrived its payload must follow within this; a queued response
   // must be taken by the peer within this. Otherwise the connection is dropped.
   std::chrono::milliseconds io_timeout = kDefaultIoTimeout;
+  // At most this many connections may wait to authenticate at once (lowered so they take at
+  // most half of the open-file limit left after a reserve for the launcher and its ranks); a
+  // new one beyond it makes the server drop the one that has waited longest.
+  std::size_t max_unauthenticated = kDefaultMaxUnauthenticated;
 };
 
 // What the launcher hears from the server. Every callback runs on the io_context thread.
@@ -67,6 +73,9 @@ class Server {
   // uploads held in memory (0 once every exchange has been handed out).
   struct Stats {
     std::size_t connections = 0;  // open sockets, authenticated or not
+    // Bytes reserved for frames being received, over every connection: grows as payload bytes
+    // arrive, not with the size a header declares.
+    std::size_t receive_buffer_bytes = 0;
     std::size_t keys = 0;
     std::size_t waits = 0;
     std::size_t barriers = 0;

@@ -54,25 +54,7 @@ void tune(int fd) {
 
 }  // namespace
 
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int Fd::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-Fd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point deadline,
+UniqueFd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point deadline,
                std::string* why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -86,7 +68,7 @@ Fd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point de
   }
   std::string last = "getaddrinfo: no addresses";
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd) {
       last = errno_text("socket", errno);
       continue;

@@ -9,28 +9,11 @@
 #include <span>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace hora::rdv::net {
 
 using Clock = std::chrono::steady_clock;
-
-// Owns a file descriptor; closes it on destruction.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-
-  int get() const { return fd_; }
-  int release();
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
 
 enum class IoStatus { kOk, kEof, kTimeout, kError };
 
@@ -41,10 +24,10 @@ struct IoResult {
 };
 
 // Connects to host:port, trying every address getaddrinfo returns, until the deadline. On
-// failure returns an empty Fd and sets *why to the step and reason ("connect: Connection
+// failure returns an empty UniqueFd and sets *why to the step and reason ("connect: Connection
 // refused", "getaddrinfo: Name or service not known", "connect: timed out"). The socket is
 // non-blocking, with TCP_NODELAY and keepalive (a vanished peer is noticed in ~25 s).
-Fd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point deadline,
+UniqueFd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point deadline,
                std::string* why);
 
 // Writes everything by the deadline (MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE).

@@ -1,6 +1,7 @@
 #include "rendezvous/wire.h"
 
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -125,14 +126,22 @@ Status decode_header(std::span<const std::uint8_t, kHeaderBytes> b, std::size_t 
   return Status::kOk;
 }
 
+std::uint32_t length_u32(std::size_t n, const char* what) {
+  if (n > std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error(fmt::format("{} of {} bytes does not fit a 32-bit length field", what, n));
+  }
+  return static_cast<std::uint32_t>(n);
+}
+
 Bytes encode_frame(Op op, Status status, std::uint32_t request_id,
                    std::span<const std::uint8_t> payload) {
+  const std::uint32_t payload_bytes = length_u32(payload.size(), "a frame payload");
   Bytes frame(kHeaderBytes + payload.size());
   Header h;
   h.op = op;
   h.status = status;
   h.request_id = request_id;
-  h.payload_bytes = static_cast<std::uint32_t>(payload.size());
+  h.payload_bytes = payload_bytes;
   encode_header(h, frame.data());
   if (!payload.empty()) std::memcpy(frame.data() + kHeaderBytes, payload.data(), payload.size());
   return frame;
@@ -161,7 +170,7 @@ Writer& Writer::raw(std::span<const std::uint8_t> v) {
   return *this;
 }
 Writer& Writer::bytes(std::span<const std::uint8_t> v) {
-  u32(static_cast<std::uint32_t>(v.size()));
+  u32(length_u32(v.size(), "a bytes field"));
   return raw(v);
 }
 Writer& Writer::str(std::string_view v) {

@@ -48,6 +48,12 @@ inline constexpr std::size_t kAuthPayloadBytes = 4 + 4 + kProofBytes;
 inline constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;
 // Smallest max_frame_bytes that still lets the handshake through.
 inline constexpr std::size_t kMinMaxFrameBytes = 1024;
+// Largest max_frame_bytes: below 4 GiB, so every payload length fits the 32-bit field.
+inline constexpr std::size_t kMaxMaxFrameBytes = 0xFFFFFFFFu;
+
+// `n` as a 32-bit length field; throws std::length_error naming `what` when it does not fit
+// (the caller must not narrow it silently).
+std::uint32_t length_u32(std::size_t n, const char* what);
 
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
 using Proof = std::array<std::uint8_t, kProofBytes>;

@@ -1,16 +1,18 @@
 #include "ssh/config.h"
 
+#include <fcntl.h>
 #include <glob.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 
+#include "common/unique_fd.h"
 #include "ssh/errors.h"
 #include "ssh/pattern.h"
 
@@ -18,6 +20,10 @@ namespace hora::ssh {
 namespace {
 
 constexpr int kMaxIncludeDepth = 16;  // as OpenSSH's READCONF_MAX_DEPTH
+// An ssh_config is a few KiB; these bound what a wrong path (/dev/zero, a log file) or an Include
+// tree that fans out can cost before it is refused.
+constexpr std::size_t kMaxConfigFileBytes = 1u << 20;
+constexpr std::size_t kMaxConfigFiles = 256;
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -186,23 +192,69 @@ class Reader {
       throw ConfigError(path + ": Include nested more than " + std::to_string(kMaxIncludeDepth) +
                         " deep (an Include loop?)");
     }
-    std::ifstream in(path);
-    if (!in) {
-      if (!required && (errno == ENOENT || errno == ENOTDIR)) return false;
-      throw ConfigError("cannot read ssh config " + path + ": " + std::strerror(errno) +
-                        (required ? " (given with --ssh-config)" : ""));
+    if (out_.files.size() >= kMaxConfigFiles) {
+      throw ConfigError(path + ": more than " + std::to_string(kMaxConfigFiles) +
+                        " ssh config files read through Include (Includes that fan out?)");
     }
+    std::string text;
+    if (!slurp(path, required, &text)) return false;
     out_.files.push_back(path);
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
+    std::size_t number = 0;
+    for (std::size_t at = 0; at < text.size();) {
+      std::size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
       ++number;
-      process(line, path, number, user_conf, depth, active);
+      process(std::string_view(text).substr(at, end - at), path, static_cast<int>(number),
+              user_conf, depth, active);
+      at = end + 1;
     }
     return true;
   }
 
  private:
+  // Reads a whole config file into *text; false when it does not exist and is not `required`.
+  // Only regular files (and /dev/null, the usual "no config") are read, at most
+  // kMaxConfigFileBytes of them: a FIFO, a device or a directory is refused by name.
+  static bool slurp(const std::string& path, bool required, std::string* text) {
+    const std::string given = required ? " (given with --ssh-config)" : "";
+    if (path == "/dev/null") return true;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+      if (!required && (errno == ENOENT || errno == ENOTDIR)) return false;
+      throw ConfigError("cannot read ssh config " + path + ": " + std::strerror(errno) + given);
+    }
+    UniqueFd owner(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      throw ConfigError("cannot read ssh config " + path + ": " + std::strerror(errno) + given);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                         : S_ISFIFO(st.st_mode) ? "a FIFO"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                         : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                       : "not a regular file";
+      throw ConfigError("cannot read ssh config " + path + ": it is " + what +
+                        ", not a regular file" + given);
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        throw ConfigError("cannot read ssh config " + path + ": " + std::strerror(errno) + given);
+      }
+      if (n == 0) break;
+      if (text->size() + static_cast<std::size_t>(n) > kMaxConfigFileBytes) {
+        throw ConfigError("cannot read ssh config " + path + ": it is larger than " +
+                          std::to_string(kMaxConfigFileBytes >> 20) +
+                          " MiB, too large for an ssh_config" + given);
+      }
+      text->append(buf, static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
   void process(std::string_view line, const std::string& path, int number, bool user_conf, int depth,
                bool& active) {
     const std::string where = path + ":" + std::to_string(number);

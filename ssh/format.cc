@@ -1,19 +1,7 @@
 #include "ssh/format.h"
 
-#include <cstdio>
 
 namespace hora::ssh {
-
-std::string format_duration(std::chrono::milliseconds d) {
-  const long long ms = d.count();
-  if (ms < 1000) return std::to_string(ms) + " ms";
-  // Tenths of a second, without a trailing ".0": "10 s", "1.5 s" (1001 ms reads "1 s").
-  const long long tenths = (ms + 50) / 100;
-  if (tenths % 10 == 0) return std::to_string(tenths / 10) + " s";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld.%lld s", tenths / 10, tenths % 10);
-  return buf;
-}
 
 std::string shell_quote(const std::string& s) {
   bool safe = !s.empty();

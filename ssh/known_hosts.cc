@@ -98,46 +98,36 @@ std::string_view to_string(HostKeyPolicy policy) {
 }
 
 std::string base64_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const std::uint32_t v = (std::uint8_t(bytes[i]) << 16) | (std::uint8_t(bytes[i + 1]) << 8) |
-                            std::uint8_t(bytes[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  const std::size_t rest = bytes.size() - i;
-  if (rest > 0) {
-    std::uint32_t v = std::uint8_t(bytes[i]) << 16;
-    if (rest == 2) v |= std::uint8_t(bytes[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
+  if (bytes.empty()) return {};
+  // EVP_EncodeBlock writes 4 characters per started 3 bytes, padded with '=', plus a NUL.
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
   return out;
 }
 
 std::string base64_decode(std::string_view text) {
+  // Padding is optional here (fingerprints and some tools drop it). EVP_DecodeBlock wants whole
+  // 4-character groups and returns the padded length, so the '=' are put back for it and their
+  // bytes taken off again afterwards.
   while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    const char* p = std::strchr(kAlphabet, c);
-    if (c == '\0' || p == nullptr) throw Error("invalid base64 character '" + std::string(1, c) + "'");
-    acc = (acc << 6) | static_cast<std::uint32_t>(p - kAlphabet);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
+  const std::size_t bad = text.find_first_not_of(kAlphabet);
+  if (bad != std::string_view::npos) {
+    throw Error("invalid base64 character '" + std::string(1, text[bad]) + "'");
   }
-  if (bits >= 6) throw Error("invalid base64 length");
+  if (text.size() % 4 == 1) throw Error("invalid base64 length");
+  if (text.empty()) return {};
+  const std::size_t pad = (4 - text.size() % 4) % 4;
+  std::string in(text);
+  in.append(pad, '=');
+  std::string out(in.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  if (n < 0 || static_cast<std::size_t>(n) != out.size()) throw Error("invalid base64 data");
+  out.resize(out.size() - pad);
   return out;
 }
 

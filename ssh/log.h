@@ -6,10 +6,12 @@
 
 #include <spdlog/logger.h>
 
+#include "common/logger.h"
+
 namespace hora::ssh {
 
-// Returns the logger named "ssh", creating it (stderr, the registry's global level) on first use.
-// If the launcher registered a logger of that name first, that one is used. Thread-safe.
-std::shared_ptr<spdlog::logger> logger();
+// The logger named "ssh" (see hora::named_logger): if the launcher registered one of that name
+// first, theirs is used.
+inline std::shared_ptr<spdlog::logger> logger() { return named_logger("ssh"); }
 
 }  // namespace hora::ssh

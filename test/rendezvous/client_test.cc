@@ -33,10 +33,10 @@ class ReservedPort {
     port_ = ntohs(a.sin_port);
   }
   std::uint16_t port() const { return port_; }
-  void release() { fd_ = net::Fd(); }
+  void release() { fd_ = hora::UniqueFd(); }
 
  private:
-  net::Fd fd_;
+  hora::UniqueFd fd_;
   std::uint16_t port_ = 0;
 };
 
@@ -89,7 +89,7 @@ TEST_CASE("connecting to a port nobody serves fails with every attempt accounted
   }
   auto took = Clock::now() - start;
   CHECK(took >= 400ms);
-  CHECK(took < 3s);
+  CHECK(took < 30s);  // gave up after connect_timeout instead of retrying on
 }
 
 TEST_CASE("an unresolvable host name is reported as such", "[client]") {

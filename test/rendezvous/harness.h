@@ -243,7 +243,7 @@ class RawPeer {
   }
 
  private:
-  net::Fd fd_;
+  UniqueFd fd_;
 };
 
 }  // namespace hora::rdv::test

@@ -243,3 +243,45 @@ TEST_CASE_METHOD(Fixture, "a request carrying a status is rejected", "[rejection
   CHECK_THAT(reason, Catch::Contains("requests carry 0"));
   expect_good_client_fine();
 }
+
+TEST_CASE("a header alone does not make the server allocate its declared payload",
+          "[rejection][memory]") {
+  auto o = test_options(2);
+  o.max_frame_bytes = 64u << 20;
+  TestServer ts(o);
+  RawPeer p(ts.port());
+  p.authenticate(1, 2, ts.options().secret);
+  // Declares 60 MiB, sends 100 bytes of it and stops.
+  p.send_header(wire::kVersion, static_cast<std::uint8_t>(Op::kSet), 60u << 20);
+  p.send(Bytes(100, 0x55));
+  REQUIRE(ts.wait_stats([](const Server::Stats& s) { return s.receive_buffer_bytes >= 100; }));
+  CHECK(ts.stats().receive_buffer_bytes < (1u << 20));
+}
+
+TEST_CASE("a payload that arrives in pieces is assembled whole", "[rejection][memory]") {
+  TestServer ts(test_options(2));
+  RawPeer p(ts.port());
+  p.authenticate(1, 2, ts.options().secret);
+  const std::string key = "big";
+  Bytes value(300000);
+  for (std::size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::uint8_t>(i * 7);
+  Bytes frame = wire::encode_frame(Op::kSet, Status::kOk, 9, wire::encode(wire::SetRequest{key, value}));
+  for (std::size_t at = 0; at < frame.size(); at += 70000) {
+    p.send(Bytes(frame.begin() + at, frame.begin() + std::min(frame.size(), at + 70000)));
+  }
+  auto ok = p.read_frame();
+  REQUIRE(ok);
+  CHECK(ok->header.status == Status::kOk);
+  auto c = ts.connect(0);
+  CHECK(c->get(key, 5s) == value);
+}
+
+TEST_CASE("a frame limit of 4 GiB or more is refused by server and client", "[rejection]") {
+  auto o = test_options(1);
+  o.max_frame_bytes = std::size_t{4} << 30;
+  CHECK_THROWS_WITH(TestServer(o), Catch::Contains("below 4 GiB"));
+  TestServer ts(test_options(1));
+  auto co = ts.client_options(0);
+  co.max_frame_bytes = std::size_t{4} << 30;
+  CHECK_THROWS_WITH(Client::connect(co), Catch::Contains("below 4 GiB"));
+}

@@ -1,4 +1,6 @@
 // The wire format: header and payload round trips, and every way a frame can be refused.
+#include <sys/mman.h>
+
 #include <catch2/catch.hpp>
 
 #include "rendezvous/format.h"
@@ -273,4 +275,19 @@ TEST_CASE("durations and rank lists read naturally", "[format]") {
   CHECK(format_rank_list({1, 2, 3, 8}) == "1-3, 8");
   CHECK(format_endpoint("127.0.0.1", 4000) == "127.0.0.1:4000");
   CHECK(format_endpoint("::1", 4000) == "[::1]:4000");
+}
+
+TEST_CASE("a payload of 4 GiB or more is refused, not narrowed to 32 bits", "[wire]") {
+  CHECK(wire::length_u32(0xFFFFFFFFu, "x") == 0xFFFFFFFFu);
+  CHECK_THROWS_AS(wire::length_u32(std::size_t{1} << 32, "x"), std::length_error);
+  // A real 4 GiB + 1 span, reserved but never touched: the check comes before any copy.
+  const std::size_t n = (std::size_t{1} << 32) + 1;
+  void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  std::span<const std::uint8_t> huge(static_cast<const std::uint8_t*>(p), n);
+  CHECK_THROWS_WITH(wire::encode_frame(wire::Op::kSet, wire::Status::kOk, 1, huge),
+                    Catch::Contains("does not fit a 32-bit length field"));
+  wire::Writer w;
+  CHECK_THROWS_AS(w.bytes(huge), std::length_error);
+  ::munmap(p, n);
 }

@@ -1,6 +1,10 @@
 // ssh_config resolution (ssh/config.h) against files written by each test; no network.
 #include "ssh/config.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "ssh/errors.h"
@@ -340,4 +344,60 @@ TEST_CASE("the Target records the files read and the Host line naming the host",
   CHECK(none.config_files.empty());
   CHECK(none.host_entry.empty());
   CHECK_FALSE(Target{}.from_config);
+}
+
+TEST_CASE("config files that are not regular files are refused by name", "[config][limits]") {
+  TempDir dir;
+  // --ssh-config /dev/zero used to read one endless line until the OOM killer came.
+  CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, "/dev/zero")),
+                    Catch::Contains("/dev/zero: it is a device, not a regular file") &&
+                        Catch::Contains("--ssh-config"));
+  const std::string inc = dir.write("cfg-inc", "Include /dev/zero\n");
+  CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, inc)),
+                    Catch::Contains("/dev/zero: it is a device, not a regular file"));
+  // A FIFO without a writer used to block the open forever.
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, fifo)),
+                    Catch::Contains(fifo + ": it is a FIFO, not a regular file"));
+  // A directory used to read as an empty config.
+  std::filesystem::create_directories(dir / "d");
+  CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, dir / "d")),
+                    Catch::Contains(dir / "d" + ": it is a directory, not a regular file"));
+  // /dev/null stays the usual way to say "no config".
+  CHECK(resolve("h", {}, source_for(dir, "/dev/null")).hostname == "h");
+}
+
+TEST_CASE("a config file larger than 1 MiB is refused", "[config][limits]") {
+  TempDir dir;
+  const std::string big = dir.write("big", "# " + std::string(2u << 20, 'x') + "\n");
+  CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, big)),
+                    Catch::Contains(big + ": it is larger than 1 MiB"));
+}
+
+TEST_CASE("an Include tree that fans out stops at 256 files with a short message",
+          "[config][limits]") {
+  const int fanout = GENERATE(2, 3);
+  TempDir dir;
+  // Level k includes fanout files of level k+1, 16 levels deep: fanout^16 files if followed.
+  for (int level = 0; level < 16; ++level) {
+    std::string text;
+    for (int i = 0; i < fanout; ++i) {
+      text += "Include " + (dir / ("l" + std::to_string(level + 1) + "-" + std::to_string(i))) +
+              "\n";
+    }
+    for (int i = 0; i < fanout; ++i) {
+      dir.write("l" + std::to_string(level) + "-" + std::to_string(i), text);
+    }
+  }
+  const std::string top = dir / "l0-0";
+  std::string message;
+  try {
+    resolve("h", {}, source_for(dir, top));
+    FAIL("resolve succeeded");
+  } catch (const ConfigError& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("more than 256 ssh config files read through Include"));
+  CHECK(message.size() < 1024);
 }

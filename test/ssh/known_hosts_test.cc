@@ -42,6 +42,14 @@ TEST_CASE("base64 round trip and fingerprints match ssh-keygen -l", "[known_host
   CHECK(base64_encode("fo") == "Zm8=");
   CHECK(base64_encode("foo") == "Zm9v");
   CHECK(base64_decode("Zm8") == "fo");
+  CHECK(base64_decode("Zm8=") == "fo");
+  CHECK(base64_decode("Zg") == "f");
+  CHECK(base64_decode("Zg==") == "f");
+  CHECK(base64_decode("Zm9v") == "foo");
+  CHECK(base64_decode("") == "");
+  CHECK_THROWS_AS(base64_decode(std::string("Zm\0v", 4)), Error);
+  CHECK_THROWS_AS(base64_decode("Z"), Error);
+  CHECK_THROWS_AS(base64_decode("Zm 9v"), Error);
   CHECK_THROWS_AS(base64_decode("Zm9v*"), Error);
   CHECK(ed1().type == "ssh-ed25519");
   CHECK(ed1().base64() == kEd1);
