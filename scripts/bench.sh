@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# hora's benchmarks, each printed under a heading. Installs what is missing and builds first.
+# hora's benchmarks, each printed under a heading: the one entry point for everything in bench/.
+# Installs what is missing and builds first.
 #
 #   scripts/bench.sh                      # every benchmark
-#   scripts/bench.sh collectives          # one of them (names: see usage below)
-#   scripts/bench.sh collectives -e 1M    # arguments after the name go to that benchmark
+#   scripts/bench.sh collectives          # one section (names: see usage below)
+#   scripts/bench.sh fusion rendezvous    # several sections, in the order given
+#   scripts/bench.sh collectives -e 1M    # arguments after one section's name go to it
 #   BUILD_DIR=build-foo scripts/bench.sh  # another build directory (default: build)
 #   NO_BUILD=1 scripts/bench.sh           # skip set-up and build (the binaries exist already)
 #
 # Adding a benchmark: write a function bench_<name> that prints a heading and its results, add
-# <name> to BENCHMARKS (the order `all` runs them in), and describe it in usage(). The `case` at
-# the bottom dispatches every name in BENCHMARKS. Ranks are started with $BUILD_DIR/cli/horarun.
+# <name> to BENCHMARKS (the order `all` runs them in), and describe it in usage(). The loop at
+# the bottom dispatches every name in BENCHMARKS. The programs live in bench/ (bench/meson.build
+# builds them into $BUILD_DIR/bench/); a longer section may live in its own bench/<name>.sh,
+# sourced below. Ranks are started with $BUILD_DIR/cli/horarun.
 # A benchmark that needs something optional prints why it is skipped and returns 0, so `all`
 # always runs to the end.
 set -euo pipefail
@@ -18,19 +22,19 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
 BENCHMARKS=(collectives fusion rendezvous launch remote_launch discovery)
 
-# bench_remote_launch lives beside this script (it brings up its own SSH test hosts).
-# shellcheck source=scripts/bench_remote.sh
-source scripts/bench_remote.sh
-# bench_discovery too (network discovery time on 2, 4 and 8 test hosts).
-# shellcheck source=scripts/bench_discovery.sh
-source scripts/bench_discovery.sh
+# bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
+# shellcheck source=bench/remote_launch.sh
+source bench/remote_launch.sh
+# bench_discovery in bench/discovery.sh (network discovery time on 2, 4 and 8 test hosts).
+# shellcheck source=bench/discovery.sh
+source bench/discovery.sh
 
 # How many times the launch benchmark starts each job (the median is printed).
 LAUNCH_RUNS=7
 
 usage() {
   cat <<EOF
-usage: scripts/bench.sh [all | NAME [ARGS...]]
+usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
 
   collectives   allreduce_bench (nccl-tests table: allreduce, allgather, broadcast, alltoall,
                 reducescatter; float32 sum) at -np 2 and -np 4 on localhost, 4 B to 64 MiB.
@@ -131,20 +135,20 @@ bench_collectives() {
   local np
   for np in 2 4; do
     heading "Collectives: allreduce_bench, -np $np -H localhost:$np, 4 B to 64 MiB"
-    run_ranks "$np" "$BUILD_DIR/examples/allreduce_bench" -b 4 -e 64M -f 2 "$@"
+    run_ranks "$np" "$BUILD_DIR/bench/allreduce_bench" -b 4 -e 64M -f 2 "$@"
   done
 }
 
 bench_fusion() {
   heading "Tensor fusion: fusion_bench --launch --np 4 (200 gradients, 4 KiB to 4 MiB, per step)"
   # fusion_bench starts its own horarun jobs (fused, unfused, blocking) and prints one table.
-  "$BUILD_DIR/runtime/engine/bench/fusion_bench" --launch --np 4 \
+  "$BUILD_DIR/bench/fusion_bench" --launch --np 4 \
     --horarun "$BUILD_DIR/cli/horarun" "$@"
 }
 
 bench_rendezvous() {
   heading "Rendezvous: connect + all-to-all address exchange, N ranks on one server (127.0.0.1)"
-  "$BUILD_DIR/rendezvous/bench/rendezvous_bench" "$@"
+  "$BUILD_DIR/bench/rendezvous_bench" "$@"
 }
 
 bench_launch() {
@@ -167,23 +171,32 @@ is_benchmark() {
   return 1
 }
 
-name="${1:-all}"
-shift || true
-case "$name" in
+if [ $# -eq 0 ]; then set -- all; fi
+case "$1" in
   -h | --help)
     usage
+    exit 0
     ;;
   all)
     build
     for b in "${BENCHMARKS[@]}"; do "bench_$b"; done
-    ;;
-  *)
-    if ! is_benchmark "$name"; then
-      echo "scripts/bench.sh: unknown benchmark '$name'" >&2
-      usage >&2
-      exit 2
-    fi
-    build
-    "bench_$name" "$@"
+    exit 0
     ;;
 esac
+# Leading section names run in order; anything after a single section's name is its ARGS.
+sections=()
+while [ $# -gt 0 ] && is_benchmark "$1"; do
+  sections+=("$1")
+  shift
+done
+if [ ${#sections[@]} -eq 0 ]; then
+  echo "scripts/bench.sh: unknown benchmark '$1'" >&2
+  usage >&2
+  exit 2
+fi
+if [ $# -gt 0 ] && [ ${#sections[@]} -gt 1 ]; then
+  echo "scripts/bench.sh: arguments ($*) go to one section only; give one section with them" >&2
+  exit 2
+fi
+build
+for b in "${sections[@]}"; do "bench_$b" "$@"; done

@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# Every test: installs, builds (with NCCL where CUDA and NCCL are found, and once more without it,
-# so both configurations compile), then runs the whole suite. Extra arguments go to `meson test`
-# (e.g. scripts/test.sh hosts_test).
+# Every test, in this order:
+#   1. scripts/format.sh --check: a file that differs from .clang-format fails the run at once;
+#   2. build/ (with NCCL where CUDA and NCCL are found) and build-cpu/ (without NCCL, so both
+#      configurations compile), then the whole suite in build/;
+#   3. the AddressSanitizer + UndefinedBehaviorSanitizer build, build-asan/ (gcc, no NCCL), and
+#      the suites in ASAN_SUITES under it; any sanitizer report fails its test.
+# Extra arguments go to both `meson test` runs instead of the default selection (e.g.
+# scripts/test.sh hosts_test).
+#
+# Environment:
+#   HORA_WERROR=1   warnings are errors in build/ and build-cpu/ (.ci/run sets it)
+#   HORA_ASAN=0     skip step 3 (e.g. for a quick local run); .ci/run always runs it
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh build
+
+bash scripts/format.sh --check
+
+werror=false
+if [ "${HORA_WERROR:-0}" = 1 ]; then werror=true; fi
+# An existing build dir keeps its options: set werror on it explicitly (a no-op when unchanged).
+for dir in build build-cpu; do
+  if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "-Dwerror=$werror" >/dev/null; fi
+done
+bash scripts/build.sh build "-Dwerror=$werror"
 # The CPU-only configuration must build too (it is what machines without CUDA get): libhora
-# without NCCL, and the examples linked against it.
+# without NCCL, and the examples and allreduce_bench linked against it.
 if [ ! -f build-cpu/build.ninja ]; then
-  meson setup build-cpu -Dnccl=disabled -Dtests=disabled >/dev/null
+  meson setup build-cpu -Dnccl=disabled -Dtests=disabled "-Dwerror=$werror" >/dev/null
 fi
 meson compile -C build-cpu hora fashion_mnist allreduce_bench >/dev/null
 
-status=0
-meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
-
-# One plain closing line, whatever the runner printed above.
-python3 - build/meson-logs/testlog.json <<'PY' || true
+# One plain line per run from its testlog.json, whatever the runner printed above it.
+summarize() {
+  python3 - "$1/meson-logs/testlog.json" "$2" <<'PY' || true
 import json, sys
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 for line in open(sys.argv[1]):
@@ -24,6 +40,41 @@ for line in open(sys.argv[1]):
     if r in ("OK", "EXPECTEDFAIL"): counts["passed"] += 1
     elif r == "SKIP": counts["skipped"] += 1
     else: counts["failed"] += 1
-print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+print(f"{sys.argv[2]}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
+}
+
+status=0
+meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
+summarize build "whole suite"
+
+# ---- sanitizers ----
+# Unit and integration suites of every folder, as a 2-core CI machine can afford them within
+# .ci/run's 45 minutes (CONTRIBUTING.md, "Sanitizers"). Not `remote` (SSH test hosts in network
+# namespaces: slow, and what it adds over `integration` is sshd's side) and not `gpu` (NCCL is
+# not in this build).
+ASAN_SUITES=(common rendezvous ssh runtime engine cli network integration)
+if [ "${HORA_ASAN:-1}" != 0 ]; then
+  if [ ! -f build-asan/build.ninja ]; then
+    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
+      >build-asan.setup.log 2>&1 || { cat build-asan.setup.log >&2; exit 1; }
+    rm -f build-asan.setup.log
+  fi
+  ninja -C build-asan >/dev/null
+  selection=("$@")
+  if [ $# -eq 0 ]; then
+    for s in "${ASAN_SUITES[@]}"; do selection+=(--suite "$s"); done
+  fi
+  # Any report fails the test: ASan and UBSan stop the process at the first error, LeakSanitizer
+  # reports at exit. scripts/lsan.supp lists the only leaks tolerated (inside third-party
+  # libraries). Timeouts are raised: sanitized code runs 2-3x slower.
+  rc=0
+  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
+    meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
+    "${selection[@]}" || rc=$?
+  summarize build-asan "sanitizers (build-asan)"
+  [ "$rc" -eq 0 ] || status=$rc
+fi
 exit "$status"

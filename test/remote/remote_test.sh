@@ -2,7 +2,7 @@
 # Multi-host tests of horarun over SSH: `remote_test.sh CASE`. Every case brings up its own test
 # hosts (scripts/testhosts.sh up --index auto: network namespaces with sshd on port 12345) and
 # tears them down on exit, even on failure. Exit 77 (skip) without root or `ip netns`.
-# Environment: HORARUN, COLLECTIVES (collectives_check), ALLREDUCE_BENCH (examples/allreduce_bench),
+# Environment: HORARUN, COLLECTIVES (collectives_check), ALLREDUCE_BENCH (bench/allreduce_bench),
 # TESTHOSTS (scripts/testhosts.sh).
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u

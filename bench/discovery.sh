@@ -3,8 +3,8 @@
 # every pair of hosts, issue 4) takes on N test hosts with two candidate interfaces each, and the
 # wall time of the whole job (`true` on one rank per host), median of 3 runs per row.
 #
-#   scripts/bench_discovery.sh [N...]                        # run it (needs root: network namespaces)
-#   source scripts/bench_discovery.sh; bench_discovery [N...]   # from scripts/bench.sh
+#   bench/discovery.sh [N...]                        # run it (needs root: network namespaces)
+#   source bench/discovery.sh; bench_discovery [N...]   # from scripts/bench.sh
 #
 # N are the host counts (default 2 4 8, each 2..32). Uses $BUILD_DIR/cli/horarun (default build/).
 # Brings up ONE set of test hosts for the largest N (scripts/testhosts.sh up --index auto

@@ -2,8 +2,8 @@
 # Remote launch latency: a job of 4 ranks running `true` on 2 test hosts x 2 slots over SSH,
 # horarun vs Open MPI's mpirun of the same shape, median of 5 runs each.
 #
-#   scripts/bench_remote.sh                         # run it (needs root: network namespaces)
-#   source scripts/bench_remote.sh; bench_remote_launch   # from scripts/bench.sh
+#   bench/remote_launch.sh                         # run it (needs root: network namespaces)
+#   source bench/remote_launch.sh; bench_remote_launch   # from scripts/bench.sh
 #
 # Uses $BUILD_DIR/cli/horarun (default build/). Brings up its own test hosts
 # (scripts/testhosts.sh up --index auto --hosts 2) and takes them down again, even on failure.

@@ -186,7 +186,7 @@ int worker(const Options& o) {
 
 std::string find_horarun(const Options& o, const char* argv0) {
   if (!o.horarun.empty()) return o.horarun;
-  // Next to the build tree's layout (build/runtime/engine/bench/fusion_bench -> build/cli/horarun).
+  // Next to the build tree's layout (build/bench/fusion_bench -> build/cli/horarun).
   std::error_code ec;
   std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
   if (!ec) {
