@@ -165,6 +165,7 @@ int launch(const Options& options) {
   config.facts.tcp = options.tcp;
   config.facts.tuning = options.tuning;
   config.facts.forwarded = options.env_forward;
+  config.horovod_rendezvous = options.horovod_rendezvous;
   for (const auto& [name, value] : options.env_forward) {
     if (is_contract_variable(name)) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);

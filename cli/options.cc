@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
+#include "cli/horovod_flags.h"
 
 namespace hora::cli {
 namespace {
@@ -47,6 +48,7 @@ struct RawOptions {
   std::optional<double> stall_warning_seconds;
   std::optional<double> stall_shutdown_seconds;
   std::optional<double> gloo_timeout_seconds;
+  HorovodRawFlags horovod;
 };
 
 std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
@@ -108,6 +110,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                   "fail the job after a stall this long, 0 = never (default 0)");
   app->add_option("--gloo-timeout-seconds", raw.gloo_timeout_seconds,
                   "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)");
+  add_horovod_flags(*app, raw.horovod);
   return app;
 }
 
@@ -127,6 +130,7 @@ bool takes_separate_value(CLI::App& app, const std::string& arg) {
 
 // horovodrun's single-dash long options; nullopt if `arg` is none of them.
 std::optional<std::string> rewrite_single_dash(const std::string& arg) {
+  if (auto horovod = rewrite_horovod_single_dash(arg)) return horovod;
   if (arg == "-cb") return "--check-build";
   if (arg == "-prefix-timestamp") return "--prefix-output-with-timestamp";
   if (arg == "-np") return "--num-proc";
@@ -346,6 +350,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   }
   options.tcp = raw.tcp;
   add_tuning(raw, options.tuning);
+  apply_horovod_flags(raw.horovod, env, options);
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
 

@@ -50,6 +50,8 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> tuning;
   bool force_ssh = false;
   std::string horarun_path;                    // --horarun-path
+  // horovodrun's flags and hora's Horovod support (cli/horovod_flags.h).
+  bool horovod_rendezvous = true;              // --no-horovod-rendezvous turns it off
 
   std::vector<std::string> command;            // everything after the options
 

@@ -12,7 +12,8 @@ constexpr std::string_view kContract[] = {
     "HORA_SECRET", "HORA_START_TIMEOUT", "HORA_LOG_LEVEL",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME", "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS", "HOROVOD_GLOO_IFACE",
+    "HOROVOD_CPU_OPERATIONS", "HOROVOD_GLOO_IFACE", "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+    "HOROVOD_GLOO_RENDEZVOUS_PORT",
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
     "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "PYTHONUNBUFFERED",
     "NCCL_IB_DISABLE",
@@ -74,6 +75,10 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("HOROVOD_CONTROLLER", "gloo");
   env.emplace_back("HOROVOD_CPU_OPERATIONS", "gloo");
   if (iface) env.emplace_back("HOROVOD_GLOO_IFACE", facts.iface);
+  if (facts.horovod_port != 0) {
+    env.emplace_back("HOROVOD_GLOO_RENDEZVOUS_ADDR", facts.horovod_addr);
+    env.emplace_back("HOROVOD_GLOO_RENDEZVOUS_PORT", std::to_string(facts.horovod_port));
+  }
 
   env.emplace_back("RANK", s_rank);
   env.emplace_back("WORLD_SIZE", s_size);

@@ -25,6 +25,8 @@ struct JobFacts {
   std::string master_addr;       // an address of rank 0's host every rank can reach
   std::uint16_t master_port = 0; // a port free on rank 0's host
   std::string secret_hex;        // 64 hex digits
+  std::string horovod_addr;      // Horovod's HTTP rendezvous as this rank's host reaches it;
+  std::uint16_t horovod_port = 0;  // 0: not served (HOROVOD_GLOO_RENDEZVOUS_* not set)
   std::chrono::seconds start_timeout{30};
   std::string log_level;         // empty: HORA_LOG_LEVEL not set
   bool tcp = false;              // --tcp: NCCL_IB_DISABLE=1

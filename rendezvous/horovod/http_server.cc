@@ -66,8 +66,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void rejected(const std::string& peer, const std::string& reason) {
-    logger()->warn("Horovod rendezvous: refused a request from {}: {}", peer, reason);
-    if (events.on_rejected) events.on_rejected(peer, reason);
+    if (events.on_rejected) {
+      events.on_rejected(peer, reason);
+    } else {
+      logger()->warn("Horovod rendezvous: refused a request from {}: {}", peer, reason);
+    }
   }
 
   void bind_all() {

@@ -38,7 +38,8 @@ struct HttpServerOptions {
 };
 
 struct HttpServerEvents {
-  // A request or connection was refused; `reason` says why.
+  // A request or connection was refused; `reason` says why. Unset: logged as a warning on the
+  // "rendezvous" logger.
   std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
   // A global rank stored its address in scope `global` for the first time.
   std::function<void(int rank, const std::string& peer)> on_rank_seen;

@@ -53,6 +53,8 @@ JobFacts facts() {
   f.master_port = 29500;
   f.secret_hex = std::string(64, 'a');
   f.start_timeout = std::chrono::seconds(45);
+  f.horovod_addr = "127.0.0.1";
+  f.horovod_port = 40124;
   return f;
 }
 
@@ -94,6 +96,8 @@ TEST_CASE("every documented variable is set, with the documented value") {
         {"HOROVOD_CONTROLLER", "gloo"},
         {"HOROVOD_CPU_OPERATIONS", "gloo"},
         {"HOROVOD_GLOO_IFACE", "lo"},
+        {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"},
+        {"HOROVOD_GLOO_RENDEZVOUS_PORT", "40124"},
         {"RANK", std::to_string(r)},
         {"WORLD_SIZE", "6"},
         {"LOCAL_RANK", std::to_string(info.local_rank)},
@@ -135,6 +139,12 @@ TEST_CASE("--log-level, --tcp and -x add to the block; -x wins over the contract
   auto plain = as_map(rank_environment(table, 1, facts()));
   CHECK(plain.count("HORA_LOG_LEVEL") == 0);
   CHECK(plain.count("NCCL_IB_DISABLE") == 0);
+  // --no-horovod-rendezvous: no port, no Horovod rendezvous variables.
+  JobFacts no_horovod = facts();
+  no_horovod.horovod_port = 0;
+  auto without = as_map(rank_environment(table, 1, no_horovod));
+  CHECK(without.count("HOROVOD_GLOO_RENDEZVOUS_ADDR") == 0);
+  CHECK(without.count("HOROVOD_GLOO_RENDEZVOUS_PORT") == 0);
 }
 
 TEST_CASE("tuning variables reach every rank; -x still wins") {
