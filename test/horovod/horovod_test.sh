@@ -8,11 +8,9 @@ WORK=$(mktemp -d /tmp/horovod_test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 
+# fail, ok, run, PYTHON, unpack_horovod
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-
-# The Debian interpreter: the python3 first on PATH may be a pyenv shim without torch.
-PYTHON=/usr/bin/python3
 
 # The hosts of an -np N job on this machine, as two "hosts" (localhost and 127.0.0.1) when N > 1:
 # two local scopes and cross scopes of size 2.
@@ -59,14 +57,6 @@ case_env() {
   [ $rc -eq 0 ] || fail "rc=$rc"
   ! grep -q "HOROVOD_GLOO_RENDEZVOUS" out || fail "--no-horovod-rendezvous still set the address"
   ok "HOROVOD_GLOO_* variables; --no-horovod-rendezvous"
-}
-
-# Unpacks the archive into $WORK/hvd; exits 77 when the archive or PyTorch is missing.
-unpack_horovod() {
-  [ -r "${HOROVOD_ARCHIVE:-}" ] || { echo "skip: no Horovod archive at '${HOROVOD_ARCHIVE:-}'"; exit 77; }
-  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "skip: $PYTHON has no torch (python3-torch)"; exit 77; }
-  mkdir -p "$WORK/hvd" && tar -xJf "$HOROVOD_ARCHIVE" -C "$WORK/hvd" || fail "cannot unpack $HOROVOD_ARCHIVE"
-  export PYTHONPATH="$WORK/hvd/site"
 }
 
 case_torch() {
