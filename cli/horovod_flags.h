@@ -17,6 +17,7 @@ namespace hora::cli {
 // Raw values as CLI11 fills them.
 struct HorovodRawFlags {
   bool no_horovod_rendezvous = false;
+  bool no_env_forwarding = false;
 };
 
 void add_horovod_flags(CLI::App& app, HorovodRawFlags& raw);

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli/env_forwarding.h"
 #include "cli/errors.h"
 #include "cli/guard.h"
 #include "cli/job_network.h"
@@ -166,6 +167,7 @@ int launch(const Options& options) {
   config.facts.tuning = options.tuning;
   config.facts.forwarded = options.env_forward;
   config.horovod_rendezvous = options.horovod_rendezvous;
+  apply_launcher_environment(gather_environment(), options, table, config.facts);
   for (const auto& [name, value] : options.env_forward) {
     if (is_contract_variable(name)) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);

@@ -52,6 +52,7 @@ struct Options {
   std::string horarun_path;                    // --horarun-path
   // horovodrun's flags and hora's Horovod support (cli/horovod_flags.h).
   bool horovod_rendezvous = true;              // --no-horovod-rendezvous turns it off
+  bool forward_environment = true;             // --no-env-forwarding: only the contract and -x
 
   std::vector<std::string> command;            // everything after the options
 

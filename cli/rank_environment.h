@@ -1,5 +1,6 @@
 // The environment block of one rank: the contract of docs/environment.md (HORA_*, Horovod's and
-// torchrun's names), plus variables from -x and --tcp. The guard sets these on top of the
+// torchrun's names), plus variables from -x and --tcp, then the launcher's own forwarded
+// environment (cli/env_forwarding.h) for names still unset. The guard sets these on top of the
 // environment it was started with (docs/launcher.md); test/cli/rank_environment_test.cc holds
 // this file to docs/environment.md.
 #pragma once
@@ -32,6 +33,11 @@ struct JobFacts {
   bool tcp = false;              // --tcp: NCCL_IB_DISABLE=1
   EnvBlock tuning;               // runtime tuning from horovodrun's engine flags
   EnvBlock forwarded;            // -x NAME=VALUE, applied last (the user's word wins)
+  // The launcher's environment minus the denylist (cli/env_forwarding.h); set only for names
+  // the contract, the tuning and -x leave unset.
+  EnvBlock inherited;
+  std::string run_id;            // TORCHELASTIC_RUN_ID
+  bool omp_threads_default = false;  // OMP_NUM_THREADS=1 for ranks of hosts with > 1 rank
 };
 
 // Variables for rank `rank` of `table`, in a stable order. A name appears once; when -x

@@ -460,4 +460,24 @@ case_horovod_torch_hosts() {
   fi
 }
 
+case_env_forwarding() {
+  up 1
+  unset OMP_NUM_THREADS
+  # A variable set only in the launcher's environment reaches the remote rank; denylisted ones
+  # (DISPLAY, *CUDA_VISIBLE_DEVICES) do not; -x still overrides; --no-env-forwarding stops it.
+  HORA_ONLY_HERE='a b;$c' DISPLAY=:77 CUDA_VISIBLE_DEVICES=3 PYTHONPATH=/launcher/py \
+    run 60 --ssh-config "$CONFIG" -np 2 -H h1:2 -x PYTHONPATH=/from/x sh -c 'env | sort'
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  grep -qx '\[1\]<stdout>:HORA_ONLY_HERE=a b;$c' out || fail "the launcher's variable did not reach the remote rank"
+  grep -qx '\[1\]<stdout>:PYTHONPATH=/from/x' out || fail "-x did not win over the forwarded value"
+  ! grep -q '<stdout>:DISPLAY=:77$' out || fail "DISPLAY (denylisted) was forwarded"
+  ! grep -q '<stdout>:CUDA_VISIBLE_DEVICES=3$' out || fail "CUDA_VISIBLE_DEVICES (denylisted) was forwarded"
+  grep -qx '\[0\]<stdout>:OMP_NUM_THREADS=1' out || fail "two ranks on h1 without OMP_NUM_THREADS=1"
+  grep -q "setting OMP_NUM_THREADS=1" err || fail "OMP_NUM_THREADS=1 was not announced"
+  HORA_ONLY_HERE=x run 60 --no-env-forwarding --ssh-config "$CONFIG" -np 1 -H h1:1 sh -c 'env | sort'
+  [ $rc -eq 0 ] || fail "--no-env-forwarding rc=$rc"
+  ! grep -q 'HORA_ONLY_HERE' out || fail "--no-env-forwarding still forwarded the launcher's variable"
+  ok "the launcher's environment reaches remote ranks minus the denylist; -x wins; --no-env-forwarding"
+}
+
 "case_${CASE//-/_}"
