@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli/command_probe.h"
 #include "cli/env_forwarding.h"
 #include "cli/errors.h"
 #include "cli/guard.h"
@@ -109,6 +110,7 @@ RemoteOptions remote_options(const Options& options) {
   ro.preflight_timeout = options.start_timeout;
   // Every remote host reports its interfaces in the preflight (DESIGN.md step 3).
   ro.extra_probe_args = "--probe-interfaces";
+  ro.command_check = command_check_for(options, gather_environment(), current_directory());
   return ro;
 }
 

@@ -480,4 +480,22 @@ case_env_forwarding() {
   ok "the launcher's environment reaches remote ranks minus the denylist; -x wins; --no-env-forwarding"
 }
 
+case_missing_program() {
+  up 2
+  # A program that resolves on no remote host: one preflight error naming each host and the PATH
+  # searched, exit 1, and no rank started (not exit 127 from every rank).
+  PATH="/nowhere:$PATH" run 60 --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 no-such-program-xyz
+  [ $rc -eq 1 ] || fail "rc=$rc"
+  grep -q "preflight failed on 2 of 2 remote hosts; nothing was started" err || fail "no preflight error"
+  for h in h1 h2; do
+    grep -q "@$h ([0-9.:]*): 'no-such-program-xyz' is not found there in PATH=/nowhere:" err ||
+      fail "$h and its PATH are not named"
+  done
+  ! grep -q "started rank\|<stderr>" err || fail "a rank was started"
+  # A path that exists on every host passes the check.
+  run 60 --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 /bin/true
+  [ $rc -eq 0 ] || fail "/bin/true rc=$rc"
+  ok "a program missing on the remote hosts is one preflight error naming each host and its PATH"
+}
+
 "case_${CASE//-/_}"
