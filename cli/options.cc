@@ -351,6 +351,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.tcp = raw.tcp;
   add_tuning(raw, options.tuning);
   apply_horovod_flags(raw.horovod, env, options);
+  if (!options.help_text.empty()) return options;  // -v/--version
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
 
