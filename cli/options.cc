@@ -15,6 +15,7 @@
 #include "cli/errors.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
+#include "cli/horovod_flags.h"
 
 namespace hora::cli {
 namespace {
@@ -52,6 +53,7 @@ struct RawOptions {
   std::optional<double> stall_warning_seconds;
   std::optional<double> stall_shutdown_seconds;
   std::optional<double> gloo_timeout_seconds;
+  HorovodRawFlags horovod;
 };
 
 // Decimal text of a number for a variable: integers without a fraction.
@@ -192,12 +194,14 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_option("--gloo-timeout-seconds", raw.gloo_timeout_seconds,
                   "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)")
       ->check(number_in(0, kMaxSeconds, true, "a number of seconds"));
+  add_horovod_flags(*app, raw.horovod);
   return app;
 }
 
 // horovodrun's single-dash long options, which CLI11 cannot declare, as their long forms;
 // any other argument unchanged.
 std::string rewrite_single_dash(const std::string& arg) {
+  if (auto horovod = rewrite_horovod_single_dash(arg)) return *horovod;
   if (arg == "-cb") return "--check-build";
   if (arg == "-prefix-timestamp") return "--prefix-output-with-timestamp";
   if (arg == "-np") return "--num-proc";
@@ -424,6 +428,8 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   }
   options.tcp = raw.tcp;
   add_tuning(raw, options.tuning);
+  apply_horovod_flags(raw.horovod, env, options);
+  if (!options.help_text.empty()) return options;  // -v/--version
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
 

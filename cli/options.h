@@ -50,6 +50,9 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> tuning;
   bool force_ssh = false;
   std::string horarun_path;                    // --horarun-path
+  // horovodrun's flags and hora's Horovod support (cli/horovod_flags.h).
+  bool horovod_rendezvous = true;              // --no-horovod-rendezvous turns it off
+  bool forward_environment = true;             // --no-env-forwarding: only the contract and -x
 
   std::vector<std::string> command;            // everything after the options
 

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "cli/errors.h"
-#include "cli/guard_request.h"
+#include "cli/spawn/guard_request.h"
 #include "fuzz/fuzz_check.h"
 
 using hora::cli::GuardProtocolError;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/errors.h"
-#include "cli/host_list.h"
+#include "cli/hosts/host_list.h"
 #include "fuzz/fuzz_check.h"
 
 namespace cli = hora::cli;

@@ -10,6 +10,7 @@ PACKAGES=(
   dataset-fashion-mnist
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin
+  python3-torch python3-cloudpickle python3-psutil python3-yaml python3-packaging python3-cffi
 )
 
 missing=()

@@ -126,6 +126,7 @@ stop_host() {
     fi
     ip netns del "$ns" 2>/dev/null || true
   fi
+  rm -rf "/etc/netns/${ns:?}"
   # The root-side veth ends vanish with the namespace; remove them if a failed `up` left them.
   link_exists "$(veth0 "$i")" && ip link del "$(veth0 "$i")" 2>/dev/null || true
   link_exists "$(veth1 "$i")" && ip link del "$(veth1 "$i")" 2>/dev/null || true
@@ -185,6 +186,11 @@ start_sshd() {
     if [ -n "$pid" ] && ip netns pids "$ns" | grep -qx "$pid"; then return 0; fi
     rm -f "$dir/sshd.pid"
   fi
+  # As on a real host, this machine's name resolves to the host's own address inside it (Gloo
+  # binds by host name where a program gives no interface, e.g. Horovod's process-set contexts).
+  # `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts for sshd and its children.
+  mkdir -p "/etc/netns/$ns"
+  printf '127.0.0.1 localhost\n%s %s\n' "$addr" "$(hostname)" >"/etc/netns/$ns/hosts"
   ip netns exec "$ns" "$SSHD" -f "$dir/sshd_config" -E "$dir/sshd.log"
   # sshd writes its pid file after binding the listening socket: wait for it, then connect.
   deadline=$((SECONDS + 10))

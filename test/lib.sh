@@ -41,3 +41,16 @@ check_collectives() {
   n=$(grep -cE "^\[[0-9]+\]<stdout>:collectives_check rank [0-9]+ of $np: [0-9]+ checks, 0 failures$" out)
   [ "$n" -eq "$np" ] || fail "expected $np clean summaries, got $n"
 }
+
+# The Debian interpreter for Horovod tests: the python3 first on PATH may be a pyenv shim
+# without torch.
+PYTHON=/usr/bin/python3
+
+# unpack_horovod: unpacks $HOROVOD_ARCHIVE (Horovod 0.28.1 for Debian's PyTorch) into
+# $WORK/hvd and exports PYTHONPATH to it; exits 77 (skipped) without the archive or PyTorch.
+unpack_horovod() {
+  [ -r "${HOROVOD_ARCHIVE:-}" ] || { echo "skip: no Horovod archive at '${HOROVOD_ARCHIVE:-}'"; exit 77; }
+  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "skip: $PYTHON has no torch (python3-torch)"; exit 77; }
+  mkdir -p "$WORK/hvd" && tar -xJf "$HOROVOD_ARCHIVE" -C "$WORK/hvd" || fail "cannot unpack $HOROVOD_ARCHIVE"
+  export PYTHONPATH="$WORK/hvd/site"
+}

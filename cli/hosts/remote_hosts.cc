@@ -59,12 +59,14 @@ std::string judge_probe(const ssh::RunResult& run, const std::string& horarun_pa
 
 }  // namespace
 
-std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args) {
+std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args,
+                          const std::string& command_snippet) {
   const std::string p = ssh::shell_quote(horarun_path);
   std::string cmd = fmt::format(
       "if [ ! -e {0} ]; then echo '{1}missing'; elif [ ! -x {0} ] || [ -d {0} ]; then "
       "echo '{1}not-executable'; else echo '{1}ok'",
       p, kProbeTag);
+  if (!command_snippet.empty()) cmd += "; " + command_snippet;
   if (!extra_probe_args.empty()) cmd += fmt::format("; exec {} {}", p, extra_probe_args);
   cmd += "; fi";
   return cmd;
@@ -107,7 +109,8 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
   // (hosts with more than 10 ranks) only connect and authenticate.
   std::vector<ssh::ProbeRequest> requests;
   std::vector<int> owner;  // host index of each request
-  const std::string probe = probe_command(options.horarun_path, options.extra_probe_args);
+  const std::string probe = probe_command(options.horarun_path, options.extra_probe_args,
+                                          command_probe_snippet(options.command_check));
   for (const auto& [index, target] : targets) {
     const int ranks = ranks_per_host.at(static_cast<std::size_t>(index));
     const int sessions = std::max(1, (ranks + RemoteHostSessions::kChannelsPerSession - 1) /
@@ -159,6 +162,12 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
       const std::string& out = r.run->out;
       const std::size_t nl = out.find('\n');
       host.probe_output = nl == std::string::npos ? std::string() : out.substr(nl + 1);
+      const std::string missing = take_command_verdict(
+          host.probe_output, options.command_check, fmt::format("{}@{}", target.user, target.describe()));
+      if (!missing.empty()) {
+        problems[index] = missing;
+        continue;
+      }
     }
     if (r.session) host.sessions.sessions.push_back(std::move(r.session));
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/hosts/command_probe.h"
 #include "cli/errors.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
@@ -43,6 +44,8 @@ struct RemoteOptions {
   // `<horarun_path> <extra_probe_args>` after the binary check; its stdout is returned per host.
   std::string extra_probe_args;
   std::chrono::seconds preflight_timeout = kDefaultPreflightTimeout;
+  // The user's program, checked on every host before the extra probe (cli/command_probe.h).
+  CommandCheck command_check;
 };
 
 struct RemoteHost {
@@ -67,7 +70,8 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
 
 // The probe command run on every host (exposed for tests): prints one line
 // `HORA-PROBE ok|missing|not-executable`, then runs the extra probe if any.
-std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args);
+std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args,
+                          const std::string& command_snippet = "");
 
 // Resolves and preflights; `ranks_per_host[i]` is the number of ranks on hosts[i] (for the
 // number of sessions). Throws PreflightError naming every failing host.

@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
+#include "cli/hosts/command_probe.h"
+#include "cli/spawn/env_forwarding.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
@@ -63,7 +65,7 @@ std::string self_path() {
   return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
-RemoteOptions remote_options(const Options& options) {
+RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
   RemoteOptions ro;
   ro.force_ssh = options.force_ssh;
   if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
@@ -80,6 +82,7 @@ RemoteOptions remote_options(const Options& options) {
   ro.preflight_timeout = options.start_timeout;
   // Every remote host reports its interfaces in the preflight (step 3).
   ro.extra_probe_args = "--probe-interfaces";
+  ro.command_check = command_check_for(options, ctx.env, ctx.cwd);
   return ro;
 }
 
@@ -133,6 +136,8 @@ SupervisorConfig supervisor_config(const Options& options, const LaunchContext& 
   config.facts.tcp = options.tcp;
   config.facts.tuning = options.tuning;
   config.facts.forwarded = options.env_forward;
+  config.horovod_rendezvous = options.horovod_rendezvous;
+  apply_launcher_environment(ctx.env, options, table, config.facts);
   for (const auto& [name, value] : options.env_forward) {
     if (is_contract_variable(name)) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
@@ -151,7 +156,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
   const RankTable& table = resolved.table;
 
   const LocalHost local = LocalHost::discover();
-  const RemoteOptions ro = remote_options(options);
+  const RemoteOptions ro = remote_options(options, ctx);
   if (options.dry_run || options.verbose) print(ctx.stdout_fd, describe_hosts(table, local, ro));
 
   // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,

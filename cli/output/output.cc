@@ -1,5 +1,7 @@
 #include "cli/output/output.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -106,9 +108,11 @@ Output::Output(OutputOptions options, int nranks, int stdout_fd, int stderr_fd,
   }
   if (options_.directory.empty()) return;
   files_.reserve(static_cast<std::size_t>(nranks) * 2);
+  // horovodrun's names: ranks zero-padded to the width of the largest (rank.07 of 12).
+  const int width = static_cast<int>(std::to_string(std::max(nranks - 1, 0)).size());
   for (int r = 0; r < nranks; ++r) {
     const std::filesystem::path dir =
-        std::filesystem::path(options_.directory) / fmt::format("rank.{}", r);
+        std::filesystem::path(options_.directory) / fmt::format("rank.{:0{}}", r, width);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) {

@@ -12,10 +12,12 @@ constexpr std::string_view kContract[] = {
     "HORA_SECRET", "HORA_START_TIMEOUT", "HORA_LOG_LEVEL",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
     "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME", "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS", "HOROVOD_GLOO_IFACE",
+    "HOROVOD_CPU_OPERATIONS", "HOROVOD_GLOO_IFACE", "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+    "HOROVOD_GLOO_RENDEZVOUS_PORT",
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
     "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "PYTHONUNBUFFERED",
-    "NCCL_IB_DISABLE",
+    "NCCL_IB_DISABLE", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "OMP_NUM_THREADS",
 };
 
 void put(EnvBlock& env, std::string name, std::string value) {
@@ -74,6 +76,10 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("HOROVOD_CONTROLLER", "gloo");
   env.emplace_back("HOROVOD_CPU_OPERATIONS", "gloo");
   if (iface) env.emplace_back("HOROVOD_GLOO_IFACE", facts.iface);
+  if (facts.horovod_port != 0) {
+    env.emplace_back("HOROVOD_GLOO_RENDEZVOUS_ADDR", facts.horovod_addr);
+    env.emplace_back("HOROVOD_GLOO_RENDEZVOUS_PORT", std::to_string(facts.horovod_port));
+  }
 
   env.emplace_back("RANK", s_rank);
   env.emplace_back("WORLD_SIZE", s_size);
@@ -81,6 +87,12 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("LOCAL_WORLD_SIZE", s_local_size);
   env.emplace_back("GROUP_RANK", s_host_index);
   env.emplace_back("ROLE_RANK", s_rank);
+  env.emplace_back("GROUP_WORLD_SIZE", std::to_string(table.hosts().size()));
+  env.emplace_back("ROLE_NAME", "default");
+  env.emplace_back("ROLE_WORLD_SIZE", s_size);
+  env.emplace_back("TORCHELASTIC_RUN_ID", facts.run_id.empty() ? "none" : facts.run_id);
+  env.emplace_back("TORCHELASTIC_RESTART_COUNT", "0");
+  env.emplace_back("TORCHELASTIC_MAX_RESTARTS", "0");
   env.emplace_back("MASTER_ADDR", facts.master_addr);
   env.emplace_back("MASTER_PORT", std::to_string(facts.master_port));
 
@@ -91,8 +103,18 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back("PYTHONUNBUFFERED", "1");
   if (facts.tcp) env.emplace_back("NCCL_IB_DISABLE", "1");
 
+  if (facts.omp_threads_default && r.local_size > 1) env.emplace_back("OMP_NUM_THREADS", "1");
+
   for (const auto& [name, value] : facts.tuning) put(env, name, value);
   for (const auto& [name, value] : facts.forwarded) put(env, name, value);
+  // The launcher's own variables last, for names nothing above set (a std::set would reorder).
+  const std::size_t own = env.size();
+  for (const auto& [name, value] : facts.inherited) {
+    const auto end = env.begin() + static_cast<std::ptrdiff_t>(own);
+    if (std::none_of(env.begin(), end, [&](const auto& kv) { return kv.first == name; })) {
+      env.emplace_back(name, value);
+    }
+  }
   return env;
 }
 

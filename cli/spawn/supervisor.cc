@@ -16,6 +16,7 @@
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "common/duration.h"
+#include "cli/spawn/horovod_rendezvous.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -70,6 +71,7 @@ struct Supervisor::Impl {
   std::shared_ptr<spdlog::logger> log = launcher_log();
 
   std::unique_ptr<rdv::Server> server;
+  std::unique_ptr<HorovodRendezvous> horovod;  // Horovod's HTTP rendezvous (on by default)
   std::vector<Rank> ranks;
   asio::signal_set signals{io, SIGINT, SIGTERM};
   asio::steady_timer start_timer{io};
@@ -99,6 +101,13 @@ struct Supervisor::Impl {
   Rank& at(int r) { return ranks.at(static_cast<std::size_t>(r)); }
 
   bool running(int r) { return at(r).started && !at(r).exit; }
+
+  // The ranks that reached hora's rendezvous (hora::init()) or Horovod's (hvd.init()).
+  std::set<int> ranks_seen() const {
+    std::set<int> seen = server ? server->ranks_seen() : std::set<int>{};
+    if (horovod) seen.insert(horovod->ranks_seen().begin(), horovod->ranks_seen().end());
+    return seen;
+  }
 
   // ---- start ---------------------------------------------------------------------------
 
@@ -130,6 +139,11 @@ struct Supervisor::Impl {
     const rdv::Secret secret = rdv::generate_secret();
     start_server(secret);
     JobFacts facts = config.facts;
+    if (config.horovod_rendezvous) {
+      horovod = std::make_unique<HorovodRendezvous>(io, table, config);
+      facts.horovod_addr = config.bind_address;
+      facts.horovod_port = horovod->port();
+    }
     facts.rendezvous = fmt::format("{}:{}", bracketed(config.bind_address), server->port());
     facts.iface = config.iface;
     facts.nccl_ifnames = config.nccl_ifnames;
@@ -152,6 +166,7 @@ struct Supervisor::Impl {
         const HostNetwork& net =
             config.host_network.at(static_cast<std::size_t>(table.rank(r).host_index));
         facts.rendezvous = fmt::format("{}:{}", bracketed(net.rendezvous_host), server->port());
+        facts.horovod_addr = net.rendezvous_host;
         facts.iface = net.iface;
         facts.nccl_ifnames = net.nccl_ifnames;
       }
@@ -211,7 +226,7 @@ struct Supervisor::Impl {
           // Not a failure by itself (plain commands end at different times), but if the job
           // fails now, this rank is the likely cause: the others lost a peer.
           early_exit = r;
-          early_exit_reached_rendezvous = server && server->ranks_seen().count(r) != 0;
+          early_exit_reached_rendezvous = ranks_seen().count(r) != 0;
           break;
         }
       }
@@ -226,7 +241,7 @@ struct Supervisor::Impl {
   // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
   // left early and another rank (`failed`) then failed; empty otherwise.
   std::string early_exit_note(int failed) const {
-    if (early_exit < 0 || early_exit == failed || !server || server->ranks_seen().empty()) return "";
+    if (early_exit < 0 || early_exit == failed || ranks_seen().empty()) return "";
     return fmt::format(
         "; {} had already exited with code 0 {}, and the others still needed it: a rank that "
         "ends early leaves them without a peer",
@@ -252,7 +267,7 @@ struct Supervisor::Impl {
 
   void on_start_timeout() {
     if (ending) return;
-    const std::set<int>& seen = server->ranks_seen();
+    const std::set<int> seen = ranks_seen();
     // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
     // no rank at the rendezvous there is nobody waiting for the missing ones.
     if (seen.empty()) {
@@ -267,8 +282,8 @@ struct Supervisor::Impl {
     }
     if (missing.empty()) return;
     end_job(fmt::format("{} did not reach the rendezvous within {} ({} of {} ranks did); the "
-                        "rank never called hora::init(), or it needs longer to start: raise "
-                        "--start-timeout",
+                        "rank never called hora::init() (nor hvd.init()), or it needs longer to "
+                        "start: raise --start-timeout",
                         fmt::join(missing, ", "), hora::format_duration(config.facts.start_timeout), seen.size(),
                         table.size()),
             1);
@@ -372,6 +387,7 @@ struct Supervisor::Impl {
     boost::system::error_code ignored;
     signals.cancel(ignored);
     if (server) server->stop();
+    if (horovod) horovod->stop();
     io.stop();
   }
 

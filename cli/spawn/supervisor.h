@@ -61,6 +61,8 @@ struct SupervisorConfig {
   JobFacts facts;                    // start_timeout, log_level, tcp, forwarded; the rest is
                                      // filled in by the supervisor
   bool verbose = false;
+  // Serve Horovod's Gloo HTTP rendezvous (cli/horovod_rendezvous.h); --no-horovod-rendezvous.
+  bool horovod_rendezvous = true;
 
   // From the abort notice to asking guards to terminate: time for ranks to print the reason
   // and exit by themselves.

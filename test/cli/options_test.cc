@@ -140,7 +140,9 @@ TEST_CASE("horovodrun's engine flags become the runtime's variables") {
        "--no-stall-check", "--stall-check-warning-time-seconds", "30",
        "--stall-check-shutdown-time-seconds", "0", "--gloo-timeout-seconds", "45", "x"},
       {});
-  CHECK(o.tuning == Tuning{{"HORA_TIMELINE", "tl.json"},
+  // hora's names first; Horovod's for the same settings follow (test/cli/horovod_flags_test.cc).
+  const Tuning hora_names(o.tuning.begin(), o.tuning.begin() + std::min<std::size_t>(9, o.tuning.size()));
+  CHECK(hora_names == Tuning{{"HORA_TIMELINE", "tl.json"},
                            {"HORA_TIMELINE_MARK_CYCLES", "1"},
                            {"HORA_FUSION_THRESHOLD", "67108864"},
                            {"HORA_CYCLE_TIME_MS", "2.5"},

@@ -53,6 +53,9 @@ JobFacts facts() {
   f.master_port = 29500;
   f.secret_hex = std::string(64, 'a');
   f.start_timeout = std::chrono::seconds(45);
+  f.horovod_addr = "127.0.0.1";
+  f.horovod_port = 40124;
+  f.run_id = "hora-0123456789abcdef";
   return f;
 }
 
@@ -94,12 +97,20 @@ TEST_CASE("every documented variable is set, with the documented value") {
         {"HOROVOD_CONTROLLER", "gloo"},
         {"HOROVOD_CPU_OPERATIONS", "gloo"},
         {"HOROVOD_GLOO_IFACE", "lo"},
+        {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"},
+        {"HOROVOD_GLOO_RENDEZVOUS_PORT", "40124"},
         {"RANK", std::to_string(r)},
         {"WORLD_SIZE", "6"},
         {"LOCAL_RANK", std::to_string(info.local_rank)},
         {"LOCAL_WORLD_SIZE", std::to_string(info.local_size)},
         {"GROUP_RANK", std::to_string(info.host_index)},
         {"ROLE_RANK", std::to_string(r)},
+        {"GROUP_WORLD_SIZE", "3"},
+        {"ROLE_NAME", "default"},
+        {"ROLE_WORLD_SIZE", "6"},
+        {"TORCHELASTIC_RUN_ID", "hora-0123456789abcdef"},
+        {"TORCHELASTIC_RESTART_COUNT", "0"},
+        {"TORCHELASTIC_MAX_RESTARTS", "0"},
         {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", "29500"},
         {"GLOO_SOCKET_IFNAME", "lo"},
@@ -135,6 +146,12 @@ TEST_CASE("--log-level, --tcp and -x add to the block; -x wins over the contract
   auto plain = as_map(rank_environment(table, 1, facts()));
   CHECK(plain.count("HORA_LOG_LEVEL") == 0);
   CHECK(plain.count("NCCL_IB_DISABLE") == 0);
+  // --no-horovod-rendezvous: no port, no Horovod rendezvous variables.
+  JobFacts no_horovod = facts();
+  no_horovod.horovod_port = 0;
+  auto without = as_map(rank_environment(table, 1, no_horovod));
+  CHECK(without.count("HOROVOD_GLOO_RENDEZVOUS_ADDR") == 0);
+  CHECK(without.count("HOROVOD_GLOO_RENDEZVOUS_PORT") == 0);
 }
 
 TEST_CASE("tuning variables reach every rank; -x still wins") {
@@ -159,4 +176,32 @@ TEST_CASE("NCCL_SOCKET_IFNAME takes every name given for the host; the others th
   CHECK(env["GLOO_SOCKET_IFNAME"] == "ens5");
   CHECK(env["HOROVOD_GLOO_IFACE"] == "ens5");
   CHECK(env["NCCL_SOCKET_IFNAME"] == "ens5,ib0");
+}
+
+TEST_CASE("OMP_NUM_THREADS=1 only for ranks of hosts with more than one rank, when asked") {
+  RankTable table(parse_host_list("a:2,b:1"), 3);
+  JobFacts f = facts();
+  f.omp_threads_default = true;
+  CHECK(as_map(rank_environment(table, 0, f))["OMP_NUM_THREADS"] == "1");
+  CHECK(as_map(rank_environment(table, 1, f))["OMP_NUM_THREADS"] == "1");
+  CHECK(as_map(rank_environment(table, 2, f)).count("OMP_NUM_THREADS") == 0);  // alone on b
+  f.omp_threads_default = false;
+  CHECK(as_map(rank_environment(table, 0, f)).count("OMP_NUM_THREADS") == 0);
+  // -x wins.
+  f.omp_threads_default = true;
+  f.forwarded = {{"OMP_NUM_THREADS", "4"}};
+  CHECK(as_map(rank_environment(table, 0, f))["OMP_NUM_THREADS"] == "4");
+}
+
+TEST_CASE("the launcher's forwarded variables fill in only names nothing else set") {
+  RankTable table(parse_host_list("localhost:2"), 2);
+  JobFacts f = facts();
+  f.inherited = {{"PATH", "/venv/bin:/usr/bin"}, {"HORA_RANK", "99"}, {"MY_FLAG", "launcher"},
+                 {"NCCL_DEBUG", "INFO"}};
+  f.forwarded = {{"MY_FLAG", "from -x"}};
+  auto env = as_map(rank_environment(table, 1, f));
+  CHECK(env["PATH"] == "/venv/bin:/usr/bin");
+  CHECK(env["NCCL_DEBUG"] == "INFO");
+  CHECK(env["HORA_RANK"] == "1");       // the contract wins
+  CHECK(env["MY_FLAG"] == "from -x");  // -x wins
 }

@@ -3,7 +3,8 @@
 # hosts (scripts/testhosts.sh up --index auto: network namespaces with sshd on port 12345) and
 # tears them down on exit, even on failure. Exit 77 (skip) without root or `ip netns`.
 # Environment: HORARUN, COLLECTIVES (collectives_check), ALLREDUCE_BENCH (bench/allreduce_bench),
-# TESTHOSTS (scripts/testhosts.sh).
+# TESTHOSTS (scripts/testhosts.sh), WORKER (horovod_store_worker), TORCH_CHECK
+# (horovod_torch_check.py), HOROVOD_ARCHIVE.
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
 CASE=${1:?usage: remote_test.sh CASE}
@@ -418,6 +419,83 @@ case_interface_traffic() {
   [ "$(delta h1:eth0)" -lt $((data / 10)) ] || fail "h1's eth0 carried $(delta h1:eth0) bytes: collectives went there"
   [ "$(delta h2:eth0)" -lt $((data / 10)) ] || fail "h2's eth0 carried $(delta h2:eth0) bytes: collectives went there"
   ok "--network-interfaces eth1,h2=ens5: the collectives' bytes went over eth1 and ens5, not eth0"
+}
+
+case_horovod_store_hosts() {
+  up 2
+  # Horovod's HTTP store protocol across two hosts, then mixed with a rank on this machine (whose
+  # scope is local_localhost) and with the three refusals sent by rank 0.
+  run 120 --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 "$WORKER"
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  [ "$(grep -c 'horovod-store ok' out)" -eq 4 ] || fail "not every rank finished"
+  grep -q "^\[2\]<stdout>:horovod-store ok rank=2 size=4 host=h2$" out || fail "rank 2 not on h2"
+  run 120 --verbose --ssh-config "$CONFIG" -np 3 -H localhost:1,h1:1,h2:1 "$WORKER" rejections
+  [ $rc -eq 0 ] || fail "mixed job rc=$rc"
+  [ "$(grep -c 'horovod-store ok' out)" -eq 3 ] && grep -q 'horovod-store rejections ok' out ||
+    fail "mixed job: not every rank finished"
+  grep -q "Horovod rendezvous (HTTP) listening on $NET.1:" err ||
+    fail "Horovod's rendezvous does not listen on the job's address only"
+  ok "Horovod's HTTP store across hosts and in a mixed local + remote job"
+}
+
+case_horovod_torch_hosts() {
+  unpack_horovod
+  up 2
+  local np
+  for np in 2 4; do
+    run 300 --ssh-config "$CONFIG" -np "$np" -H "h1:$((np / 2)),h2:$((np / 2))" -x PYTHONPATH "$PYTHON" "$TORCH_CHECK"
+    [ $rc -eq 0 ] || fail "-np $np rc=$rc"
+    [ "$(grep -c 'horovod-torch ok' out)" -eq "$np" ] || fail "not every rank passed at -np $np"
+  done
+  # Horovod 0.28's process-set contexts (created at hvd.init()) ignore HOROVOD_GLOO_IFACE and bind
+  # the address the host's name resolves to (docs/rendezvous.md). A rank on this machine can
+  # only join when that address is not loopback.
+  if getent ahostsv4 "$(hostname)" | awk '{print $1}' | grep -qv '^127\.'; then
+    run 300 --ssh-config "$CONFIG" -np 2 -H localhost:1,h1:1 -x PYTHONPATH "$PYTHON" "$TORCH_CHECK"
+    [ $rc -eq 0 ] || fail "mixed rc=$rc"
+    [ "$(grep -c 'horovod-torch ok' out)" -eq 2 ] || fail "not every rank passed in the mixed job"
+    ok "a real Horovod PyTorch program across two hosts (-np 2, 4) and mixed local + remote"
+  else
+    ok "a real Horovod PyTorch program across two hosts (-np 2, 4); mixed local + remote not run: $(hostname) resolves to loopback here"
+  fi
+}
+
+case_env_forwarding() {
+  up 1
+  unset OMP_NUM_THREADS
+  # A variable set only in the launcher's environment reaches the remote rank; denylisted ones
+  # (DISPLAY, *CUDA_VISIBLE_DEVICES) do not; -x still overrides; --no-env-forwarding stops it.
+  HORA_ONLY_HERE='a b;$c' DISPLAY=:77 CUDA_VISIBLE_DEVICES=3 PYTHONPATH=/launcher/py \
+    run 60 --ssh-config "$CONFIG" -np 2 -H h1:2 -x PYTHONPATH=/from/x sh -c 'env | sort'
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  grep -qx '\[1\]<stdout>:HORA_ONLY_HERE=a b;$c' out || fail "the launcher's variable did not reach the remote rank"
+  grep -qx '\[1\]<stdout>:PYTHONPATH=/from/x' out || fail "-x did not win over the forwarded value"
+  ! grep -q '<stdout>:DISPLAY=:77$' out || fail "DISPLAY (denylisted) was forwarded"
+  ! grep -q '<stdout>:CUDA_VISIBLE_DEVICES=3$' out || fail "CUDA_VISIBLE_DEVICES (denylisted) was forwarded"
+  grep -qx '\[0\]<stdout>:OMP_NUM_THREADS=1' out || fail "two ranks on h1 without OMP_NUM_THREADS=1"
+  grep -q "setting OMP_NUM_THREADS=1" err || fail "OMP_NUM_THREADS=1 was not announced"
+  HORA_ONLY_HERE=x run 60 --no-env-forwarding --ssh-config "$CONFIG" -np 1 -H h1:1 sh -c 'env | sort'
+  [ $rc -eq 0 ] || fail "--no-env-forwarding rc=$rc"
+  ! grep -q 'HORA_ONLY_HERE' out || fail "--no-env-forwarding still forwarded the launcher's variable"
+  ok "the launcher's environment reaches remote ranks minus the denylist; -x wins; --no-env-forwarding"
+}
+
+case_missing_program() {
+  up 2
+  # A program that resolves on no remote host: one preflight error naming each host and the PATH
+  # searched, exit 1, and no rank started (not exit 127 from every rank).
+  PATH="/nowhere:$PATH" run 60 --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 no-such-program-xyz
+  [ $rc -eq 1 ] || fail "rc=$rc"
+  grep -q "preflight failed on 2 of 2 remote hosts; nothing was started" err || fail "no preflight error"
+  for h in h1 h2; do
+    grep -q "@$h ([0-9.:]*): 'no-such-program-xyz' is not found there in PATH=/nowhere:" err ||
+      fail "$h and its PATH are not named"
+  done
+  ! grep -q "started rank\|<stderr>" err || fail "a rank was started"
+  # A path that exists on every host passes the check.
+  run 60 --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 /bin/true
+  [ $rc -eq 0 ] || fail "/bin/true rc=$rc"
+  ok "a program missing on the remote hosts is one preflight error naming each host and its PATH"
 }
 
 "case_${CASE//-/_}"

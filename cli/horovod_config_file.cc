@@ -1,0 +1,82 @@
+#include "cli/horovod_config_file.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "cli/errors.h"
+
+namespace hora::cli {
+namespace {
+
+std::string trim(const std::string& s) {
+  const std::size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// Drops a `#` comment that is not inside quotes.
+std::string strip_comment(const std::string& line) {
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+      return line.substr(0, i);
+    }
+  }
+  return line;
+}
+
+std::string unquote(const std::string& v) {
+  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) {
+    return v.substr(1, v.size() - 2);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> read_horovod_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("--config-file {}: cannot read the file", path));
+  std::map<std::string, std::string> out;
+  std::string section, line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text = strip_comment(line);
+    if (trim(text).empty() || trim(text) == "---") continue;
+    const bool indented = text[0] == ' ' || text[0] == '\t';
+    const std::string body = trim(text);
+    const std::size_t colon = body.find(':');
+    if (colon == std::string::npos || colon == 0 || body.front() == '-') {
+      throw UsageError(
+          fmt::format("--config-file {}:{}: expected 'key: value' or 'section:', "
+                      "got '{}'",
+                      path, number, body));
+    }
+    const std::string key = trim(body.substr(0, colon));
+    const std::string value = trim(body.substr(colon + 1));
+    if (!indented) {
+      if (value.empty()) {
+        section = key;
+      } else {
+        section.clear();
+        out[key] = unquote(value);
+      }
+      continue;
+    }
+    if (section.empty() || value.empty()) {
+      throw UsageError(
+          fmt::format("--config-file {}:{}: '{}' is nested deeper than hora "
+                      "reads (section, then key: value)",
+                      path, number, body));
+    }
+    out[section + "." + key] = unquote(value);
+  }
+  return out;
+}
+
+}  // namespace hora::cli

@@ -1,0 +1,249 @@
+#include "rendezvous/horovod/http_server.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "rendezvous/errors.h"
+#include "rendezvous/log.h"
+
+namespace hora::rdv::horovod {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+constexpr std::uint32_t kHeaderLimit = 8u << 10;
+
+Method method_of(http::verb v) {
+  switch (v) {
+    case http::verb::get:
+      return Method::kGet;
+    case http::verb::put:
+      return Method::kPut;
+    case http::verb::delete_:
+      return Method::kDelete;
+    default:
+      return Method::kOther;
+  }
+}
+
+std::string peer_of(const tcp::socket& s) {
+  error_code ec;
+  const tcp::endpoint ep = s.remote_endpoint(ec);
+  if (ec) return "(unknown peer)";
+  const std::string a = ep.address().to_string();
+  return ep.address().is_v6() ? fmt::format("[{}]:{}", a, ep.port())
+                              : fmt::format("{}:{}", a, ep.port());
+}
+
+}  // namespace
+
+struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
+  class Connection;
+
+  asio::io_context& io;
+  HttpServerOptions options;
+  HttpServerEvents events;
+  Store store;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::set<Connection*> connections;
+  std::set<int> reported;  // global ranks reported through on_rank_seen
+  std::uint16_t port = 0;
+  bool stopped = false;
+
+  Impl(asio::io_context& io_, ScopePlan plan, HttpServerOptions opts, HttpServerEvents ev)
+      : io(io_), options(std::move(opts)), events(std::move(ev)), store(std::move(plan)) {
+    if (options.bind_addresses.empty()) options.bind_addresses.push_back("127.0.0.1");
+  }
+
+  void rejected(const std::string& peer, const std::string& reason) {
+    if (events.on_rejected) {
+      events.on_rejected(peer, reason);
+    } else {
+      logger()->warn("Horovod rendezvous: refused a request from {}: {}", peer, reason);
+    }
+  }
+
+  void bind_all() {
+    port = options.port;
+    for (const std::string& address : options.bind_addresses) {
+      error_code ec;
+      const auto addr = asio::ip::make_address(address, ec);
+      if (ec) throw Error(fmt::format("Horovod rendezvous: '{}' is not an IP address", address));
+      auto acceptor = std::make_unique<tcp::acceptor>(io);
+      const tcp::endpoint ep(addr, port);
+      acceptor->open(ep.protocol(), ec);
+      if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+      if (!ec) acceptor->bind(ep, ec);
+      if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+      if (ec) {
+        throw Error(fmt::format("Horovod rendezvous: cannot listen on {}:{}: {}", address, port,
+                                ec.message()));
+      }
+      port = acceptor->local_endpoint().port();
+      acceptors.push_back(std::move(acceptor));
+    }
+  }
+
+  void start() {
+    for (auto& a : acceptors) accept(*a);
+    for (const std::string& address : options.bind_addresses) {
+      logger()->info("Horovod rendezvous (HTTP) listening on {}:{}",
+                     address.find(':') != std::string::npos ? "[" + address + "]" : address, port);
+    }
+  }
+
+  void accept(tcp::acceptor& acceptor) {
+    acceptor.async_accept([self = shared_from_this(), &acceptor](error_code ec, tcp::socket s) {
+      if (self->stopped || !acceptor.is_open()) return;
+      if (!ec) self->admit(std::move(s));
+      self->accept(acceptor);
+    });
+  }
+
+  void admit(tcp::socket socket);
+
+  void stop();
+};
+
+class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<Impl> server, tcp::socket socket)
+      : server_(std::move(server)), peer_(peer_of(socket)), stream_(std::move(socket)) {
+    server_->connections.insert(this);
+  }
+  ~Connection() { server_->connections.erase(this); }
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(server_->store.max_body_bytes());
+    stream_.expires_after(server_->options.io_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void close() {
+    error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+ private:
+  void on_read(error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
+        server_->stopped) {
+      return close();
+    }
+    if (ec == beast::error::timeout) {
+      if (parser_->got_some()) server_->rejected(peer_, "request not complete in time");
+      return close();
+    }
+    if (ec == http::error::body_limit) {
+      return refuse(http::status::payload_too_large, fmt::format("body over the limit of {} bytes",
+                                                                 server_->store.max_body_bytes()));
+    }
+    if (ec == http::error::header_limit) {
+      return refuse(http::status::bad_request, "request header over 8 KiB");
+    }
+    if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == http::error::partial_message) {
+      return close();
+    }
+    if (ec) return refuse(http::status::bad_request, "malformed request: " + ec.message());
+
+    http::request<http::string_body> req = parser_->release();
+    const auto target = req.target();
+    Reply reply = server_->store.handle(method_of(req.method()),
+                                        std::string_view(target.data(), target.size()),
+                                        std::move(req.body()));
+    if (!reply.refusal.empty()) {
+      server_->rejected(peer_,
+                        fmt::format("{} {}: {}", req.method_string().to_string(),
+                                    std::string(target.data(), target.size()), reply.refusal));
+    }
+    if (server_->store.global_ranks_seen().size() != server_->reported.size()) note_new_ranks();
+    respond(static_cast<http::status>(reply.status), std::move(reply.body), req.keep_alive());
+  }
+
+  void note_new_ranks() {
+    // The store only grows its set; report ranks not reported yet.
+    for (int r : server_->store.global_ranks_seen()) {
+      if (server_->reported.insert(r).second && server_->events.on_rank_seen) {
+        server_->events.on_rank_seen(r, peer_);
+      }
+    }
+  }
+
+  void refuse(http::status status, const std::string& why) {
+    server_->rejected(peer_, why);
+    respond(status, why + "\n", false);
+  }
+
+  void respond(http::status status, std::string body, bool keep_alive) {
+    auto res = std::make_shared<http::response<http::string_body>>(status, 11);
+    res->body() = std::move(body);
+    res->keep_alive(keep_alive);
+    res->prepare_payload();
+    stream_.expires_after(server_->options.io_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, keep_alive](error_code ec, std::size_t) {
+                        if (ec || !keep_alive || self->server_->stopped) return self->close();
+                        self->read();
+                      });
+  }
+
+  std::shared_ptr<Impl> server_;
+  std::string peer_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+};
+
+void HttpServer::Impl::admit(tcp::socket socket) {
+  if (connections.size() >= options.max_connections) {
+    rejected(peer_of(socket),
+             fmt::format("more than {} open connections", options.max_connections));
+    error_code ec;
+    socket.close(ec);
+    return;
+  }
+  std::make_shared<Connection>(shared_from_this(), std::move(socket))->read();
+}
+
+void HttpServer::Impl::stop() {
+  if (stopped) return;
+  stopped = true;
+  error_code ec;
+  for (auto& a : acceptors) a->close(ec);
+  for (Connection* c : std::set<Connection*>(connections)) c->close();
+}
+
+HttpServer::HttpServer(asio::io_context& io, ScopePlan plan, HttpServerOptions options,
+                       HttpServerEvents events)
+    : impl_(std::make_shared<Impl>(io, std::move(plan), std::move(options), std::move(events))) {
+  impl_->bind_all();
+  impl_->start();
+}
+
+HttpServer::~HttpServer() { impl_->stop(); }
+
+std::uint16_t HttpServer::port() const { return impl_->port; }
+const std::vector<std::string>& HttpServer::addresses() const {
+  return impl_->options.bind_addresses;
+}
+const Store& HttpServer::store() const { return impl_->store; }
+std::size_t HttpServer::connections() const { return impl_->connections.size(); }
+void HttpServer::stop() { impl_->stop(); }
+
+}  // namespace hora::rdv::horovod

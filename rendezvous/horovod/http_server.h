@@ -1,0 +1,68 @@
+// Horovod's Gloo rendezvous over HTTP (Boost.Beast), served from the launcher's io_context.
+//
+// Single-threaded like rdv::Server: every handler runs on the io_context given; call stop()
+// and the accessors from that thread. The request logic is rendezvous/horovod/store.h; this
+// file only reads requests, hands them to the store and writes the replies.
+//
+// Horovod's protocol has no authentication (docs/rendezvous.md): the server listens only on the
+// addresses given (the ones the job's hosts reach the launcher at) and only while it exists.
+// A request that cannot be parsed (a malformed request line, headers over 8 KiB), a body over
+// the store's limit, or a connection idle longer than io_timeout is answered when possible
+// (400/413) and its connection closed; other clients are unaffected.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/horovod/store.h"
+
+namespace hora::rdv::horovod {
+
+struct HttpServerOptions {
+  static constexpr std::chrono::milliseconds kDefaultIoTimeout{30000};
+  static constexpr std::size_t kDefaultMaxConnections = 512;
+
+  // Every address to listen on, all with the same port. Empty: 127.0.0.1.
+  std::vector<std::string> bind_addresses;
+  std::uint16_t port = 0;  // 0: a free port (read it back with port())
+  // A request must arrive in full within this of the previous one (or of accept), and a reply
+  // must be taken within it.
+  std::chrono::milliseconds io_timeout = kDefaultIoTimeout;
+  // Connections beyond this are closed right after accept.
+  std::size_t max_connections = kDefaultMaxConnections;
+};
+
+struct HttpServerEvents {
+  // A request or connection was refused; `reason` says why. Unset: logged as a warning on the
+  // "rendezvous" logger.
+  std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
+  // A global rank stored its address in scope `global` for the first time.
+  std::function<void(int rank, const std::string& peer)> on_rank_seen;
+};
+
+class HttpServer {
+ public:
+  // Binds every address and starts accepting. Throws rdv::Error naming the address on failure.
+  HttpServer(boost::asio::io_context& io, ScopePlan plan, HttpServerOptions options = {},
+             HttpServerEvents events = {});
+  ~HttpServer();
+
+  std::uint16_t port() const;
+  const std::vector<std::string>& addresses() const;
+  const Store& store() const;
+  std::size_t connections() const;
+
+  // Closes the listeners and every connection.
+  void stop();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace hora::rdv::horovod

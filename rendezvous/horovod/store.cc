@@ -1,0 +1,179 @@
+#include "rendezvous/horovod/store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+namespace hora::rdv::horovod {
+namespace {
+
+// Gloo's keys are "<rank>" and "rank_<rank>"; allow a little more, nothing that needs escaping.
+bool valid_key(std::string_view key, std::size_t max_bytes) {
+  return !key.empty() && key.size() <= max_bytes && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           c == '-' || c == '.' || c == ':';
+  });
+}
+
+std::optional<int> parse_rank(std::string_view s) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+std::string_view method_name(Method m) {
+  switch (m) {
+    case Method::kGet:
+      return "GET";
+    case Method::kPut:
+      return "PUT";
+    case Method::kDelete:
+      return "DELETE";
+    case Method::kOther:
+      break;
+  }
+  return "this method";
+}
+
+}  // namespace
+
+StoreLimits StoreLimits::for_plan(const ScopePlan& plan) {
+  StoreLimits l;
+  l.max_body_bytes = (64u << 10) + 256u * static_cast<std::size_t>(std::max(plan.world_size, 1));
+  return l;
+}
+
+Store::Store(ScopePlan plan, StoreLimits limits) : plan_(std::move(plan)), limits_(limits) {
+  if (limits_.max_body_bytes == 0)
+    limits_.max_body_bytes = StoreLimits::for_plan(plan_).max_body_bytes;
+}
+
+Reply Store::refuse(int status, std::string why) const {
+  Reply r;
+  r.status = status;
+  r.body = why + "\n";
+  r.refusal = std::move(why);
+  return r;
+}
+
+void Store::note_global_key(const std::string& key) {
+  std::string_view k = key;
+  if (k.substr(0, 5) == "rank_") k.remove_prefix(5);
+  if (auto rank = parse_rank(k); rank && *rank < plan_.world_size) global_seen_.insert(*rank);
+}
+
+Reply Store::handle(Method method, std::string_view target, std::string body) {
+  if (method == Method::kOther) {
+    return refuse(405, "Horovod's rendezvous takes GET, PUT and DELETE only");
+  }
+  // "/<scope>/<key>", exactly two segments.
+  if (target.size() < 4 || target.front() != '/') {
+    return refuse(400, fmt::format("malformed target '{}': expected /<scope>/<key>", target));
+  }
+  const std::string_view path = target.substr(1);
+  const std::size_t slash = path.find('/');
+  if (slash == std::string_view::npos || slash == 0 ||
+      path.find('/', slash + 1) != std::string_view::npos) {
+    return refuse(400, fmt::format("malformed target '{}': expected /<scope>/<key>", target));
+  }
+  const std::string scope_name(path.substr(0, slash));
+  const std::string key(path.substr(slash + 1));
+  if (!valid_key(key, limits_.max_key_bytes)) {
+    return refuse(
+        400, fmt::format("malformed key in '{}': at most {} characters of [A-Za-z0-9_.:-]", target,
+                         limits_.max_key_bytes));
+  }
+  const std::optional<ScopeInfo> info = resolve_scope(plan_, scope_name);
+  if (!info) {
+    return refuse(403, fmt::format("scope '{}' is not one of this job's (global, local_<host>, "
+                                   "cross_<local rank>, or one of those with a process-set "
+                                   "suffix)",
+                                   scope_name));
+  }
+  const bool closed = closed_.count(scope_name) != 0;
+
+  switch (method) {
+    case Method::kGet: {
+      auto s = scopes_.find(scope_name);
+      if (s == scopes_.end()) return Reply{404, "", ""};
+      auto v = s->second.values.find(key);
+      if (v == s->second.values.end()) return Reply{404, "", ""};
+      return Reply{200, v->second, ""};
+    }
+    case Method::kPut: {
+      if (closed) {
+        return refuse(403, fmt::format("scope '{}' is finalized (all {} of its ranks finished "
+                                       "connecting); it takes no more writes",
+                                       scope_name, info->base_size));
+      }
+      if (body.size() > limits_.max_body_bytes) {
+        return refuse(413, fmt::format("body of {} bytes for '{}' exceeds the limit of {} bytes",
+                                       body.size(), target, limits_.max_body_bytes));
+      }
+      auto s = scopes_.find(scope_name);
+      if (s == scopes_.end()) {
+        if (info->process_set) {
+          std::size_t sets = 0;
+          for (const auto& [name, unused] : scopes_)
+            sets += resolve_scope(plan_, name)->process_set;
+          if (sets >= limits_.max_process_set_scopes) {
+            return refuse(403, fmt::format("too many process-set scopes (limit {})",
+                                           limits_.max_process_set_scopes));
+          }
+        }
+        s = scopes_.emplace(scope_name, Scope{}).first;
+      }
+      // Gloo stores two keys per rank; allow twice that and a little slack.
+      const std::size_t max_keys = 4u * static_cast<std::size_t>(info->base_size) + 8u;
+      if (s->second.values.count(key) == 0 && s->second.values.size() >= max_keys) {
+        return refuse(403, fmt::format("scope '{}' already holds {} keys (the limit for {} ranks)",
+                                       scope_name, max_keys, info->base_size));
+      }
+      s->second.values[key] = std::move(body);
+      if (scope_name == "global") note_global_key(key);
+      return Reply{200, "", ""};
+    }
+    case Method::kDelete: {
+      const std::optional<int> rank = parse_rank(key);
+      if (!rank || *rank >= info->base_size) {
+        return refuse(400, fmt::format("DELETE {}: the key must be a rank of the scope (0..{})",
+                                       target, info->base_size - 1));
+      }
+      if (closed) return Reply{200, "", ""};
+      auto s = scopes_.find(scope_name);
+      if (info->process_set) {
+        if (s != scopes_.end()) {
+          s->second.values.erase(key);
+          if (s->second.values.empty()) scopes_.erase(s);
+        }
+        return Reply{200, "", ""};
+      }
+      if (s == scopes_.end()) s = scopes_.emplace(scope_name, Scope{}).first;
+      s->second.finished.insert(*rank);
+      if (static_cast<int>(s->second.finished.size()) == info->base_size) {
+        scopes_.erase(s);
+        closed_.insert(scope_name);
+      }
+      return Reply{200, "", ""};
+    }
+    case Method::kOther:
+      break;
+  }
+  return refuse(405, fmt::format("{} is not served", method_name(method)));
+}
+
+Store::Stats Store::stats() const {
+  Stats st;
+  for (const auto& [name, scope] : scopes_) {
+    if (scope.values.empty()) continue;
+    ++st.scopes;
+    st.keys += scope.values.size();
+    for (const auto& [k, v] : scope.values) st.bytes += k.size() + v.size();
+  }
+  return st;
+}
+
+}  // namespace hora::rdv::horovod

@@ -1,0 +1,88 @@
+// The key-value store behind Horovod's Gloo HTTP rendezvous, without sockets: one request in,
+// one reply out (rendezvous/horovod/http_server.h serves it over HTTP).
+//
+// The protocol is Horovod's (horovod/common/gloo/http_store.cc on the worker side):
+//   PUT    /<scope>/<key>   body stored                      -> 200
+//   GET    /<scope>/<key>   the body, or 404 (the worker polls until it is there)
+//   DELETE /<scope>/<rank>  rank finished connecting          -> 200
+// For a scope of the plan (global, local_<host>, cross_<n>) the scope is cleared once every
+// rank of it has sent DELETE, and from then on it is closed: later PUTs are refused. For a
+// process-set scope DELETE removes the key named <rank>, and the scope goes away when empty
+// (Horovod's own server does the same for scopes it does not know the size of).
+//
+// Beyond Horovod's server, the store knows the job's plan: scopes outside it are refused, keys
+// must be short names, bodies and the number of keys and process-set scopes are bounded, so a
+// stray or hostile client cannot grow the launcher's memory without limit.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "rendezvous/horovod/scope_plan.h"
+
+namespace hora::rdv::horovod {
+
+struct StoreLimits {
+  static constexpr std::size_t kMaxKeyBytes = 64;
+  static constexpr std::size_t kMaxProcessSetScopes = 1024;
+
+  std::size_t max_key_bytes = kMaxKeyBytes;
+  // 0: computed from the plan (for_plan()).
+  std::size_t max_body_bytes = 0;
+  std::size_t max_process_set_scopes = kMaxProcessSetScopes;
+
+  // A Gloo pair address is well under 256 bytes; the largest value a rank stores holds one per
+  // peer. Generous for that, small enough to bound memory: 64 KiB + 256 bytes per rank.
+  static StoreLimits for_plan(const ScopePlan& plan);
+};
+
+enum class Method { kGet, kPut, kDelete, kOther };
+
+struct Reply {
+  int status = 200;
+  std::string body;
+  // Non-empty when the request was refused (status 400/403/405/413): why, for the launcher's
+  // log and for the client (sent as the body).
+  std::string refusal;
+};
+
+class Store {
+ public:
+  explicit Store(ScopePlan plan, StoreLimits limits = {});
+
+  // `target` is the request target as received ("/global/rank_0").
+  Reply handle(Method method, std::string_view target, std::string body);
+
+  // Global ranks that stored their address in `global` (a rank that did has reached hvd.init()).
+  const std::set<int>& global_ranks_seen() const { return global_seen_; }
+  bool closed(const std::string& scope) const { return closed_.count(scope) != 0; }
+  std::size_t max_body_bytes() const { return limits_.max_body_bytes; }
+  const ScopePlan& plan() const { return plan_; }
+
+  struct Stats {
+    std::size_t scopes = 0;  // scopes holding keys
+    std::size_t keys = 0;
+    std::size_t bytes = 0;  // keys + values
+  };
+  Stats stats() const;
+
+ private:
+  struct Scope {
+    std::map<std::string, std::string> values;
+    std::set<int> finished;  // plan scopes: ranks that sent DELETE
+  };
+
+  Reply refuse(int status, std::string why) const;
+  void note_global_key(const std::string& key);
+
+  ScopePlan plan_;
+  StoreLimits limits_;
+  std::map<std::string, Scope> scopes_;
+  std::set<std::string> closed_;
+  std::set<int> global_seen_;
+};
+
+}  // namespace hora::rdv::horovod

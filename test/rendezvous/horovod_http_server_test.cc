@@ -1,0 +1,242 @@
+// Horovod's HTTP rendezvous served over real sockets on 127.0.0.1: clients that speak exactly
+// what Horovod's worker sends (horovod_http_client.h) form the three contexts and a process set
+// concurrently; broken requests are refused while the others are served.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
+#include <future>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "rendezvous/horovod/http_server.h"
+#include "test/rendezvous/horovod_http_client.h"
+
+using namespace hora::rdv::horovod;
+using namespace hora::rdv::horovod::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The plan of `hosts` hosts with `per_host` ranks each, host names h0, h1...
+ScopePlan plan_of(int hosts, int per_host) {
+  ScopePlan p;
+  p.world_size = hosts * per_host;
+  for (int h = 0; h < hosts; ++h) {
+    for (int l = 0; l < per_host; ++l) p.add_rank("h" + std::to_string(h), l, per_host, hosts);
+  }
+  return p;
+}
+
+class TestHttpServer {
+ public:
+  explicit TestHttpServer(ScopePlan plan, HttpServerOptions options = {}) {
+    HttpServerEvents ev;
+    ev.on_rejected = [this](const std::string& peer, const std::string& reason) {
+      std::lock_guard<std::mutex> lock(mu_);
+      rejected_.push_back(peer + ": " + reason);
+    };
+    ev.on_rank_seen = [this](int rank, const std::string&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.push_back(rank);
+    };
+    server_ = std::make_unique<HttpServer>(io_, std::move(plan), options, std::move(ev));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~TestHttpServer() {
+    work_.reset();
+    io_.stop();
+    thread_.join();
+    server_.reset();
+  }
+
+  std::uint16_t port() const { return server_->port(); }
+  HorovodHttpClient client() const { return HorovodHttpClient("127.0.0.1", port(), 20s); }
+  std::vector<std::string> rejected() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rejected_;
+  }
+  std::vector<int> seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+  template <typename F>
+  auto on_io(F f) -> decltype(f()) {
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto result = task.get_future();
+    boost::asio::post(io_, [&task] { task(); });
+    REQUIRE(result.wait_for(10s) == std::future_status::ready);
+    return result.get();
+  }
+  bool closed(const std::string& scope) {
+    return on_io([&] { return server_->store().closed(scope); });
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+      io_.get_executor()};
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> rejected_;
+  std::vector<int> seen_;
+};
+
+// What Horovod's GlooContext::Initialize + InitializeForProcessSet do for one rank, with the
+// layout of plan_of(hosts, per_host). Returns the number of 404s seen while polling.
+int horovod_worker(const HorovodHttpClient& c, int rank, int hosts, int per_host) {
+  const int host = rank / per_host;
+  const int local = rank % per_host;
+  const std::string me = "addr-of-" + std::to_string(rank);
+  int not_found = 0;
+  auto all = c.rendezvous("global", rank, hosts * per_host, me, &not_found);
+  for (int r = 0; r < hosts * per_host; ++r) {
+    if (all[static_cast<std::size_t>(r)] != "addr-of-" + std::to_string(r)) {
+      throw std::runtime_error("global: wrong value for rank " + std::to_string(r));
+    }
+  }
+  c.rendezvous("local_h" + std::to_string(host), local, per_host, me, &not_found);
+  c.rendezvous("cross_" + std::to_string(local), host, hosts, me, &not_found);
+  // The global process set, which Horovod registers at init: same ranks, hashed scope names.
+  const std::string suffix = "_process_set_hash_7d48533536350577";
+  c.rendezvous("global" + suffix, rank, hosts * per_host, me, &not_found);
+  c.rendezvous("local_h" + std::to_string(host) + suffix, local, per_host, me, &not_found);
+  c.rendezvous("cross_" + std::to_string(local) + suffix, host, hosts, me, &not_found);
+  return not_found;
+}
+
+void run_job(TestHttpServer& ts, int hosts, int per_host) {
+  const int size = hosts * per_host;
+  std::vector<std::future<int>> workers;
+  for (int r = 0; r < size; ++r) {
+    workers.push_back(std::async(std::launch::async, [&ts, r, hosts, per_host] {
+      return horovod_worker(ts.client(), r, hosts, per_host);
+    }));
+  }
+  int not_found = 0;
+  for (auto& w : workers) not_found += w.get();
+  // Somebody polled before a peer's key was there (the last rank to PUT `done_` makes everyone
+  // else wait at least once).
+  if (size > 1) CHECK(not_found > 0);
+}
+
+}  // namespace
+
+TEST_CASE("ranks form global, local, cross and process-set contexts as Horovod's workers do") {
+  auto [hosts, per_host] = GENERATE(table<int, int>({{1, 1}, {1, 2}, {1, 4}, {2, 2}, {3, 1}}));
+  CAPTURE(hosts, per_host);
+  TestHttpServer ts(plan_of(hosts, per_host));
+  run_job(ts, hosts, per_host);
+  CHECK(ts.rejected().empty());
+  CHECK(ts.closed("global"));
+  CHECK(ts.closed("local_h0"));
+  CHECK(ts.closed("cross_0"));
+  auto seen = ts.seen();
+  std::sort(seen.begin(), seen.end());
+  std::vector<int> all(static_cast<std::size_t>(hosts * per_host));
+  std::iota(all.begin(), all.end(), 0);
+  CHECK(seen == all);
+  // A finalized scope takes no more writes.
+  const HttpReply late = ts.client().put("global", "0", "late");
+  CHECK(late.status == 403);
+  CHECK_THAT(late.body, Catch::Contains("finalized"));
+}
+
+TEST_CASE("the reply to a GET carries the stored bytes, binary included") {
+  TestHttpServer ts(plan_of(1, 2));
+  const std::string bytes("\0\x01\xff\r\n\r\nzz", 9);
+  CHECK(ts.client().put("global", "0", bytes).status == 200);
+  const HttpReply r = ts.client().get("global", "0");
+  CHECK(r.status == 200);
+  CHECK(r.body == bytes);
+  CHECK(ts.client().get("global", "1").status == 404);
+}
+
+TEST_CASE("broken requests are refused and the job's clients are still served") {
+  TestHttpServer ts(plan_of(1, 2));
+  const HorovodHttpClient c = ts.client();
+  REQUIRE(c.put("global", "0", "before").status == 200);
+
+  SECTION("a body over the limit is answered 413 and not stored") {
+    // The header announces 10 MiB; the server answers after the header, before the body.
+    auto r =
+        c.raw("PUT /global/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10485760\r\n\r\nxx");
+    REQUIRE(r);
+    CHECK(r->status == 413);
+    CHECK(c.get("global", "1").status == 404);
+  }
+  SECTION("a scope outside the plan is answered 403") {
+    auto r = c.put("local_somewhere_else", "0", "x");
+    CHECK(r.status == 403);
+    CHECK_THAT(r.body, Catch::Contains("local_somewhere_else"));
+  }
+  SECTION("a malformed request line is answered 400") {
+    auto r = c.raw("this is not http\r\n\r\n");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+  }
+  SECTION("an unknown method is answered 405") {
+    auto r = c.raw("POST /global/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    REQUIRE(r);
+    CHECK(r->status == 405);
+  }
+  SECTION("a connection that sends half a request and goes away") {
+    std::string why;
+    auto fd = hora::rdv::net::connect_tcp("127.0.0.1", ts.port(), hora::rdv::net::Clock::now() + 5s,
+                                          &why);
+    REQUIRE(fd);
+    const std::string half = "PUT /global/1 HTTP/1.1\r\nContent-Le";
+    REQUIRE(hora::rdv::net::write_all(
+        fd.get(), std::span(reinterpret_cast<const std::uint8_t*>(half.data()), half.size()),
+        hora::rdv::net::Clock::now() + 5s));
+  }
+  CHECK(c.get("global", "0").body == "before");
+  // Both ranks of the job still rendezvous.
+  auto a = std::async(std::launch::async, [&] { return c.rendezvous("local_h0", 0, 2, "a"); });
+  auto b = c.rendezvous("local_h0", 1, 2, "b");
+  CHECK(a.get() == std::vector<std::string>{"a", "b"});
+  CHECK(b == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("an idle connection is closed after io_timeout; others are served meanwhile") {
+  HttpServerOptions o;
+  o.io_timeout = 300ms;
+  TestHttpServer ts(plan_of(1, 1), o);
+  std::string why;
+  auto idle =
+      hora::rdv::net::connect_tcp("127.0.0.1", ts.port(), hora::rdv::net::Clock::now() + 5s, &why);
+  REQUIRE(idle);
+  CHECK(ts.client().put("global", "0", "x").status == 200);
+  std::uint8_t byte = 0;
+  const auto r = hora::rdv::net::read_exact(idle.get(), std::span(&byte, 1),
+                                            hora::rdv::net::Clock::now() + 10s);
+  CHECK(r.status == hora::rdv::net::IoStatus::kEof);
+}
+
+TEST_CASE("connections beyond the limit are closed at once") {
+  HttpServerOptions o;
+  o.max_connections = 1;
+  TestHttpServer ts(plan_of(1, 1), o);
+  std::string why;
+  auto first =
+      hora::rdv::net::connect_tcp("127.0.0.1", ts.port(), hora::rdv::net::Clock::now() + 5s, &why);
+  REQUIRE(first);
+  // The second is refused (closed without a reply) while the first is open.
+  CHECK_FALSE(ts.client().raw("GET /global/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+  first = hora::UniqueFd();
+  // Once the first is gone, a new one is served (the server notices the close first).
+  for (int i = 0; i < 500; ++i) {
+    auto r = ts.client().raw("GET /global/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    if (r) {
+      CHECK(r->status == 404);
+      return;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  FAIL("no connection served after the first closed");
+}
