@@ -29,6 +29,17 @@ namespace py = pybind11;
 
 namespace {
 
+// torch's Python name of a dtype ("torch.int16"), for error messages.
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kShort: return "torch.int16";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
 hora::DataType hora_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kByte: return hora::DataType::kUInt8;
@@ -40,8 +51,7 @@ hora::DataType hora_type(const at::Tensor& t) {
     case at::kFloat: return hora::DataType::kFloat32;
     case at::kDouble: return hora::DataType::kFloat64;
     default:
-      throw py::type_error(std::string("hora.torch: tensors of type ") +
-                           c10::toString(t.scalar_type()) +
+      throw py::type_error("hora.torch: tensors of type " + dtype_name(t.scalar_type()) +
                            " are not supported; hora reduces uint8, int8, int32, int64, float16, "
                            "bfloat16, float32 and float64 (convert with tensor.to(...))");
   }
@@ -205,32 +215,35 @@ hora::OutputAllocator allocate_rows(const at::Tensor& like, int64_t row,
   };
 }
 
-int allgather_async(const std::string& name, const at::Tensor& tensor) {
-  if (!tensor.device().is_cpu()) {
-    check_device(tensor, "allgather");
-    throw py::value_error("hora.torch.allgather: CUDA tensors are not supported yet");
-  }
-  hora::DataType type = hora_type(tensor);
+// allgather, alltoall and reducescatter run on CPU tensors only (the engine's host path).
+void require_cpu(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) return;
+  check_device(t, op);
+  throw py::value_error(std::string("hora.torch.") + op +
+                        ": CUDA tensors are not supported yet (move the tensor to the CPU)");
+}
+
+// allgather/alltoall: the output is allocated once the engine knows how much arrives.
+Record gathering_record(const at::Tensor& tensor, const char* op) {
+  require_cpu(tensor, op);
   Record r;
   r.input = tensor.contiguous();
   r.row = row_elements(tensor);
   r.allocated = std::make_shared<at::Tensor>();
   r.want_counts = true;
-  r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.numel(), type,
+  return r;
+}
+
+int allgather_async(const std::string& name, const at::Tensor& tensor) {
+  Record r = gathering_record(tensor, "allgather");
+  r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.numel(), hora_type(tensor),
                                    allocate_rows(tensor, r.row, r.allocated));
   return registry().add(std::move(r));
 }
 
 int alltoall_async(const std::string& name, const at::Tensor& tensor,
                    const std::vector<int64_t>& split_rows) {
-  if (!tensor.device().is_cpu()) {
-    check_device(tensor, "alltoall");
-    throw py::value_error("hora.torch.alltoall: CUDA tensors are not supported yet");
-  }
-  hora::DataType type = hora_type(tensor);
-  Record r;
-  r.input = tensor.contiguous();
-  r.row = row_elements(tensor);
+  Record r = gathering_record(tensor, "alltoall");
   std::vector<std::size_t> splits;
   int64_t total = 0;
   for (int64_t s : split_rows) {
@@ -243,9 +256,7 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
                           " but the tensor's first dimension is " +
                           std::to_string(tensor.dim() ? tensor.size(0) : 0));
   }
-  r.allocated = std::make_shared<at::Tensor>();
-  r.want_counts = true;
-  r.handle = hora::alltoall_async(name, r.input.data_ptr(), splits, type,
+  r.handle = hora::alltoall_async(name, r.input.data_ptr(), splits, hora_type(tensor),
                                   allocate_rows(tensor, r.row, r.allocated));
   return registry().add(std::move(r));
 }
@@ -254,10 +265,7 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
 // `out_rows` slices of the input's trailing shape (the Python side checks that they divide).
 int reducescatter_async(const std::string& name, const at::Tensor& tensor, int op,
                         int64_t out_rows) {
-  if (!tensor.device().is_cpu()) {
-    check_device(tensor, "reducescatter");
-    throw py::value_error("hora.torch.reducescatter: CUDA tensors are not supported yet");
-  }
+  require_cpu(tensor, "reducescatter");
   hora::DataType type = hora_type(tensor);
   Record r;
   r.input = tensor.contiguous();
