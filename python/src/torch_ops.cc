@@ -9,6 +9,11 @@
 // Handles are small integers (as in Horovod); a handle's record, with the tensors it keeps alive,
 // is dropped when synchronize() returns or throws.
 #include <ATen/ATen.h>
+#include <hora/async.h>
+#include <hora/cuda.h>
+#include <hora/error.h>
+#include <hora/hora.h>
+#include <hora/types.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
@@ -19,12 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include <hora/async.h>
-#include <hora/cuda.h>
-#include <hora/error.h>
-#include <hora/hora.h>
-#include <hora/types.h>
-
 namespace py = pybind11;
 
 namespace {
@@ -32,24 +31,37 @@ namespace {
 // torch's Python name of a dtype ("torch.int16"), for error messages.
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kShort: return "torch.int16";
-    case at::kBool: return "torch.bool";
-    case at::kComplexFloat: return "torch.complex64";
-    case at::kComplexDouble: return "torch.complex128";
-    default: return std::string("torch.") + c10::toString(t);
+    case at::kShort:
+      return "torch.int16";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    default:
+      return std::string("torch.") + c10::toString(t);
   }
 }
 
 hora::DataType hora_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kByte: return hora::DataType::kUInt8;
-    case at::kChar: return hora::DataType::kInt8;
-    case at::kInt: return hora::DataType::kInt32;
-    case at::kLong: return hora::DataType::kInt64;
-    case at::kHalf: return hora::DataType::kFloat16;
-    case at::kBFloat16: return hora::DataType::kBFloat16;
-    case at::kFloat: return hora::DataType::kFloat32;
-    case at::kDouble: return hora::DataType::kFloat64;
+    case at::kByte:
+      return hora::DataType::kUInt8;
+    case at::kChar:
+      return hora::DataType::kInt8;
+    case at::kInt:
+      return hora::DataType::kInt32;
+    case at::kLong:
+      return hora::DataType::kInt64;
+    case at::kHalf:
+      return hora::DataType::kFloat16;
+    case at::kBFloat16:
+      return hora::DataType::kBFloat16;
+    case at::kFloat:
+      return hora::DataType::kFloat32;
+    case at::kDouble:
+      return hora::DataType::kFloat64;
     default:
       throw py::type_error("hora.torch: tensors of type " + dtype_name(t.scalar_type()) +
                            " are not supported; hora reduces uint8, int8, int32, int64, float16, "
@@ -74,8 +86,10 @@ int64_t row_elements(const at::Tensor& t) {
 
 std::vector<int64_t> shape_with_rows(const at::Tensor& t, int64_t rows) {
   std::vector<int64_t> shape = t.sizes().vec();
-  if (shape.empty()) shape.push_back(rows);
-  else shape[0] = rows;
+  if (shape.empty())
+    shape.push_back(rows);
+  else
+    shape[0] = rows;
   return shape;
 }
 
@@ -96,11 +110,11 @@ void check_device(const at::Tensor& t, const char* op) {
 // One submitted op: what it keeps alive and how its result is delivered.
 struct Record {
   hora::Handle handle;
-  at::Tensor input;       // the tensor whose memory is sent (maybe a contiguous copy)
-  at::Tensor output;      // where the engine writes (maybe a contiguous copy of target)
-  at::Tensor target;      // a non-contiguous output to copy the result into, else undefined
+  at::Tensor input;   // the tensor whose memory is sent (maybe a contiguous copy)
+  at::Tensor output;  // where the engine writes (maybe a contiguous copy of target)
+  at::Tensor target;  // a non-contiguous output to copy the result into, else undefined
   std::shared_ptr<at::Tensor> allocated;  // allgather/alltoall: allocated on the engine thread
-  int64_t row = 1;        // elements per first-dimension slice (allgather/alltoall)
+  int64_t row = 1;                        // elements per first-dimension slice (allgather/alltoall)
   bool want_counts = false;
   bool completed = false;  // the blocking GPU path completes at submission
 };
@@ -168,8 +182,8 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
     hora::allreduce(r.input.data_ptr(), r.output.data_ptr(), tensor.numel(), type, rop);
     r.completed = true;
   } else {
-    r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(),
-                                     tensor.numel(), type, rop);
+    r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(), tensor.numel(),
+                                     type, rop);
   }
   return registry().add(std::move(r));
 }
@@ -208,8 +222,10 @@ hora::OutputAllocator allocate_rows(const at::Tensor& like, int64_t row,
   return [trailing, options, row, slot](std::size_t count) -> void* {
     std::vector<int64_t> shape = trailing;
     int64_t rows = row > 0 ? static_cast<int64_t>(count) / row : 0;
-    if (shape.empty()) shape.push_back(rows);
-    else shape[0] = rows;
+    if (shape.empty())
+      shape.push_back(rows);
+    else
+      shape[0] = rows;
     *slot = at::empty(shape, options);
     return slot->data_ptr();
   };
@@ -383,10 +399,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return static_cast<int64_t>(hora::reducescatter_count(count, rank, nranks));
   });
 
-  m.def("allreduce_async", &allreduce_async, py::arg("name"), py::arg("tensor"),
-        py::arg("output"), py::arg("op"));
-  m.def("broadcast_async", &broadcast_async, py::arg("name"), py::arg("tensor"),
-        py::arg("output"), py::arg("root_rank"));
+  m.def("allreduce_async", &allreduce_async, py::arg("name"), py::arg("tensor"), py::arg("output"),
+        py::arg("op"));
+  m.def("broadcast_async", &broadcast_async, py::arg("name"), py::arg("tensor"), py::arg("output"),
+        py::arg("root_rank"));
   m.def("allgather_async", &allgather_async, py::arg("name"), py::arg("tensor"));
   m.def("alltoall_async", &alltoall_async, py::arg("name"), py::arg("tensor"),
         py::arg("split_rows"));
