@@ -46,6 +46,8 @@ def test_topology():
     assert 0 <= hvd.local_rank() < hvd.local_size()
     assert 0 <= hvd.cross_rank() < hvd.cross_size()
     assert hvd.is_initialized()
+    assert hvd.is_homogeneous()
+    assert not hvd.mpi_built() and hvd.gloo_built()
     ranks = hvd.allgather_object(hvd.rank())
     assert ranks == list(range(hvd.size()))
 
@@ -159,6 +161,11 @@ def test_grouped_allreduce(in_place):
         assert all(torch.equal(a, b) for a, b in zip(outs, outs2))
     for i, o in enumerate(outs):
         assert torch.equal(o, reference(torch.float32, hvd.Sum, (i + 1, 3)))
+    xs = [torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)]
+    ys = hvd.grouped_allreduce(xs, op=hvd.Sum)
+    (ys[0].sum() + 2 * ys[1].sum()).backward()
+    assert torch.equal(xs[0].grad, torch.full((2,), float(hvd.size())))
+    assert torch.equal(xs[1].grad, torch.full((3,), 2.0 * hvd.size()))
     h = hvd.grouped_allreduce_async_([torch.ones(2), torch.ones(3)], op=hvd.Sum)
     a, b = hvd.synchronize(h)
     assert torch.equal(b, torch.full((3,), float(hvd.size())))

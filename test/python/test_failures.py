@@ -40,6 +40,24 @@ def test_use_before_init_raises_usage_error():
     assert 'init()' in p.stdout
 
 
+def test_shutdown_then_init_again_in_a_world_of_one():
+    p = run([], '''
+        import torch
+        import hora.torch as hvd
+        hvd.init()
+        assert hvd.is_initialized() and hvd.size() == 1 and hvd.rank() == 0
+        assert torch.equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.ones(3))
+        hvd.shutdown()
+        assert not hvd.is_initialized()
+        hvd.shutdown()  # harmless twice
+        hvd.init()
+        assert torch.equal(hvd.allgather(torch.ones(2)), torch.ones(2))
+        hvd.shutdown()
+        print('ok')
+    ''')
+    assert p.returncode == 0 and 'ok' in p.stdout, p.stdout + p.stderr
+
+
 @pytest.mark.skipif(not HORARUN, reason='needs $HORARUN')
 def test_rank_that_dies_fails_the_others_naming_it():
     p = run([HORARUN, '-np', '3'], '''

@@ -60,6 +60,27 @@ def mpi_enabled():
     return False
 
 
+def mpi_threads_supported():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
 def init(*args, **kwargs):
     """Joins the job horarun started (or forms a world of one). Arguments are accepted for
     Horovod compatibility (comm, process_sets) and must be left at their defaults."""
@@ -297,15 +318,33 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 postscale_factor, process_set))
 
 
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op,
+                                                         prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor,
+                                  postscale_factor=ctx.postscale_factor)
+        return (None, None, None, None) + tuple(grads)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    """Returns the list of tensors reduced over all ranks; the inputs are unchanged."""
+    """Returns the list of tensors reduced over all ranks; the inputs are unchanged.
+    Differentiable, like allreduce."""
     _check_process_set(process_set)
     op = _resolve_op(op, average)
-    compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
-    with torch.no_grad():
-        reduced = synchronize(grouped_allreduce_async(list(compressed), None, name, op,
-                                                      prescale_factor, postscale_factor))
+    if not tensors:
+        return []
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, *compressed)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
 
 
