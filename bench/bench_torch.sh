@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training steps per second: hora.torch.DistributedOptimizer versus torch's
 # DistributedDataParallel over gloo, the same model and data, both launched by horarun, at
-# -np 2 and 4 (override with NPS="2 4"). Prints a table with the ratio hora/ddp.
+# -np 2 and 4 (override with NPS="2 4"). Prints a table with the ratio hora/ddp, and the steps/s
+# of the same ranks training alone (no gradient exchange: the ceiling of both).
 #   bench/bench_torch.sh [BUILD_DIR]        (default: build; needs hora.torch built)
 # Each figure is the best of REPEATS runs (default 3), to damp a loaded machine's noise.
 set -euo pipefail
@@ -33,9 +34,11 @@ best() {
   echo "$best"
 }
 
-printf '%-4s %16s %16s %8s\n' np 'hora steps/s' 'ddp steps/s' 'hora/ddp'
+printf '%-4s %16s %16s %8s %16s\n' np 'hora steps/s' 'ddp steps/s' 'hora/ddp' 'alone steps/s'
 for np in $NPS; do
   h=$(best hora "$np")
   d=$(best ddp "$np")
-  printf '%-4s %16s %16s %8s\n' "$np" "$h" "$d" "$(awk -v a="$h" -v b="$d" 'BEGIN { printf "%.2f", a / b }')"
+  a=$(best local "$np")
+  printf '%-4s %16s %16s %8s %16s\n' "$np" "$h" "$d" \
+    "$(awk -v a="$h" -v b="$d" 'BEGIN { printf "%.2f", a / b }')" "$a"
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Training steps per second of one model, with hora.torch.DistributedOptimizer (--mode hora) or
-torch.nn.parallel.DistributedDataParallel over torch's gloo backend (--mode ddp).
+torch.nn.parallel.DistributedDataParallel over torch's gloo backend (--mode ddp), or with no
+gradient exchange at all (--mode local: each rank trains alone; the ceiling of the other two).
 
 Launch it with horarun in both modes (horarun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 which torch.distributed reads):
@@ -30,7 +31,7 @@ def make_model(hidden):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument('--mode', choices=['hora', 'ddp'], required=True)
+    parser.add_argument('--mode', choices=['hora', 'ddp', 'local'], required=True)
     parser.add_argument('--steps', type=int, default=300)
     parser.add_argument('--warmup', type=int, default=30)
     parser.add_argument('--batch-size', type=int, default=32, help='per rank')
@@ -52,6 +53,15 @@ def main():
 
         def slowest(seconds):
             return hvd.allreduce(torch.tensor(seconds, dtype=torch.float64), op=hvd.Max).item()
+    elif args.mode == 'local':
+        # No gradient exchange at all: the ceiling both other modes approach.
+        rank, size = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+
+        def barrier():
+            pass
+
+        def slowest(seconds):
+            return seconds
     else:
         import torch.distributed as dist
         dist.init_process_group('gloo', rank=int(os.environ['RANK']),
@@ -90,7 +100,7 @@ def main():
               flush=True)
     if args.mode == 'hora':
         hvd.shutdown()
-    else:
+    elif args.mode == 'ddp':
         dist.destroy_process_group()
 
 
