@@ -8,6 +8,7 @@ PACKAGES=(
   libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev
   catch2 libssl-dev zlib1g-dev
   dataset-fashion-mnist
+  python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest python3-numpy
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin
   python3-torch python3-cloudpickle python3-psutil python3-yaml python3-packaging python3-cffi

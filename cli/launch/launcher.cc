@@ -48,10 +48,15 @@ std::string check_build_text() {
 #else
   const bool nccl = false;
 #endif
+#ifdef HORA_BUILT_WITH_TORCH
+  const bool torch = true;
+#else
+  const bool torch = false;
+#endif
   return fmt::format(
       "hora {}: available backends:\n  [X] Gloo (CPU collectives)\n  [{}] NCCL (GPU "
-      "collectives)\n",
-      HORA_VERSION, nccl ? "X" : " ");
+      "collectives)\navailable frameworks:\n  [{}] PyTorch (hora.torch)\n",
+      HORA_VERSION, nccl ? "X" : " ", torch ? "X" : " ");
 }
 
 // This binary's absolute path: the default --horarun-path (the same install on every host).

@@ -86,4 +86,5 @@ TEST_CASE("bad input is a UsageError before anything starts; --check-build needs
   Job cb({"-cb"});
   CHECK(run_launcher(cb.ctx) == 0);
   CHECK_THAT(cb.out(), Contains("Gloo"));
+  CHECK_THAT(cb.out(), Contains("PyTorch (hora.torch)"));
 }

@@ -1,0 +1,30 @@
+"""hora.torch: Horovod's PyTorch API on libhora.
+
+A Horovod script runs on hora by changing one line::
+
+    import hora.torch as hvd      # was: import horovod.torch as hvd
+
+and is launched with ``horarun -np 4 python3 train.py``. See docs/pytorch.md.
+"""
+
+import torch as _torch  # loads libtorch before the extension that links it
+
+from hora.torch.compression import Compression
+from hora.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                                  broadcast_parameters)
+from hora.torch.mpi_ops import (
+    Average, Sum, Min, Max, Product,
+    HoraError, HoraUsageError, HoraConnectionError, HoraTimeoutError, HoraPeerFailure,
+    HoraMismatchError, HoraAbortedError, HorovodInternalError,
+    init, shutdown, is_initialized, rank, size, local_rank, local_size, cross_rank, cross_size,
+    cuda_built, nccl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled, mpi_threads_supported,
+    ccl_built, ddl_built, rocm_built, is_homogeneous, global_process_set,
+    allreduce, allreduce_, allreduce_async, allreduce_async_,
+    grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+    allgather, allgather_async,
+    broadcast, broadcast_, broadcast_async, broadcast_async_,
+    alltoall, alltoall_async,
+    reducescatter, reducescatter_async,
+    barrier, join, poll, synchronize,
+)
+from hora.torch.optimizer import DistributedOptimizer

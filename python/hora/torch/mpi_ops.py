@@ -1,0 +1,553 @@
+"""Horovod's PyTorch collectives (``horovod.torch.mpi_ops``) on libhora's async engine.
+
+Every op is submitted under a name to hora's engine, which agrees with the other ranks on an
+order and fuses small allreduces; ops without a name get ``<op>.noname.<n>`` (so unnamed ops
+must be called in the same order on every rank, as in Horovod). A handle is an int for
+``poll()`` and ``synchronize()``. Contiguous CPU tensors are handed to hora without a copy and
+kept alive until the handle is synchronized; non-contiguous tensors go through a contiguous copy.
+"""
+
+import itertools
+import threading
+import time
+
+import torch
+
+from hora.torch import _hora_torch as _C
+from hora.torch.compression import Compression
+
+# Reduction ops (the values are hora::ReduceOp's).
+Average = _C.AVERAGE
+Sum = _C.SUM
+Min = _C.MIN
+Max = _C.MAX
+Product = _C.PRODUCT
+
+# hora's errors. HoraError is a RuntimeError; Horovod's name for it is HorovodInternalError.
+HoraError = _C.HoraError
+HoraUsageError = _C.HoraUsageError
+HoraConnectionError = _C.HoraConnectionError
+HoraTimeoutError = _C.HoraTimeoutError
+HoraPeerFailure = _C.HoraPeerFailure
+HoraMismatchError = _C.HoraMismatchError
+HoraAbortedError = _C.HoraAbortedError
+HorovodInternalError = HoraError
+
+is_initialized = _C.is_initialized
+rank = _C.rank
+size = _C.size
+local_rank = _C.local_rank
+local_size = _C.local_size
+cross_rank = _C.cross_rank
+cross_size = _C.cross_size
+cuda_built = _C.cuda_built
+nccl_built = _C.cuda_built
+
+
+def gloo_built():
+    return True
+
+
+def gloo_enabled():
+    return is_initialized()
+
+
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
+def init(*args, **kwargs):
+    """Joins the job horarun started (or forms a world of one). Arguments are accepted for
+    Horovod compatibility (comm, process_sets) and must be left at their defaults."""
+    if args or any(v is not None for v in kwargs.values()):
+        raise NotImplementedError('hora.torch.init() takes no communicator or process sets')
+    _C.init()
+
+
+def shutdown():
+    """Leaves the job; pending handles are forgotten."""
+    _pending.clear()
+    _C.shutdown()
+
+
+# --- Handles --------------------------------------------------------------------------------
+
+class _Pending(object):
+    """What a Python handle stands for: engine handles and how to build the result."""
+    __slots__ = ('ids', 'finish', 'describe')
+
+    def __init__(self, ids, finish, describe):
+        self.ids = ids            # _hora_torch handle ids
+        self.finish = finish      # list of engine results -> the value synchronize() returns
+        self.describe = describe  # "allreduce 'name' of shape [..] float32 on rank r" for errors
+
+
+_pending = {}
+_handle_counter = itertools.count(1)
+_name_counters = {}
+_lock = threading.Lock()
+
+
+def _auto_name(op, name):
+    if name is not None:
+        return str(name)
+    with _lock:
+        n = _name_counters.get(op, 0)
+        _name_counters[op] = n + 1
+    return '%s.noname.%d' % (op, n)
+
+
+def _describe(op, name, tensor):
+    try:
+        r = rank()
+    except HoraError:
+        r = '?'
+    return "%s '%s' of shape %s %s on rank %s" % (op, name, list(tensor.shape),
+                                                 str(tensor.dtype).replace('torch.', ''), r)
+
+
+def _register(ids, finish, describe):
+    handle = next(_handle_counter)
+    _pending[handle] = _Pending(ids, finish, describe)
+    return handle
+
+
+def _check_process_set(process_set):
+    if process_set is not None and process_set is not global_process_set:
+        raise NotImplementedError('hora.torch runs every op over all ranks (no process sets)')
+
+
+class _GlobalProcessSet(object):
+    """Horovod's global_process_set; hora has only this one."""
+
+    def size(self):
+        return size()
+
+    def rank(self):
+        return rank()
+
+    def included(self):
+        return True
+
+
+global_process_set = _GlobalProcessSet()
+
+
+def poll(handle):
+    """True once the op behind ``handle`` has completed; then synchronize() does not block."""
+    p = _pending.get(handle)
+    if p is None:
+        raise ValueError('hora.torch.poll: unknown or already synchronized handle %r' % (handle,))
+    return all(_C.poll(i) for i in p.ids)
+
+
+def synchronize(handle):
+    """Waits for the op behind ``handle`` (without holding the GIL) and returns its result.
+    Raises the op's error as a HoraError subclass carrying hora's message."""
+    p = _pending.pop(handle, None)
+    if p is None:
+        raise ValueError('hora.torch.synchronize: unknown or already synchronized handle %r'
+                         % (handle,))
+    results = []
+    error = None
+    for i in p.ids:
+        try:
+            results.append(_C.synchronize(i))
+        except HoraError as e:  # keep waiting for the rest so their buffers are released
+            if error is None:
+                error = e
+    if error is not None:
+        raise type(error)('%s (%s)' % (error, p.describe)) from None
+    return p.finish(results)
+
+
+def _one(results):
+    return results[0]
+
+
+def _scaled(factor):
+    def finish(results):
+        out = results[0]
+        if factor != 1.0:
+            out.mul_(factor)
+        return out
+    return finish
+
+
+# --- allreduce ------------------------------------------------------------------------------
+
+def _resolve_op(op, average, default=Average):
+    if op is not None and average is not None:
+        raise ValueError('hora.torch: give op or average (deprecated), not both')
+    if op is None:
+        if average is None:
+            return default
+        return Average if average else Sum
+    return op
+
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
+    name = _auto_name('allreduce', name)
+    if prescale_factor != 1.0:
+        if output is tensor:
+            tensor.mul_(prescale_factor)
+        else:
+            tensor = tensor * prescale_factor
+    hid = _C.allreduce_async(name, tensor, output, op)
+    return _register([hid], _scaled(postscale_factor), _describe('allreduce', name, tensor))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None):
+    """Starts reducing ``tensor`` over all ranks into a new tensor; returns a handle."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=None):
+    """Starts reducing ``tensor`` in place over all ranks; returns a handle."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=None):
+    """Reduces ``tensor`` in place over all ranks (default: average) and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
+                                           postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=ctx.op, prescale_factor=ctx.prescale_factor,
+                         postscale_factor=ctx.postscale_factor)
+        return grad, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    """Returns ``tensor`` reduced over all ranks (default: average); the input is unchanged.
+    Differentiable: the gradient is allreduced the same way."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    compressed, cctx = compression.compress(tensor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, cctx)
+
+
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor):
+    name = _auto_name('grouped_allreduce', name)
+    ids = []
+    for i, (t, o) in enumerate(zip(tensors, outputs)):
+        if prescale_factor != 1.0:
+            if o is t:
+                t.mul_(prescale_factor)
+            else:
+                t = t * prescale_factor
+        ids.append(_C.allreduce_async('%s.%d' % (name, i), t, o, op))
+
+    def finish(results):
+        if postscale_factor != 1.0:
+            for r in results:
+                r.mul_(postscale_factor)
+        return list(results)
+    return _register(ids, finish, "grouped_allreduce '%s' of %d tensors" % (name, len(ids)))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+    """Starts reducing a list of tensors (one fused submission); returns one handle."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
+                                    postscale_factor)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=None):
+    """In-place grouped_allreduce_async."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
+                                    postscale_factor)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=None):
+    """Reduces every tensor of the list in place; returns the list."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op,
+                                                         prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor,
+                                  postscale_factor=ctx.postscale_factor)
+        return (None, None, None, None) + tuple(grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    """Returns the list of tensors reduced over all ranks; the inputs are unchanged.
+    Differentiable, like allreduce."""
+    _check_process_set(process_set)
+    op = _resolve_op(op, average)
+    if not tensors:
+        return []
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, *compressed)
+    return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
+
+
+# --- allgather ------------------------------------------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=None):
+    """Starts concatenating every rank's ``tensor`` along the first dimension (whose size may
+    differ per rank); returns a handle."""
+    _check_process_set(process_set)
+    name = _auto_name('allgather', name)
+    hid = _C.allgather_async(name, tensor)
+    return _register([hid], lambda results: results[0][0],
+                     _describe('allgather', name, tensor))
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.dim = tensor.shape[0] if tensor.dim() else 1
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Sum)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64))
+        offset = int(dims[:rank()].sum())
+        return grad.narrow(0, offset, ctx.dim), None
+
+
+def allgather(tensor, name=None, process_set=None):
+    """Returns every rank's ``tensor`` concatenated along the first dimension, in rank order."""
+    _check_process_set(process_set)
+    return _Allgather.apply(tensor, name)
+
+
+# --- broadcast ------------------------------------------------------------------------------
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    """Starts copying root_rank's ``tensor`` into a new tensor on every rank; returns a handle."""
+    _check_process_set(process_set)
+    name = _auto_name('broadcast', name)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    hid = _C.broadcast_async(name, tensor, output, root_rank)
+    return _register([hid], _one, _describe('broadcast', name, tensor))
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """Starts copying root_rank's ``tensor`` into ``tensor`` on every rank; returns a handle."""
+    _check_process_set(process_set)
+    name = _auto_name('broadcast', name)
+    hid = _C.broadcast_async(name, tensor, tensor, root_rank)
+    return _register([hid], _one, _describe('broadcast', name, tensor))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    """Overwrites ``tensor`` with root_rank's on every rank; returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Sum)
+        if rank() != ctx.root_rank:
+            grad = grad * 0
+        return grad, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """Returns root_rank's ``tensor`` on every rank; the input is unchanged."""
+    _check_process_set(process_set)
+    return _Broadcast.apply(tensor, root_rank, name)
+
+
+# --- alltoall -------------------------------------------------------------------------------
+
+def _split_rows(tensor, splits):
+    n = size()
+    if splits is None:
+        rows = tensor.shape[0] if tensor.dim() else 0
+        if rows % n != 0:
+            raise ValueError('hora.torch.alltoall: the first dimension (%d) does not divide by '
+                             'the number of ranks (%d); pass splits' % (rows, n))
+        return [rows // n] * n
+    if isinstance(splits, torch.Tensor):
+        splits = splits.tolist()
+    splits = [int(s) for s in splits]
+    if len(splits) != n:
+        raise ValueError('hora.torch.alltoall: %d splits given for %d ranks' % (len(splits), n))
+    return splits
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    """Starts sending splits[i] first-dimension slices of ``tensor`` to rank i; synchronize()
+    returns (gathered tensor, int32 tensor of the slices received from each rank)."""
+    _check_process_set(process_set)
+    name = _auto_name('alltoall', name)
+    hid = _C.alltoall_async(name, tensor, _split_rows(tensor, splits))
+
+    def finish(results):
+        output, rows = results[0]
+        return output, torch.tensor(rows, dtype=torch.int32)
+    return _register([hid], finish, _describe('alltoall', name, tensor))
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        output, received = synchronize(alltoall_async(tensor, splits, name))
+        ctx.received = received
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *unused):
+        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received)
+        return grad, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """Returns the slices every rank sent to this one, concatenated in rank order; with
+    ``splits`` given, returns (output, received_splits)."""
+    _check_process_set(process_set)
+    output, received = _Alltoall.apply(tensor, splits, name)
+    if splits is None:
+        return output
+    return output, received
+
+
+# --- reducescatter --------------------------------------------------------------------------
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing ``tensor`` over all ranks; rank r receives its block of first-dimension
+    slices (split evenly, the first ``rows % size()`` ranks one more). Returns a handle."""
+    _check_process_set(process_set)
+    name = _auto_name('reducescatter', name)
+    if prescale_factor != 1.0:
+        tensor = tensor * prescale_factor
+    n, me = size(), rank()
+    rows = tensor.shape[0] if tensor.dim() else 1
+    out_rows = rows // n + (1 if me < rows % n else 0)
+    row = tensor[0].numel() if tensor.dim() and rows else 1
+    describe = _describe('reducescatter', name, tensor)
+    if row == 1 or rows % n == 0:
+        # hora splits elements the same way: this rank's block is whole slices.
+        hid = _C.reducescatter_async(name, tensor, op, out_rows)
+        return _register([hid], _scaled(postscale_factor), describe)
+    # Slices would straddle hora's element blocks: reduce everything, keep this rank's slices.
+    start = me * (rows // n) + min(me, rows % n)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    hid = _C.allreduce_async(name, tensor, output, op)
+
+    def finish(results):
+        out = results[0].narrow(0, start, out_rows).clone()
+        if postscale_factor != 1.0:
+            out.mul_(postscale_factor)
+        return out
+    return _register([hid], finish, describe)
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op = op
+        return synchronize(reducescatter_async(tensor, name, op, None, prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allgather(grad_output.contiguous())
+        if ctx.op == Average:
+            grad = grad / size()
+        return grad, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=None,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Returns this rank's block of ``tensor`` reduced over all ranks (default: average)."""
+    _check_process_set(process_set)
+    compressed, cctx = compression.compress(tensor)
+    reduced = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, cctx)
+
+
+# --- barrier and join -----------------------------------------------------------------------
+
+def barrier(process_set=None):
+    """Returns once every rank has called barrier()."""
+    _check_process_set(process_set)
+    _C.barrier()
+
+
+def join(device=-1):
+    """Blocks until every rank has called join(); returns the rank that called it last.
+
+    Unlike Horovod, a rank that has joined does not serve the allreduces other ranks still
+    submit: call join() once every rank has finished its collectives (e.g. after the epoch)."""
+    stamp = torch.tensor([time.time()], dtype=torch.float64)
+    stamps = synchronize(allgather_async(stamp, name=_auto_name('join', None)))
+    return int(torch.argmax(stamps).item())

@@ -1,0 +1,419 @@
+// _hora_torch: the C++ half of hora.torch. It hands torch tensors' memory to libhora's async
+// engine (<hora/async.h>) and keeps every tensor alive until its op has completed. The Python
+// half (python/hora/torch/mpi_ops.py) owns names, compression, scaling and Horovod's API shape.
+//
+// Only hora's public headers are used (<hora/...>), so the runtime can change beneath this file.
+//
+// Memory: a contiguous CPU tensor is passed to the engine as is (no copy); a non-contiguous one
+// is staged in a contiguous copy and the result is copied back into it by synchronize().
+// Handles are small integers (as in Horovod); a handle's record, with the tensors it keeps alive,
+// is dropped when synchronize() returns or throws.
+#include <ATen/ATen.h>
+#include <hora/async.h>
+#include <hora/cuda.h>
+#include <hora/error.h>
+#include <hora/hora.h>
+#include <hora/types.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// torch's Python name of a dtype ("torch.int16"), for error messages.
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kShort:
+      return "torch.int16";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    default:
+      return std::string("torch.") + c10::toString(t);
+  }
+}
+
+hora::DataType hora_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kByte:
+      return hora::DataType::kUInt8;
+    case at::kChar:
+      return hora::DataType::kInt8;
+    case at::kInt:
+      return hora::DataType::kInt32;
+    case at::kLong:
+      return hora::DataType::kInt64;
+    case at::kHalf:
+      return hora::DataType::kFloat16;
+    case at::kBFloat16:
+      return hora::DataType::kBFloat16;
+    case at::kFloat:
+      return hora::DataType::kFloat32;
+    case at::kDouble:
+      return hora::DataType::kFloat64;
+    default:
+      throw py::type_error("hora.torch: tensors of type " + dtype_name(t.scalar_type()) +
+                           " are not supported; hora reduces uint8, int8, int32, int64, float16, "
+                           "bfloat16, float32 and float64 (convert with tensor.to(...))");
+  }
+}
+
+hora::ReduceOp reduce_op(int op) {
+  if (op < 0 || op > static_cast<int>(hora::ReduceOp::kProduct)) {
+    throw py::value_error("hora.torch: unknown reduction op " + std::to_string(op) +
+                          " (use hvd.Average, Sum, Min, Max or Product)");
+  }
+  return static_cast<hora::ReduceOp>(op);
+}
+
+// Elements per slice along the first dimension (1 for a 0-d tensor).
+int64_t row_elements(const at::Tensor& t) {
+  int64_t row = 1;
+  for (int64_t d = 1; d < t.dim(); ++d) row *= t.size(d);
+  return row;
+}
+
+std::vector<int64_t> shape_with_rows(const at::Tensor& t, int64_t rows) {
+  std::vector<int64_t> shape = t.sizes().vec();
+  if (shape.empty())
+    shape.push_back(rows);
+  else
+    shape[0] = rows;
+  return shape;
+}
+
+// GPU tensors: libhora routes device buffers to NCCL only when it was built with it.
+void check_device(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) return;
+  if (!t.is_cuda()) {
+    throw py::value_error(std::string("hora.torch.") + op + ": tensors on device " +
+                          t.device().str() + " are not supported (use CPU or CUDA tensors)");
+  }
+  if (!hora::cuda_built()) {
+    throw py::value_error(std::string("hora.torch.") + op +
+                          ": a CUDA tensor was given, but this libhora was built without NCCL "
+                          "(rebuild with meson -Dnccl=enabled, or move the tensor to the CPU)");
+  }
+}
+
+// One submitted op: what it keeps alive and how its result is delivered.
+struct Record {
+  hora::Handle handle;
+  at::Tensor input;   // the tensor whose memory is sent (maybe a contiguous copy)
+  at::Tensor output;  // where the engine writes (maybe a contiguous copy of target)
+  at::Tensor target;  // a non-contiguous output to copy the result into, else undefined
+  std::shared_ptr<at::Tensor> allocated;  // allgather/alltoall: allocated on the engine thread
+  int64_t row = 1;                        // elements per first-dimension slice (allgather/alltoall)
+  bool want_counts = false;
+  bool completed = false;  // the blocking GPU path completes at submission
+};
+
+class Registry {
+ public:
+  int add(Record r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int id = next_++;
+    records_.emplace(id, std::move(r));
+    return id;
+  }
+  Record* find(int id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    if (it == records_.end()) {
+      throw py::value_error("hora.torch: unknown or already synchronized handle " +
+                            std::to_string(id));
+    }
+    return &it->second;
+  }
+  Record take(int id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(id);
+    Record r = std::move(it->second);
+    records_.erase(it);
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  int next_ = 1;
+  std::unordered_map<int, Record> records_;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: tensors must not die after Python
+  return *r;
+}
+
+// The tensor whose memory the engine may write: `out` itself when contiguous, else a copy
+// (holding out's data when `keep_data`) recorded in r.target for synchronize() to copy back.
+at::Tensor writable(const at::Tensor& out, bool keep_data, Record& r) {
+  if (out.is_contiguous()) return out;
+  r.target = out;
+  return keep_data ? out.contiguous() : at::empty(out.sizes(), out.options());
+}
+
+int allreduce_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
+                    int op) {
+  at::NoGradGuard no_grad;  // hora writes tensors' memory; autograd must not record the copies
+  check_device(tensor, "allreduce");
+  hora::DataType type = hora_type(tensor);
+  hora::ReduceOp rop = reduce_op(op);
+  if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
+    throw py::value_error("hora.torch.allreduce: output does not match the input tensor");
+  }
+  Record r;
+  bool in_place = output.is_same(tensor);
+  r.input = tensor.contiguous();
+  r.output = in_place ? writable(output, true, r) : writable(output, false, r);
+  if (in_place) r.input = r.output;
+  if (tensor.is_cuda()) {
+    py::gil_scoped_release nogil;
+    hora::allreduce(r.input.data_ptr(), r.output.data_ptr(), tensor.numel(), type, rop);
+    r.completed = true;
+  } else {
+    r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(), tensor.numel(),
+                                     type, rop);
+  }
+  return registry().add(std::move(r));
+}
+
+int broadcast_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
+                    int root) {
+  at::NoGradGuard no_grad;
+  check_device(tensor, "broadcast");
+  hora::DataType type = hora_type(tensor);
+  if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
+    throw py::value_error("hora.torch.broadcast: output does not match the input tensor");
+  }
+  Record r;
+  bool in_place = output.is_same(tensor);
+  bool is_root = hora::is_initialized() && hora::rank() == root;
+  r.output = writable(output, in_place, r);
+  // Out of place, only the root's data travels: only the root fills the output first.
+  if (!in_place && is_root) r.output.copy_(tensor.reshape(r.output.sizes()));
+  r.input = tensor;
+  if (tensor.is_cuda()) {
+    py::gil_scoped_release nogil;
+    hora::broadcast(r.output.data_ptr(), tensor.numel(), type, root);
+    r.completed = true;
+  } else {
+    r.handle = hora::broadcast_async(name, r.output.data_ptr(), tensor.numel(), type, root);
+  }
+  return registry().add(std::move(r));
+}
+
+// The engine calls this on its own thread once it knows how many elements arrive; at::empty
+// needs no GIL.
+hora::OutputAllocator allocate_rows(const at::Tensor& like, int64_t row,
+                                    std::shared_ptr<at::Tensor> slot) {
+  std::vector<int64_t> trailing = like.sizes().vec();
+  at::TensorOptions options = like.options();
+  return [trailing, options, row, slot](std::size_t count) -> void* {
+    std::vector<int64_t> shape = trailing;
+    int64_t rows = row > 0 ? static_cast<int64_t>(count) / row : 0;
+    if (shape.empty())
+      shape.push_back(rows);
+    else
+      shape[0] = rows;
+    *slot = at::empty(shape, options);
+    return slot->data_ptr();
+  };
+}
+
+// allgather, alltoall and reducescatter run on CPU tensors only (the engine's host path).
+void require_cpu(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) return;
+  check_device(t, op);
+  throw py::value_error(std::string("hora.torch.") + op +
+                        ": CUDA tensors are not supported yet (move the tensor to the CPU)");
+}
+
+// allgather/alltoall: the output is allocated once the engine knows how much arrives.
+Record gathering_record(const at::Tensor& tensor, const char* op) {
+  require_cpu(tensor, op);
+  Record r;
+  r.input = tensor.contiguous();
+  r.row = row_elements(tensor);
+  r.allocated = std::make_shared<at::Tensor>();
+  r.want_counts = true;
+  return r;
+}
+
+int allgather_async(const std::string& name, const at::Tensor& tensor) {
+  Record r = gathering_record(tensor, "allgather");
+  r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.numel(), hora_type(tensor),
+                                   allocate_rows(tensor, r.row, r.allocated));
+  return registry().add(std::move(r));
+}
+
+int alltoall_async(const std::string& name, const at::Tensor& tensor,
+                   const std::vector<int64_t>& split_rows) {
+  Record r = gathering_record(tensor, "alltoall");
+  std::vector<std::size_t> splits;
+  int64_t total = 0;
+  for (int64_t s : split_rows) {
+    if (s < 0) throw py::value_error("hora.torch.alltoall: splits must not be negative");
+    splits.push_back(static_cast<std::size_t>(s * r.row));
+    total += s;
+  }
+  if (tensor.dim() == 0 || total != tensor.size(0)) {
+    throw py::value_error("hora.torch.alltoall: splits add up to " + std::to_string(total) +
+                          " but the tensor's first dimension is " +
+                          std::to_string(tensor.dim() ? tensor.size(0) : 0));
+  }
+  r.handle = hora::alltoall_async(name, r.input.data_ptr(), splits, hora_type(tensor),
+                                  allocate_rows(tensor, r.row, r.allocated));
+  return registry().add(std::move(r));
+}
+
+// Element-wise reducescatter: this rank receives hora::reducescatter_count(numel) elements, as
+// `out_rows` slices of the input's trailing shape (the Python side checks that they divide).
+int reducescatter_async(const std::string& name, const at::Tensor& tensor, int op,
+                        int64_t out_rows) {
+  require_cpu(tensor, "reducescatter");
+  hora::DataType type = hora_type(tensor);
+  Record r;
+  r.input = tensor.contiguous();
+  r.output = at::empty(shape_with_rows(tensor, out_rows), tensor.options());
+  r.handle = hora::reducescatter_async(name, r.input.data_ptr(), r.output.data_ptr(),
+                                       r.input.numel(), type, reduce_op(op));
+  return registry().add(std::move(r));
+}
+
+bool poll(int id) {
+  Record* r = registry().find(id);
+  return r->completed || hora::poll(r->handle);
+}
+
+// Waits with the GIL released, in short slices so that Ctrl-C (a Python signal) is noticed.
+void wait(const hora::Handle& handle) {
+  using namespace std::chrono_literals;
+  for (;;) {
+    {
+      py::gil_scoped_release nogil;
+      if (hora::poll(handle)) break;
+      try {
+        hora::synchronize(handle, 100ms);
+        return;
+      } catch (const hora::TimeoutError&) {
+        if (hora::poll(handle)) break;  // the op itself failed with a timeout: rethrow it below
+      }
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  py::gil_scoped_release nogil;
+  hora::synchronize(handle);  // returns, or rethrows the op's error
+}
+
+// Returns the output tensor; for allgather/alltoall, (output, rows received from each rank).
+py::object synchronize(int id) {
+  Record* rec = registry().find(id);
+  if (!rec->completed) {
+    try {
+      wait(rec->handle);
+    } catch (...) {
+      registry().take(id);
+      throw;
+    }
+  }
+  Record r = registry().take(id);
+  if (r.want_counts) {
+    std::vector<int64_t> rows;
+    for (std::size_t c : hora::received_counts(r.handle)) {
+      rows.push_back(r.row > 0 ? static_cast<int64_t>(c) / r.row : 0);
+    }
+    return py::make_tuple(*r.allocated, rows);
+  }
+  if (r.target.defined()) {
+    at::NoGradGuard no_grad;
+    r.target.copy_(r.output);
+    return py::cast(r.target);
+  }
+  return py::cast(r.output);
+}
+
+template <typename Fn>
+auto without_gil(Fn fn) {
+  return [fn]() {
+    py::gil_scoped_release nogil;
+    return fn();
+  };
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "libhora's async engine for torch tensors (used by hora.torch)";
+
+  // hora's exceptions, most general first (pybind11 tries the newest translator first).
+  static py::exception<hora::Error> error(m, "HoraError", PyExc_RuntimeError);
+  static py::exception<hora::UsageError> usage(m, "HoraUsageError", error.ptr());
+  static py::exception<hora::ConnectionError> connection(m, "HoraConnectionError", error.ptr());
+  static py::exception<hora::TimeoutError> timeout(m, "HoraTimeoutError", error.ptr());
+  static py::exception<hora::PeerFailure> peer(m, "HoraPeerFailure", error.ptr());
+  static py::exception<hora::MismatchError> mismatch(m, "HoraMismatchError", error.ptr());
+  static py::exception<hora::AbortedError> aborted(m, "HoraAbortedError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const hora::UsageError& e) {
+      usage(e.what());
+    } catch (const hora::ConnectionError& e) {
+      connection(e.what());
+    } catch (const hora::TimeoutError& e) {
+      timeout(e.what());
+    } catch (const hora::PeerFailure& e) {
+      peer(e.what());
+    } catch (const hora::MismatchError& e) {
+      mismatch(e.what());
+    } catch (const hora::AbortedError& e) {
+      aborted(e.what());
+    } catch (const hora::Error& e) {
+      error(e.what());
+    }
+  });
+
+  m.def("init", without_gil([] { hora::init(); }));
+  m.def("shutdown", without_gil([] { hora::shutdown(); }));
+  m.def("is_initialized", &hora::is_initialized);
+  m.def("rank", &hora::rank);
+  m.def("size", &hora::size);
+  m.def("local_rank", &hora::local_rank);
+  m.def("local_size", &hora::local_size);
+  m.def("cross_rank", &hora::cross_rank);
+  m.def("cross_size", &hora::cross_size);
+  m.def("cuda_built", &hora::cuda_built);
+  m.def("barrier", without_gil([] { hora::barrier(); }));
+  m.def("reducescatter_count", [](int64_t count, int rank, int nranks) {
+    return static_cast<int64_t>(hora::reducescatter_count(count, rank, nranks));
+  });
+
+  m.def("allreduce_async", &allreduce_async, py::arg("name"), py::arg("tensor"), py::arg("output"),
+        py::arg("op"));
+  m.def("broadcast_async", &broadcast_async, py::arg("name"), py::arg("tensor"), py::arg("output"),
+        py::arg("root_rank"));
+  m.def("allgather_async", &allgather_async, py::arg("name"), py::arg("tensor"));
+  m.def("alltoall_async", &alltoall_async, py::arg("name"), py::arg("tensor"),
+        py::arg("split_rows"));
+  m.def("reducescatter_async", &reducescatter_async, py::arg("name"), py::arg("tensor"),
+        py::arg("op"), py::arg("out_rows"));
+  m.def("poll", &poll);
+  m.def("synchronize", &synchronize);
+
+  m.attr("SUM") = static_cast<int>(hora::ReduceOp::kSum);
+  m.attr("AVERAGE") = static_cast<int>(hora::ReduceOp::kAverage);
+  m.attr("MIN") = static_cast<int>(hora::ReduceOp::kMin);
+  m.attr("MAX") = static_cast<int>(hora::ReduceOp::kMax);
+  m.attr("PRODUCT") = static_cast<int>(hora::ReduceOp::kProduct);
+}
