@@ -45,7 +45,9 @@ void add_refused(CLI::App& app, HorovodRawFlags& raw, const std::string& names, 
            raw.refused.emplace_back(flag, reason);
          },
          "refused: " + reason)
-      ->expected(values);
+      ->expected(values)
+      // Only the flag's own values: the user's command that follows is not taken as more.
+      ->allow_extra_args(false);
 }
 
 void put(EnvBlock& env, const std::string& name, std::string value) {
