@@ -65,6 +65,12 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
                                                 const LocalHost& local,
                                                 const RemoteOptions& options);
 
+// Throws UsageError when two of `hosts` (the rank table's hosts) are both this machine, i.e.
+// neither is in `remote` (e.g. -H localhost:2,127.0.0.1:2): the machine would be two hosts of the
+// job, and two ranks on it would get local_rank 0. The message names both and the fix.
+void check_local_host_once(const std::vector<HostSpec>& hosts,
+                           const std::map<int, ssh::Target>& remote);
+
 // The probe command run on every host (exposed for tests): prints one line
 // `HORA-PROBE ok|missing|not-executable`, then runs the extra probe if any.
 std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args);

@@ -59,24 +59,40 @@ case_usage() {
   [ $rc -eq 2 ] && grep -q "the value is empty" err || fail "-np '' gave rc=$rc"
   run 10 -np 2 --fusion-threshold-mb 1e300 true
   [ $rc -eq 2 ] && grep -q -- "--fusion-threshold-mb" err || fail "--fusion-threshold-mb 1e300 gave rc=$rc"
-  # Both hosts are this machine (a remote host would be preflighted: test/remote covers that).
-  run 10 --dry-run -np 3 -H localhost:2,127.0.0.1:2 touch "$WORK/launched"
-  [ $rc -eq 0 ] && grep -q "^host 127.0.0.1: 1 rank, local$" out || fail "--dry-run: no host line"
+  # The same machine under two names would give two ranks local_rank 0 on it.
+  run 10 -H localhost:2,127.0.0.1:2 touch "$WORK/launched"
+  [ $rc -eq 2 ] && grep -q "hosts localhost and 127.0.0.1 are both this machine" err ||
+    fail "localhost:2,127.0.0.1:2 gave rc=$rc"
+  # A remote host would be preflighted: test/remote covers that.
+  run 10 --dry-run -np 2 -H 127.0.0.1:2 touch "$WORK/launched"
+  [ $rc -eq 0 ] && grep -q "^host 127.0.0.1: 2 ranks, local$" out || fail "--dry-run: no host line"
   grep -q "^network: every host is this machine: loopback$" out && grep -q "^  127.0.0.1: lo 127.0.0.1$" out ||
     fail "--dry-run did not print the network choice"
   [ ! -e "$WORK/launched" ] || fail "--dry-run started a rank"
+  # A FIFO with no writer as --hostfile is refused at once (it used to block forever).
+  mkfifo "$WORK/hosts.fifo"
+  run 10 --hostfile "$WORK/hosts.fifo" true
+  [ $rc -eq 2 ] && grep -q "is not a regular file (a FIFO)" err || fail "--hostfile FIFO gave rc=$rc"
+  # Commands that cannot run say why.
+  printf '#!/nonexistent/python9\n' >"$WORK/train.sh" && chmod +x "$WORK/train.sh"
+  run 10 -np 1 "$WORK/train.sh"
+  [ $rc -eq 126 ] && grep -q "#! interpreter '/nonexistent/python9' does not exist" err ||
+    fail "missing #! interpreter gave rc=$rc"
+  run 10 -np 1 "$WORK"
+  [ $rc -eq 126 ] && grep -q "$WORK is a directory" err || fail "a directory as the command gave rc=$rc"
   run 10 -cb
   [ $rc -eq 0 ] && grep -q "Gloo" out || fail "-cb"
   ok "usage errors exit 2; --dry-run and -cb exit 0"
 }
 
 case_env() {
-  # Two "hosts" that are both this machine: local and cross ranks differ from global ones.
-  run 120 -np 3 -H localhost:2,127.0.0.1:1 "$PROBE" env
+  # One host (this machine cannot be two hosts of a job); ranks whose local and cross ranks
+  # differ from the global ones are test/remote's (two_hosts, three_hosts).
+  run 120 -np 3 -H localhost:3 "$PROBE" env
   [ $rc -eq 0 ] || fail "rc=$rc"
   [ "$(grep -c 'env ok=1' out)" -eq 3 ] || fail "not every rank agreed with its environment"
-  grep -q '^\[2\]<stdout>:env ok=1 rank=2 size=3 local_rank=0 cross_rank=1$' out ||
-    fail "rank 2 should be local_rank 0, cross_rank 1"
+  grep -q '^\[2\]<stdout>:env ok=1 rank=2 size=3 local_rank=2 cross_rank=0$' out ||
+    fail "rank 2 should be local_rank 2, cross_rank 0"
   # The contract as a plain rank sees it.
   run 30 -np 2 -H localhost:2 -x HORA_TEST_FWD=yes --log-level debug --tcp sh -c 'env | sort'
   [ $rc -eq 0 ] || fail "env run rc=$rc"
