@@ -1,6 +1,7 @@
 // Which hosts are remote, how to reach them, and whether they are ready: steps 2 and 3 of "A
-// job's life" (DESIGN.md). prepare_remote_hosts() resolves every remote host through ssh_config,
-// then preflights all of them at once with one deadline: connect, host key, authentication, and
+// job's life" (docs/architecture.md; cli/launch/launcher.h). prepare_remote_hosts() resolves
+// every remote host through ssh_config, then preflights all of them at once with one deadline:
+// connect, host key, authentication, and
 // a probe command that checks the horarun binary at the remote path (and, when the caller gives
 // one, runs an extra probe such as `horarun --probe-interfaces`). Any failure on any host throws
 // one PreflightError listing every failing host with its reason and fix; nothing is launched.
