@@ -1,15 +1,20 @@
 #include "cli/hosts/host_list.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <charconv>
-#include <filesystem>
-#include <fstream>
+#include <cstring>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "cli/errors.h"
+#include "common/unique_fd.h"
 
 namespace hora::cli {
 namespace {
@@ -217,20 +222,40 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
 }
 
 std::vector<HostSpec> read_hostfile(const std::string& path) {
-  // A host file is a short text file: a directory, a device or something huge is a mistake.
+  // A host file is a short regular file: a directory, a FIFO (which would block until a writer
+  // comes), a device or something huge is a mistake. Opened non-blocking, so even a FIFO that
+  // appears between the check and the open cannot hang horarun.
   constexpr std::size_t kMaxBytes = 4u << 20;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw UsageError(fmt::format("--hostfile {}: is a directory; give the file that lists the hosts", path));
+  hora::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
+    throw UsageError(fmt::format("--hostfile {}: cannot open the file ({}); check the path", path,
+                                 std::strerror(errno)));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw UsageError(fmt::format("--hostfile {}: cannot open the file; check the path", path));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw UsageError(fmt::format("--hostfile {}: {}", path, std::strerror(errno)));
   }
-  std::string text(kMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) throw UsageError(fmt::format("--hostfile {}: read error", path));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (S_ISDIR(st.st_mode)) {
+    throw UsageError(
+        fmt::format("--hostfile {}: is a directory; give the file that lists the hosts", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw UsageError(fmt::format(
+        "--hostfile {}: is not a regular file (a {}); give a file that lists one host per line "
+        "(`server1 slots=4`)",
+        path, S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "device"));
+  }
+  std::string text;
+  char buf[65536];
+  while (text.size() <= kMaxBytes) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw UsageError(fmt::format("--hostfile {}: read error: {}", path, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
   if (text.size() > kMaxBytes) {
     throw UsageError(fmt::format("--hostfile {}: longer than {} MiB; a host file lists one host per "
                                  "line (`server1 slots=4`)",

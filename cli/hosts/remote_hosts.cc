@@ -72,6 +72,24 @@ std::string probe_command(const std::string& horarun_path, const std::string& ex
   return cmd;
 }
 
+void check_local_host_once(const std::vector<HostSpec>& hosts,
+                           const std::map<int, ssh::Target>& remote) {
+  const HostSpec* first = nullptr;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (remote.count(static_cast<int>(i)) != 0) continue;
+    if (first == nullptr) {
+      first = &hosts[i];
+      continue;
+    }
+    const HostSpec& second = hosts[i];
+    throw UsageError(fmt::format(
+        "hosts {} and {} are both this machine, so two ranks on it would get local_rank 0; list "
+        "it once with all its slots (e.g. {}:{})",
+        first->address_for_display(), second.address_for_display(),
+        first->address_for_display(), first->slots + second.slots));
+  }
+}
+
 std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hosts,
                                                 const LocalHost& local,
                                                 const RemoteOptions& options) {

@@ -1,6 +1,7 @@
 // Which hosts are remote, how to reach them, and whether they are ready: steps 2 and 3 of "A
-// job's life" (DESIGN.md). prepare_remote_hosts() resolves every remote host through ssh_config,
-// then preflights all of them at once with one deadline: connect, host key, authentication, and
+// job's life" (docs/architecture.md; cli/launch/launcher.h). prepare_remote_hosts() resolves
+// every remote host through ssh_config, then preflights all of them at once with one deadline:
+// connect, host key, authentication, and
 // a probe command that checks the horarun binary at the remote path (and, when the caller gives
 // one, runs an extra probe such as `horarun --probe-interfaces`). Any failure on any host throws
 // one PreflightError listing every failing host with its reason and fix; nothing is launched.
@@ -67,6 +68,12 @@ struct RemotePlan {
 std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hosts,
                                                 const LocalHost& local,
                                                 const RemoteOptions& options);
+
+// Throws UsageError when two of `hosts` (the rank table's hosts) are both this machine, i.e.
+// neither is in `remote` (e.g. -H localhost:2,127.0.0.1:2): the machine would be two hosts of the
+// job, and two ranks on it would get local_rank 0. The message names both and the fix.
+void check_local_host_once(const std::vector<HostSpec>& hosts,
+                           const std::map<int, ssh::Target>& remote);
 
 // The probe command run on every host (exposed for tests): prints one line
 // `HORA-PROBE ok|missing|not-executable`, then runs the extra probe if any.

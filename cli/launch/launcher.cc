@@ -162,6 +162,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
 
   const LocalHost local = LocalHost::discover();
   const RemoteOptions ro = remote_options(options, ctx);
+  check_local_host_once(table.hosts(), resolve_remote_hosts(table.hosts(), local, ro));
   if (options.dry_run || options.verbose) print(ctx.stdout_fd, describe_hosts(table, local, ro));
 
   // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,

@@ -1,4 +1,4 @@
-// Step 4 of "A job's life" (DESIGN.md): which interface every host's ranks use, and where the
+// Step 4 of "A job's life" (docs/architecture.md; cli/launch/launcher.h): which interface every host's ranks use, and where the
 // rendezvous server listens (docs/network.md, "Where the choice goes").
 //
 // choose_job_network() gathers every host's interfaces (remote: the preflight's

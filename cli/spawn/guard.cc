@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
+#include "cli/spawn/exec_failure.h"
 #include "cli/spawn/guard_request.h"
 #include "common/duration.h"
 #include "common/unique_fd.h"
@@ -224,9 +225,10 @@ class Guard {
       }
       ::execvp(argv[0], argv.data());
       const int err = errno;
-      say(fmt::format("cannot run '{}': {}{}", request.argv[0], std::strerror(err),
-                      err == ENOENT ? "; check the command and PATH" : ""));
-      std::_Exit(err == ENOENT ? 127 : 126);
+      const char* path = std::getenv("PATH");
+      const std::string search = path != nullptr ? path : "/bin:/usr/bin";
+      say(exec_failure_message(request.argv[0], err, search));
+      std::_Exit(exec_failure_exit_code(request.argv[0], err, search));
     }
     // Both sides call setpgid so the group exists before either relies on it.
     ::setpgid(child_, child_);

@@ -1,6 +1,7 @@
 // One rank's process as the supervisor sees it, whatever starts it: LocalRankProcess
-// (fork/exec of `horarun --guard` with pipes) now, an SSH exec channel running the same guard
-// later. Both send the same GuardRequest on the guard's stdin (guard_request.h).
+// (`horarun --guard` on this machine, with pipes; local_rank_process.h) or SshRankProcess (the
+// same guard on a remote host, in an SSH exec channel; ssh_rank_process.h). Both send the same
+// GuardRequest on the guard's stdin (guard_request.h).
 //
 // Threading: every method and every event runs on the supervisor's io_context thread.
 // Ownership: the RankProcess owns the guard (process or channel) and its descriptors; its

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -102,13 +105,31 @@ TEST_CASE("hostfile: a missing file is a usage error naming the path") {
 
 TEST_CASE("hostfile: a directory, an endless device or a binary file is refused with the reason") {
   CHECK_THROWS_WITH(hora::cli::read_hostfile("/tmp"), Catch::Matchers::Contains("/tmp: is a directory"));
-  // /dev/zero never ends: the read stops at the size limit instead of filling memory.
-  CHECK_THROWS_WITH(hora::cli::read_hostfile("/dev/zero"), Catch::Matchers::Contains("longer than 4 MiB"));
+  // /dev/zero never ends: a device is refused before any read.
+  CHECK_THROWS_WITH(hora::cli::read_hostfile("/dev/zero"),
+                    Catch::Matchers::Contains("/dev/zero: is not a regular file (a device)"));
+  // A file larger than a host file can be: the read stops at the size limit.
+  const std::string big = "/tmp/hora_hostfile_big_test";
+  {
+    std::ofstream out(big, std::ios::binary);
+    out << std::string((4u << 20) + 10, '#');
+  }
+  CHECK_THROWS_WITH(hora::cli::read_hostfile(big), Catch::Matchers::Contains("longer than 4 MiB"));
+  std::remove(big.c_str());
   const std::string path = "/tmp/hora_hostfile_nul_test";
   {
     std::ofstream out(path, std::ios::binary);
     out << "h1 slots=2\n" << std::string(1, '\0') << "h2\n";
   }
   CHECK_THROWS_WITH(hora::cli::read_hostfile(path), Catch::Matchers::Contains("contains NUL bytes"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("hostfile: a FIFO with no writer is refused at once instead of blocking (issue 15)") {
+  const std::string path = "/tmp/hora_hostfile_fifo_test_" + std::to_string(::getpid());
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  // Before the fix this call never returned; the test's own deadline (meson) would end it.
+  CHECK_THROWS_WITH(hora::cli::read_hostfile(path),
+                    Catch::Matchers::Contains("is not a regular file (a FIFO)"));
   std::remove(path.c_str());
 }

@@ -2,11 +2,13 @@
 // processes, their rank output and verdict captured through the context's descriptors. Local
 // guards are the built horarun ($HORARUN), since this test program is not one.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -87,4 +89,30 @@ TEST_CASE("bad input is a UsageError before anything starts; --check-build needs
   CHECK(run_launcher(cb.ctx) == 0);
   CHECK_THAT(cb.out(), Contains("Gloo"));
   CHECK_THAT(cb.out(), Contains("PyTorch (hora.torch)"));
+}
+
+TEST_CASE("this machine under two names is a usage error naming both (issue 15 item 8)") {
+  Job job({"-H", "localhost:2,127.0.0.1:2", "sh", "-c", "touch started"});
+  CHECK_THROWS_AS(run_launcher(job.ctx), UsageError);
+  CHECK_THROWS_WITH(run_launcher(job.ctx),
+                    Contains("hosts localhost and 127.0.0.1 are both this machine") &&
+                        Contains("localhost:4"));
+  CHECK(::access((job.dir + "/started").c_str(), F_OK) != 0);
+  // A host that receives no rank is no second name for it.
+  Job one({"-np", "2", "-H", "localhost:2,127.0.0.1:2", "true"});
+  CHECK(run_launcher(one.ctx) == 0);
+}
+
+TEST_CASE("a rank whose command cannot run says why: missing #! interpreter, a directory") {
+  Job script({"-np", "1", "./train.sh"});
+  {
+    std::ofstream(script.dir + "/train.sh") << "#!/nonexistent/python9\n";
+  }
+  REQUIRE(::chmod((script.dir + "/train.sh").c_str(), 0755) == 0);
+  CHECK(run_launcher(script.ctx) == 126);
+  CHECK_THAT(script.err(), Contains("#! interpreter '/nonexistent/python9' does not exist"));
+
+  Job dir({"-np", "1", "/tmp"});
+  CHECK(run_launcher(dir.ctx) == 126);
+  CHECK_THAT(dir.err(), Contains("/tmp is a directory"));
 }

@@ -139,8 +139,8 @@ TEST_CASE("a rank ignoring SIGTERM gets SIGKILL after the grace") {
   h.process->terminate();
   h.run_to_end();
   const auto took = std::chrono::steady_clock::now() - t0;
-  CHECK(took >= 300ms);
-  CHECK(took < 3s);
+  CHECK(took >= 300ms);  // a lower bound: no load can break it
+  // No upper bound: SIGKILL (not an exit after `sleep 100`) proves the grace ended it.
   CHECK(h.exit->signaled);
   CHECK(h.exit->signal == SIGKILL);
   CHECK(h.out == "ready\n");

@@ -59,24 +59,40 @@ case_usage() {
   [ $rc -eq 2 ] && grep -q "the value is empty" err || fail "-np '' gave rc=$rc"
   run 10 -np 2 --fusion-threshold-mb 1e300 true
   [ $rc -eq 2 ] && grep -q -- "--fusion-threshold-mb" err || fail "--fusion-threshold-mb 1e300 gave rc=$rc"
-  # Both hosts are this machine (a remote host would be preflighted: test/remote covers that).
-  run 10 --dry-run -np 3 -H localhost:2,127.0.0.1:2 touch "$WORK/launched"
-  [ $rc -eq 0 ] && grep -q "^host 127.0.0.1: 1 rank, local$" out || fail "--dry-run: no host line"
+  # The same machine under two names would give two ranks local_rank 0 on it.
+  run 10 -H localhost:2,127.0.0.1:2 touch "$WORK/launched"
+  [ $rc -eq 2 ] && grep -q "hosts localhost and 127.0.0.1 are both this machine" err ||
+    fail "localhost:2,127.0.0.1:2 gave rc=$rc"
+  # A remote host would be preflighted: test/remote covers that.
+  run 10 --dry-run -np 2 -H 127.0.0.1:2 touch "$WORK/launched"
+  [ $rc -eq 0 ] && grep -q "^host 127.0.0.1: 2 ranks, local$" out || fail "--dry-run: no host line"
   grep -q "^network: every host is this machine: loopback$" out && grep -q "^  127.0.0.1: lo 127.0.0.1$" out ||
     fail "--dry-run did not print the network choice"
   [ ! -e "$WORK/launched" ] || fail "--dry-run started a rank"
+  # A FIFO with no writer as --hostfile is refused at once (it used to block forever).
+  mkfifo "$WORK/hosts.fifo"
+  run 10 --hostfile "$WORK/hosts.fifo" true
+  [ $rc -eq 2 ] && grep -q "is not a regular file (a FIFO)" err || fail "--hostfile FIFO gave rc=$rc"
+  # Commands that cannot run say why.
+  printf '#!/nonexistent/python9\n' >"$WORK/train.sh" && chmod +x "$WORK/train.sh"
+  run 10 -np 1 "$WORK/train.sh"
+  [ $rc -eq 126 ] && grep -q "#! interpreter '/nonexistent/python9' does not exist" err ||
+    fail "missing #! interpreter gave rc=$rc"
+  run 10 -np 1 "$WORK"
+  [ $rc -eq 126 ] && grep -q "$WORK is a directory" err || fail "a directory as the command gave rc=$rc"
   run 10 -cb
   [ $rc -eq 0 ] && grep -q "Gloo" out || fail "-cb"
   ok "usage errors exit 2; --dry-run and -cb exit 0"
 }
 
 case_env() {
-  # Two "hosts" that are both this machine: local and cross ranks differ from global ones.
-  run 120 -np 3 -H localhost:2,127.0.0.1:1 "$PROBE" env
+  # One host (this machine cannot be two hosts of a job); ranks whose local and cross ranks
+  # differ from the global ones are test/remote's (two_hosts, three_hosts).
+  run 120 -np 3 -H localhost:3 "$PROBE" env
   [ $rc -eq 0 ] || fail "rc=$rc"
   [ "$(grep -c 'env ok=1' out)" -eq 3 ] || fail "not every rank agreed with its environment"
-  grep -q '^\[2\]<stdout>:env ok=1 rank=2 size=3 local_rank=0 cross_rank=1$' out ||
-    fail "rank 2 should be local_rank 0, cross_rank 1"
+  grep -q '^\[2\]<stdout>:env ok=1 rank=2 size=3 local_rank=2 cross_rank=0$' out ||
+    fail "rank 2 should be local_rank 2, cross_rank 0"
   # The contract as a plain rank sees it.
   run 30 -np 2 -H localhost:2 -x HORA_TEST_FWD=yes --log-level debug --tcp sh -c 'env | sort'
   [ $rc -eq 0 ] || fail "env run rc=$rc"
@@ -183,7 +199,7 @@ case_sigint() {
   BACKGROUND+=($hpid)
   wait_for 30 have_pidfiles pids 3 || fail "ranks did not start"
   kill -INT $hpid
-  wait_for 30 gone "$hpid" || fail "horarun did not end within 30 s of SIGINT"
+  wait_for 60 gone "$hpid" || fail "horarun did not end within 60 s of SIGINT"
   wait $hpid
   rc=$?
   [ $rc -eq 130 ] || fail "rc=$rc, want 130"
@@ -196,7 +212,7 @@ case_sigint() {
   BACKGROUND+=($hpid)
   wait_for 30 have_pidfiles pids 2 || fail "plain ranks did not start"
   kill -TERM $hpid
-  wait_for 30 gone "$hpid" || fail "horarun did not end within 30 s of SIGTERM"
+  wait_for 60 gone "$hpid" || fail "horarun did not end within 60 s of SIGTERM"
   wait $hpid
   rc=$?
   [ $rc -eq 143 ] || fail "SIGTERM: rc=$rc, want 143"
@@ -213,22 +229,22 @@ case_garbage() {
 }
 
 case_start_timeout() {
-  local start=$SECONDS
   run 60 -np 3 --start-timeout 3 "$PROBE" noinit 1
   [ $rc -eq 1 ] || fail "rc=$rc, want 1"
   grep -q "rank 1 on localhost did not reach the rendezvous within 3 s" err || fail "message"
   grep -q -- "--start-timeout" err || fail "message must name --start-timeout"
-  [ $((SECONDS - start)) -lt 20 ] || fail "took $((SECONDS - start)) s"
+  # No wall-clock bound: the message comes from the 3 s start timer alone, and run's deadline
+  # ends a job that would wait for rank 1 forever.
   ok "--start-timeout names the missing rank"
 }
 
 case_connection_drop() {
-  local start=$SECONDS tag="tag-$$-$RANDOM"
+  local tag="tag-$$-$RANDOM"
   run 60 -np 2 "$DROPPER" "$tag"
   [ $rc -eq 1 ] || fail "rc=$rc, want 1"
   grep -qE "^horarun: rank [01] on localhost lost its rendezvous connection .* and was still running 3 s later" err ||
     fail "message"
-  [ $((SECONDS - start)) -lt 20 ] || fail "took $((SECONDS - start)) s"
+  # No wall-clock bound: the message proves the 3 s drop grace ended the job.
   pgrep -f "$tag" >/dev/null && fail "ranks still running after horarun exited"
   ok "a rank that lost its rendezvous connection but kept running ends the job"
 }
@@ -293,7 +309,7 @@ case_stalled_reader_sigint() {
   BACKGROUND+=("$pid")
   wait_for 30 rank_sleepers 2 || fail "the ranks did not get to sleep"
   kill -INT "$pid"
-  wait_for 20 gone "$pid" || fail "horarun did not end within 20 s of SIGINT while its reader was stalled"
+  wait_for 60 gone "$pid" || fail "horarun did not end within 60 s of SIGINT while its reader was stalled"
   wait "$pid"
   rc=$?
   [ $rc -eq 130 ] || fail "expected 130 after SIGINT, got $rc"

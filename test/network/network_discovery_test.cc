@@ -139,7 +139,7 @@ struct Probed {
 // The launcher's probe sequence over `hosts`, as network_probe.h describes it.
 Probed probe(const std::vector<TestHost>& hosts) {
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::seconds(20);
+  const auto deadline = start + std::chrono::seconds(60);
   Probed p;
   {
     std::vector<std::unique_ptr<Child>> kids;
@@ -217,8 +217,10 @@ TEST_CASE("discovery on 3 namespace hosts keeps only the routable interfaces, qu
     CHECK(c.hosts[i].address == hosts[i].addr);
     CHECK(c.hosts[i].alternatives.empty());  // the second network is not routable from h3
   }
-  // Unreachable targets end at the connect deadline (2 s), not after TCP's retries.
-  CHECK(p.took < std::chrono::seconds(10));
+  // Unreachable targets end at the connect deadline (2 s), not after TCP's SYN retries (over
+  // 2 min): 40 s tells the two apart with room for a loaded machine. The speed figure is
+  // scripts/bench_discovery.sh's.
+  CHECK(p.took < std::chrono::seconds(40));
   WARN("discovery on 3 hosts took " << p.took.count() << " ms");
 }
 

@@ -1,0 +1,103 @@
+// Messages for a rank's command that cannot be run (issue 15 item 8): each case makes the real
+// file, runs execv on it to get the kernel's errno, and checks what the guard would say.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "cli/spawn/exec_failure.h"
+
+using hora::cli::exec_failure_exit_code;
+using hora::cli::exec_failure_message;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/hora-exec-failure-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+// errno of execv(file) in a child (the test process must not be replaced).
+int exec_errno(const std::string& file) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    char* argv[] = {const_cast<char*>(file.c_str()), nullptr};
+    ::execv(file.c_str(), argv);
+    const int err = errno;
+    (void)!::write(fds[1], &err, sizeof err);
+    std::_Exit(0);
+  }
+  ::close(fds[1]);
+  int err = 0;
+  const ssize_t n = ::read(fds[0], &err, sizeof err);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(n == static_cast<ssize_t>(sizeof err));
+  return err;
+}
+
+void write_script(const std::string& file, const std::string& text) {
+  std::ofstream(file) << text;
+  REQUIRE(::chmod(file.c_str(), 0755) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a script whose #! interpreter is missing says so, not 'No such file'") {
+  TempDir dir;
+  const std::string script = dir.path + "/train.sh";
+  write_script(script, "#!/nonexistent/python9 -u\nprint(1)\n");
+  const int err = exec_errno(script);
+  REQUIRE(err == ENOENT);
+  const std::string msg = exec_failure_message(script, err, "/usr/bin:/bin");
+  CHECK_THAT(msg, Contains("#! interpreter '/nonexistent/python9' does not exist"));
+  CHECK_THAT(msg, !Contains("No such file"));
+  CHECK(exec_failure_exit_code(script, err, "/usr/bin:/bin") == 126);
+}
+
+TEST_CASE("a script found in PATH is inspected the same way") {
+  TempDir dir;
+  write_script(dir.path + "/myjob", "#!/nonexistent/sh\n");
+  const int err = exec_errno(dir.path + "/myjob");
+  CHECK_THAT(exec_failure_message("myjob", err, "/nonexistent-dir:" + dir.path),
+             Contains("#! interpreter '/nonexistent/sh' does not exist"));
+}
+
+TEST_CASE("a directory given as the command says it is a directory, not 'Permission denied'") {
+  TempDir dir;
+  const int err = exec_errno(dir.path);
+  const std::string msg = exec_failure_message(dir.path, err, "/usr/bin:/bin");
+  CHECK_THAT(msg, Contains(dir.path + " is a directory"));
+  CHECK_THAT(msg, !Contains("Permission denied"));
+}
+
+TEST_CASE("a command that does not exist keeps the PATH hint and exit code 127") {
+  const std::string msg = exec_failure_message("no-such-command-xyz", ENOENT, "/usr/bin:/bin");
+  CHECK_THAT(msg, Contains("No such file or directory; check the command and PATH"));
+  CHECK(exec_failure_exit_code("no-such-command-xyz", ENOENT, "/usr/bin:/bin") == 127);
+}
+
+TEST_CASE("a file without execute permission keeps the system's reason") {
+  TempDir dir;
+  const std::string file = dir.path + "/data.txt";
+  std::ofstream(file) << "x\n";
+  const int err = exec_errno(file);
+  REQUIRE(err == EACCES);
+  CHECK_THAT(exec_failure_message(file, err, ""), Contains("Permission denied"));
+}
