@@ -18,14 +18,22 @@
 // A write is in flight whenever the output queue is not empty.
 #include "rendezvous/server.h"
 
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/rand.h>
+#include <spdlog/logger.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -33,15 +41,6 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
-
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
-#include <fmt/format.h>
-#include <openssl/rand.h>
-#include <spdlog/logger.h>
 
 #include "common/duration.h"
 #include "common/fd_limit.h"
@@ -87,7 +86,8 @@ constexpr std::uint64_t kFdReservePerRank = 4;
 // lowered so that they can take at most half of the descriptors left after the reserve.
 std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
-  const std::uint64_t reserve = kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
+  const std::uint64_t reserve =
+      kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
   std::uint64_t cap = o.max_unauthenticated;
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
     cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
@@ -98,17 +98,28 @@ std::size_t pending_connection_cap(const ServerOptions& o) {
 // What a rejection was for, in the words of a rate-limited summary line.
 const char* rejection_kind(Status status) {
   switch (status) {
-    case Status::kBadFrame: return "bad frame";
-    case Status::kBadVersion: return "wrong protocol version";
-    case Status::kTooLarge: return "frame too large";
-    case Status::kUnknownOp: return "unknown op";
-    case Status::kNotAuthenticated: return "request before authenticating";
-    case Status::kAuthFailed: return "wrong proof (not this job's secret)";
-    case Status::kAuthTimeout: return "did not authenticate in time";
-    case Status::kSizeMismatch: return "wrong job size";
-    case Status::kRankOutOfRange: return "rank out of range";
-    case Status::kDuplicateRank: return "rank already connected";
-    default: return wire::status_name(status);
+    case Status::kBadFrame:
+      return "bad frame";
+    case Status::kBadVersion:
+      return "wrong protocol version";
+    case Status::kTooLarge:
+      return "frame too large";
+    case Status::kUnknownOp:
+      return "unknown op";
+    case Status::kNotAuthenticated:
+      return "request before authenticating";
+    case Status::kAuthFailed:
+      return "wrong proof (not this job's secret)";
+    case Status::kAuthTimeout:
+      return "did not authenticate in time";
+    case Status::kSizeMismatch:
+      return "wrong job size";
+    case Status::kRankOutOfRange:
+      return "rank out of range";
+    case Status::kDuplicateRank:
+      return "rank already connected";
+    default:
+      return wire::status_name(status);
   }
 }
 
@@ -130,12 +141,14 @@ enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
 
 struct Connection {
   Connection(tcp::socket s, asio::io_context& io, Store::ClientId id_)
-      : socket(std::move(s)), id(id_), auth_timer(io), body_timer(io), write_timer(io),
+      : socket(std::move(s)),
+        id(id_),
+        auth_timer(io),
+        body_timer(io),
+        write_timer(io),
         linger_timer(io) {}
 
-  std::string label() const {
-    return rank >= 0 ? fmt::format("rank {} ({})", rank, peer) : peer;
-  }
+  std::string label() const { return rank >= 0 ? fmt::format("rank {} ({})", rank, peer) : peer; }
   // Past the handshake at some point (a closing connection may have been a rank).
   bool authenticated() const { return rank >= 0; }
   // Rejected, said goodbye, or closed: nothing it sends is handled any more.
@@ -174,8 +187,14 @@ void set_keepalive(tcp::socket& s) {
 
 struct Server::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_, ServerOptions options, ServerEvents ev)
-      : io(io_), opts(std::move(options)), events(std::move(ev)), acceptor(io_),
-        accept_retry(io_), wait_timer(io_), throttle_timer(io_), store(opts.size) {}
+      : io(io_),
+        opts(std::move(options)),
+        events(std::move(ev)),
+        acceptor(io_),
+        accept_retry(io_),
+        wait_timer(io_),
+        throttle_timer(io_),
+        store(opts.size) {}
 
   asio::io_context& io;
   ServerOptions opts;
@@ -185,11 +204,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer accept_retry;
   asio::steady_timer wait_timer;  // armed for the store's next wait deadline
   std::optional<Clock::time_point> wait_timer_at;
-  LogThrottle throttle;            // repeated warnings: one line per kind per second
+  LogThrottle throttle;  // repeated warnings: one line per kind per second
   asio::steady_timer throttle_timer;
   bool throttle_timer_armed = false;
-  std::size_t pending_cap = 1;                  // see pending_connection_cap()
-  std::map<Store::ClientId, ConnPtr> pending;   // in kHandshake, oldest (lowest id) first
+  std::size_t pending_cap = 1;                 // see pending_connection_cap()
+  std::map<Store::ClientId, ConnPtr> pending;  // in kHandshake, oldest (lowest id) first
   std::string address;
   std::uint16_t port = 0;
   bool stopped = false;
@@ -215,18 +234,18 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     error_code ec;
     auto addr = asio::ip::make_address(opts.bind_address, ec);
     if (ec) {
-      throw Error(fmt::format("could not start the rendezvous server: '{}' is not an IP address "
-                              "({}); give an address of the chosen interface",
-                              opts.bind_address, ec.message()));
+      throw Error(
+          fmt::format("could not start the rendezvous server: '{}' is not an IP address "
+                      "({}); give an address of the chosen interface",
+                      opts.bind_address, ec.message()));
     }
     address = addr.to_string();
     tcp::endpoint ep(addr, opts.port);
     std::string where = format_endpoint(address, opts.port);
     auto fail = [&](const char* step) {
-      throw Error(fmt::format("could not start the rendezvous server on {}: {}: {}{}", where, step,
-                              ec.message(),
-                              opts.port != 0 ? "; choose another port, or 0 for any free port"
-                                             : ""));
+      throw Error(fmt::format(
+          "could not start the rendezvous server on {}: {}: {}{}", where, step, ec.message(),
+          opts.port != 0 ? "; choose another port, or 0 for any free port" : ""));
     };
     // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the listening socket
     // must not leak into the guards and ranks the launcher starts.
@@ -248,8 +267,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     port = acceptor.local_endpoint(ec).port();
     acceptor.native_non_blocking(true, ec);
     pending_cap = pending_connection_cap(opts);
-    logger()->info("rendezvous server listening on {} for {} ranks",
-                   format_endpoint(address, port), opts.size);
+    logger()->info("rendezvous server listening on {} for {} ranks", format_endpoint(address, port),
+                   opts.size);
     accept();
   }
 
@@ -329,9 +348,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const std::string why = std::strerror(err);
     const std::string where = format_endpoint(address, port);
     if (!throttle.admit("accept " + why, Clock::now(), [where, why](std::uint64_t n) {
-          return fmt::format("rendezvous server on {}: accept failed {} times in the last "
-                             "1 s: {}",
-                             where, n, why);
+          return fmt::format(
+              "rendezvous server on {}: accept failed {} times in the last "
+              "1 s: {}",
+              where, n, why);
         })) {
       return arm_throttle_timer();
     }
@@ -348,11 +368,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     auto c = std::make_shared<Connection>(std::move(s), io, next_id++);
     error_code ec;
     auto rep = c->socket.remote_endpoint(ec);
-    c->peer = ec ? std::string("unknown peer") : format_endpoint(rep.address().to_string(), rep.port());
+    c->peer =
+        ec ? std::string("unknown peer") : format_endpoint(rep.address().to_string(), rep.port());
     set_keepalive(c->socket);
     if (pending.size() >= pending_cap) {
-      drop_oldest_pending(fmt::format("more than {} connections were waiting to authenticate",
-                                      pending_cap));
+      drop_oldest_pending(
+          fmt::format("more than {} connections were waiting to authenticate", pending_cap));
     }
     conns.emplace(c->id, c);
     pending.emplace(c->id, c);
@@ -381,7 +402,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       return reject(c, Status::kAuthFailed,
                     fmt::format("authentication failed for rank {}: wrong proof (the peer does not "
                                 "have this job's secret; HORA_SECRET must be the one horarun "
-                                "passed)", m.rank),
+                                "passed)",
+                                m.rank),
                     c->header.request_id);
     }
     if (m.size != opts.size) {
@@ -433,8 +455,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     wire::Header h;
     std::string why;
     const bool handshake = c->phase == Phase::kHandshake;
-    std::size_t limit = handshake ? wire::kHeaderBytes + wire::kAuthPayloadBytes
-                                  : opts.max_frame_bytes;
+    std::size_t limit =
+        handshake ? wire::kHeaderBytes + wire::kAuthPayloadBytes : opts.max_frame_bytes;
     Status st = wire::decode_header(c->header_buf, limit, &h, &why);
     if (st == Status::kTooLarge && handshake) {
       why += " (before authenticating, only the AUTH frame is accepted)";
@@ -483,11 +505,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
           c->body_timer.expiry() > Clock::now()) {
         return;
       }
-      self->reject(c, Status::kBadFrame,
-                   fmt::format("sent the header of a {} frame but not its {} payload bytes within {}",
-                               wire::op_name(c->header.op), c->header.payload_bytes,
-                               format_duration(self->opts.io_timeout)),
-                   c->header.request_id);
+      self->reject(
+          c, Status::kBadFrame,
+          fmt::format("sent the header of a {} frame but not its {} payload bytes within {}",
+                      wire::op_name(c->header.op), c->header.payload_bytes,
+                      format_duration(self->opts.io_timeout)),
+          c->header.request_id);
     });
     read_payload(c);
   }
@@ -554,13 +577,12 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     if (c->payload.size() < 4096) c->payload.resize(4096);
     c->input = Input::kDraining;
-    c->socket.async_read_some(
-        asio::buffer(c->payload.data(), 4096),
-        [self = shared_from_this(), c](error_code e, std::size_t n) {
-          c->input = Input::kIdle;
-          c->drained += n;
-          self->drain(c, e);
-        });
+    c->socket.async_read_some(asio::buffer(c->payload.data(), 4096),
+                              [self = shared_from_this(), c](error_code e, std::size_t n) {
+                                c->input = Input::kIdle;
+                                c->drained += n;
+                                self->drain(c, e);
+                              });
   }
 
   // ---- writing --------------------------------------------------------------------------------
@@ -586,8 +608,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                         c->write_timer.cancel();
                         if (c->phase == Phase::kClosed) return;
                         if (ec) {
-                          return self->drop(c, fmt::format("write to {}: {}", c->peer,
-                                                           ec.message()));
+                          return self->drop(c,
+                                            fmt::format("write to {}: {}", c->peer, ec.message()));
                         }
                         c->out.pop_front();
                         if (!c->out.empty()) return self->write_next(c);
@@ -601,10 +623,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   void respond(const ConnPtr& c, Op op, std::uint32_t id, Status status, Bytes payload) {
     if (payload.size() + wire::kHeaderBytes > opts.max_frame_bytes) {
-      std::string msg = fmt::format("the {} response of {} bytes exceeds the frame limit of {} "
-                                    "bytes (max_frame_bytes)",
-                                    wire::op_name(op), payload.size() + wire::kHeaderBytes,
-                                    opts.max_frame_bytes);
+      std::string msg = fmt::format(
+          "the {} response of {} bytes exceeds the frame limit of {} "
+          "bytes (max_frame_bytes)",
+          wire::op_name(op), payload.size() + wire::kHeaderBytes, opts.max_frame_bytes);
       logger()->warn("{}: {}", c->label(), msg);
       status = Status::kInvalid;
       payload = wire::encode_message(msg);
@@ -643,9 +665,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const char* kind = rejection_kind(status);
     if (throttle.admit(fmt::format("rejected {} {}", host, kind), Clock::now(),
                        [host, kind](std::uint64_t n) {
-                         return fmt::format("rejected {} connections from {} in the last 1 s: "
-                                            "{}",
-                                            n, host, kind);
+                         return fmt::format(
+                             "rejected {} connections from {} in the last 1 s: "
+                             "{}",
+                             n, host, kind);
                        })) {
       logger()->warn("rejected {}: {}", c->label(), reason);
     }
@@ -702,8 +725,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   void log_dropped(const ConnPtr& c, const std::string& reason) {
     const std::string host = peer_host(c->peer);
     if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
-          return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s",
-                             n, host);
+          return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s", n,
+                             host);
         })) {
       logger()->warn("{}: {}", c->peer, reason);
     }

@@ -48,7 +48,8 @@ void Session::authenticate(Clock::time_point deadline) {
   char* list = nullptr;
   await(
       [&] {
-        list = libssh2_userauth_list(session_, a.user.c_str(), static_cast<unsigned>(a.user.size()));
+        list =
+            libssh2_userauth_list(session_, a.user.c_str(), static_cast<unsigned>(a.user.size()));
         return list != nullptr ? 0 : libssh2_session_last_errno(session_);
       },
       deadline, "authentication");
@@ -58,13 +59,16 @@ void Session::authenticate(Clock::time_point deadline) {
   }
   a.who = a.user + "@" + target_.describe();
   if (list == nullptr) {
-    throw AuthError(a.who + ": cannot ask the server for its authentication methods: " + last_error());
+    throw AuthError(a.who +
+                    ": cannot ask the server for its authentication methods: " + last_error());
   }
   a.methods = list;
   if (a.methods.find("publickey") == std::string::npos) {
-    throw AuthError(a.who + ": the server accepts only " + a.methods +
-                    "; hora logs in without passwords (public keys from ssh-agent or key files). Set up key "
-                    "authentication for " + a.user + " on " + target_.alias);
+    throw AuthError(
+        a.who + ": the server accepts only " + a.methods +
+        "; hora logs in without passwords (public keys from ssh-agent or key files). Set up key "
+        "authentication for " +
+        a.user + " on " + target_.alias);
   }
   if (target_.identities_only) {
     for (const std::string& f : target_.identity_files) {
@@ -115,19 +119,21 @@ bool Session::authenticate_with_agent(AuthAttempts& a, Clock::time_point deadlin
     prev = id;
     std::string desc;
     try {
-      const HostKey key = HostKey::from_blob(std::string(reinterpret_cast<char*>(id->blob), id->blob_len));
-      if (target_.identities_only &&
-          std::find(a.allowed_fps.begin(), a.allowed_fps.end(), key.fingerprint()) == a.allowed_fps.end()) {
+      const HostKey key =
+          HostKey::from_blob(std::string(reinterpret_cast<char*>(id->blob), id->blob_len));
+      if (target_.identities_only && std::find(a.allowed_fps.begin(), a.allowed_fps.end(),
+                                               key.fingerprint()) == a.allowed_fps.end()) {
         continue;  // IdentitiesOnly: only agent keys that belong to a configured key file
       }
       desc = key.type + " " + key.fingerprint();
     } catch (const Error&) {
       desc = "unparsable key";
     }
-    if (id->comment != nullptr && *id->comment != '\0') desc += " (" + std::string(id->comment) + ")";
+    if (id->comment != nullptr && *id->comment != '\0')
+      desc += " (" + std::string(id->comment) + ")";
     ++offered;
-    const int rc = await([&] { return libssh2_agent_userauth(agent, a.user.c_str(), id); }, deadline,
-                         "authentication with ssh-agent");
+    const int rc = await([&] { return libssh2_agent_userauth(agent, a.user.c_str(), id); },
+                         deadline, "authentication with ssh-agent");
     if (rc == 0) {
       auth_method_ = "ssh-agent key " + desc;
       return true;
@@ -137,8 +143,9 @@ bool Session::authenticate_with_agent(AuthAttempts& a, Clock::time_point deadlin
   }
   if (offered == 0) {
     a.tried.push_back(where + ": no usable keys" +
-                      std::string(target_.identities_only ? " matching IdentityFile (IdentitiesOnly yes)"
-                                                          : " (add one with ssh-add)"));
+                      std::string(target_.identities_only
+                                      ? " matching IdentityFile (IdentitiesOnly yes)"
+                                      : " (add one with ssh-add)"));
     ++a.agent_notes;
   }
   return false;
@@ -154,16 +161,17 @@ bool Session::authenticate_with_key_file(AuthAttempts& a, const std::string& fil
   a.any_file = true;
   if (key_file_is_encrypted(file)) {
     a.locked.push_back(file);
-    a.tried.push_back("key file " + file + ": protected by a passphrase, which hora cannot ask for (no terminal)");
+    a.tried.push_back("key file " + file +
+                      ": protected by a passphrase, which hora cannot ask for (no terminal)");
     return false;
   }
   const std::string pub = file + ".pub";
   const bool have_pub = file_exists(pub);
   const int rc = await(
       [&] {
-        return libssh2_userauth_publickey_fromfile_ex(session_, a.user.c_str(),
-                                                      static_cast<unsigned>(a.user.size()),
-                                                      have_pub ? pub.c_str() : nullptr, file.c_str(), "");
+        return libssh2_userauth_publickey_fromfile_ex(
+            session_, a.user.c_str(), static_cast<unsigned>(a.user.size()),
+            have_pub ? pub.c_str() : nullptr, file.c_str(), "");
       },
       deadline, "authentication with key files");
   if (rc == 0) {
@@ -174,21 +182,25 @@ bool Session::authenticate_with_key_file(AuthAttempts& a, const std::string& fil
   // With a .pub file, libssh2 offers the public key first and reads the private key only to
   // sign once the server accepted it; a private key it cannot read then fails in its signing
   // callback ("Callback returned error") with the code the server's refusals also use.
-  const bool sign_failed =
-      rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED && err.find("Callback returned error") != std::string::npos;
+  const bool sign_failed = rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED &&
+                           err.find("Callback returned error") != std::string::npos;
   if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_KEYFILE_AUTH_FAILED || sign_failed) {
     a.unloadable.push_back(file);
-    a.tried.push_back("key file " + file + ": " +
-                      (sign_failed ? "the server accepts its public key " + pub +
-                                         ", but libssh2 cannot load the private key (unknown format, or a passphrase)"
-                                   : "libssh2 cannot load it (" + err + ")"));
+    a.tried.push_back(
+        "key file " + file + ": " +
+        (sign_failed
+             ? "the server accepts its public key " + pub +
+                   ", but libssh2 cannot load the private key (unknown format, or a passphrase)"
+             : "libssh2 cannot load it (" + err + ")"));
   } else {
     std::string why = "key file " + file + ": refused by the server";
     // libssh2 before 1.11 signs RSA user keys with ssh-rsa (SHA-1) only, which OpenSSH 8.8+
     // refuses unless PubkeyAcceptedAlgorithms allows it; say so rather than leave a mystery.
-    if (have_pub && LIBSSH2_VERSION_NUM < 0x010b00 && read_first_line(pub).rfind("ssh-rsa ", 0) == 0) {
+    if (have_pub && LIBSSH2_VERSION_NUM < 0x010b00 &&
+        read_first_line(pub).rfind("ssh-rsa ", 0) == 0) {
       why += " (an RSA key: this libssh2 " LIBSSH2_VERSION
-             " can only sign with ssh-rsa/SHA-1, which OpenSSH 8.8+ refuses by default; use an ed25519 or "
+             " can only sign with ssh-rsa/SHA-1, which OpenSSH 8.8+ refuses by default; use an "
+             "ed25519 or "
              "ECDSA key, or allow PubkeyAcceptedAlgorithms +ssh-rsa on the server)";
     }
     a.tried.push_back(why);
@@ -201,15 +213,19 @@ bool Session::authenticate_with_key_file(AuthAttempts& a, const std::string& fil
 void Session::throw_auth_failure(AuthAttempts& a) const {
   std::string msg = "authentication failed for " + a.who + ". Tried: ";
   if (!a.any_file && target_.identity_files_are_defaults) {
-    a.tried.push_back("no key files (none of the defaults exist: " + target_.identity_files[0] + ", id_ecdsa, id_rsa)");
+    a.tried.push_back("no key files (none of the defaults exist: " + target_.identity_files[0] +
+                      ", id_ecdsa, id_rsa)");
   }
   // Whether anything failed for a reason authorized_keys (or another key) would fix.
-  const bool other_failures = a.tried.size() > a.locked.size() + a.unloadable.size() + a.agent_notes;
-  if (options_.agent_socket.empty()) a.tried.insert(a.tried.begin(), "no ssh-agent (SSH_AUTH_SOCK is not set)");
+  const bool other_failures =
+      a.tried.size() > a.locked.size() + a.unloadable.size() + a.agent_notes;
+  if (options_.agent_socket.empty())
+    a.tried.insert(a.tried.begin(), "no ssh-agent (SSH_AUTH_SOCK is not set)");
   for (std::size_t i = 0; i < a.tried.size(); ++i) msg += (i ? "; " : "") + a.tried[i];
   msg += ". The server accepts: " + a.methods + ".";
   if (a.connection_gone) {
-    msg += " The server closed the connection after these attempts (sshd's MaxAuthTries?): " + last_error() + ".";
+    msg += " The server closed the connection after these attempts (sshd's MaxAuthTries?): " +
+           last_error() + ".";
   }
   auto join = [](const std::vector<std::string>& files) {
     std::string out;
@@ -218,20 +234,23 @@ void Session::throw_auth_failure(AuthAttempts& a) const {
   };
   std::vector<std::string> fixes;
   if (!a.locked.empty()) {
-    fixes.push_back("load the passphrase-protected key" + std::string(a.locked.size() > 1 ? "s" : "") +
-                    " into ssh-agent (ssh-add " + join(a.locked) +
-                    ") and run horarun with that agent's SSH_AUTH_SOCK, or use a key without a passphrase");
+    fixes.push_back(
+        "load the passphrase-protected key" + std::string(a.locked.size() > 1 ? "s" : "") +
+        " into ssh-agent (ssh-add " + join(a.locked) +
+        ") and run horarun with that agent's SSH_AUTH_SOCK, or use a key without a passphrase");
   }
   if (!a.unloadable.empty()) {
-    fixes.push_back("check that ssh-keygen -y -f " + a.unloadable.front() +
-                    " reads the key; if it asks for a passphrase, load the key into ssh-agent (ssh-add " +
-                    join(a.unloadable) + ") or use a key without a passphrase");
+    fixes.push_back(
+        "check that ssh-keygen -y -f " + a.unloadable.front() +
+        " reads the key; if it asks for a passphrase, load the key into ssh-agent (ssh-add " +
+        join(a.unloadable) + ") or use a key without a passphrase");
   }
   if (other_failures || fixes.empty()) {
-    fixes.push_back("authorise one of these public keys in ~" + a.user + "/.ssh/authorized_keys on " +
-                    target_.alias +
-                    " (ssh-copy-id), or name the right key with -i/--ssh-identity-file or IdentityFile in "
-                    "ssh_config, or load it into ssh-agent");
+    fixes.push_back(
+        "authorise one of these public keys in ~" + a.user + "/.ssh/authorized_keys on " +
+        target_.alias +
+        " (ssh-copy-id), or name the right key with -i/--ssh-identity-file or IdentityFile in "
+        "ssh_config, or load it into ssh-agent");
   }
   msg += " Fix: ";
   for (std::size_t i = 0; i < fixes.size(); ++i) msg += (i ? "; or " : "") + fixes[i];

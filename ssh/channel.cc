@@ -72,8 +72,8 @@ bool Channel::drain(int stream) {
     }
     if (n == 0 || n == LIBSSH2_ERROR_EAGAIN) break;
     if (is_session_fatal(static_cast<int>(n))) {
-      session_->fail_all("connection to " + session_->target_.describe() + " lost: " +
-                         session_->last_error());
+      session_->fail_all("connection to " + session_->target_.describe() +
+                         " lost: " + session_->last_error());
     } else {
       fail("reading the output of `" + command_ + "` on " + session_->target_.describe() +
            " failed: " + session_->last_error());
@@ -108,9 +108,10 @@ bool Channel::step() {
           session_->fail_all("connection to " + where + " lost: " + session_->last_error());
           return true;
         }
-        fail("could not open an SSH channel on " + where + " for `" + command_ + "`: " +
-             session_->last_error() +
-             " (a common cause: sshd's MaxSessions, default 10, limits the channels of one connection)");
+        fail("could not open an SSH channel on " + where + " for `" + command_ +
+             "`: " + session_->last_error() +
+             " (a common cause: sshd's MaxSessions, default 10, limits the channels of one "
+             "connection)");
         return true;
       }
       session_->opening_ = nullptr;
@@ -124,7 +125,8 @@ bool Channel::step() {
         if (is_session_fatal(rc)) {
           session_->fail_all("connection to " + where + " lost: " + session_->last_error());
         } else {
-          fail("the server " + where + " refused to run `" + command_ + "`: " + session_->last_error());
+          fail("the server " + where + " refused to run `" + command_ +
+               "`: " + session_->last_error());
         }
         return true;
       }
@@ -203,7 +205,8 @@ bool Channel::step() {
       } else {
         char* sig = nullptr;
         std::size_t sig_len = 0;
-        if (libssh2_channel_get_exit_signal(ch_, &sig, &sig_len, nullptr, nullptr, nullptr, nullptr) == 0 &&
+        if (libssh2_channel_get_exit_signal(ch_, &sig, &sig_len, nullptr, nullptr, nullptr,
+                                            nullptr) == 0 &&
             sig != nullptr) {
           info.exit_signal.assign(sig, sig_len);
           libssh2_free(s, sig);

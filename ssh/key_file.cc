@@ -68,7 +68,8 @@ bool key_file_is_encrypted(const std::string& path) {
   static constexpr std::string_view kMagic("openssh-key-v1\0", 15);
   if (raw.size() < kMagic.size() + 4 || raw.compare(0, kMagic.size(), kMagic) != 0) return false;
   const auto* p = reinterpret_cast<const unsigned char*>(raw.data()) + kMagic.size();
-  const std::size_t len = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
+  const std::size_t len =
+      (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
   if (raw.size() < kMagic.size() + 4 + len) return false;
   return raw.compare(kMagic.size() + 4, len, "none") != 0;
 }
