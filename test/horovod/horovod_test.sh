@@ -12,11 +12,11 @@ cd "$WORK"
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
-# The hosts of an -np N job on this machine, as two "hosts" (localhost and 127.0.0.1) when N > 1:
-# two local scopes and cross scopes of size 2.
+# The hosts of an -np N job on this machine: one host (horarun refuses this machine under two
+# names, issue 15). Several local scopes and cross scopes of size 2 are covered by the remote
+# cases (test/remote: horovod_store_hosts, horovod_torch_hosts) on the namespace test hosts.
 hosts_for() {
-  local np=$1
-  if [ "$np" -eq 1 ]; then echo localhost:1; else echo "localhost:$(( (np + 1) / 2 )),127.0.0.1:$(( np / 2 ))"; fi
+  echo "localhost:$1"
 }
 
 case_store() {
@@ -28,7 +28,7 @@ case_store() {
 }
 
 case_rejections() {
-  run 120 -np 3 -H localhost:2,127.0.0.1:1 "$WORKER" rejections
+  run 120 -np 3 -H localhost:3 "$WORKER" rejections
   [ $rc -eq 0 ] || fail "rc=$rc"
   grep -q 'horovod-store rejections ok' out || fail "rank 0 did not see the three refusals"
   [ "$(grep -c 'horovod-store ok' out)" -eq 3 ] || fail "the job was harmed by the refusals"
