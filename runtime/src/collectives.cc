@@ -37,20 +37,20 @@ void shutdown() { detail::process_shutdown(); }
 
 bool is_initialized() { return detail::process_initialized(); }
 
-int rank() { return process_runtime("rank()").rank(Scope::kGlobal); }
-int size() { return process_runtime("size()").size(Scope::kGlobal); }
-int local_rank() { return process_runtime("local_rank()").rank(Scope::kLocal); }
-int local_size() { return process_runtime("local_size()").size(Scope::kLocal); }
-int cross_rank() { return process_runtime("cross_rank()").rank(Scope::kCross); }
-int cross_size() { return process_runtime("cross_size()").size(Scope::kCross); }
-const std::string& hostname() { return process_runtime("hostname()").world().hostname; }
+int rank() { return process_runtime("rank()")->rank(Scope::kGlobal); }
+int size() { return process_runtime("size()")->size(Scope::kGlobal); }
+int local_rank() { return process_runtime("local_rank()")->rank(Scope::kLocal); }
+int local_size() { return process_runtime("local_size()")->size(Scope::kLocal); }
+int cross_rank() { return process_runtime("cross_rank()")->rank(Scope::kCross); }
+int cross_size() { return process_runtime("cross_size()")->size(Scope::kCross); }
+const std::string& hostname() { return detail::process_hostname("hostname()"); }
 
 void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
                Scope scope) {
   if (on_gpu({sendbuf, recvbuf})) {
     return allreduce(sendbuf, recvbuf, count, type, op, kDefaultStream, scope);
   }
-  process_runtime("allreduce").allreduce(sendbuf, recvbuf, count, type, op, scope);
+  process_runtime("allreduce")->allreduce(sendbuf, recvbuf, count, type, op, scope);
 }
 
 void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
@@ -58,16 +58,16 @@ void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
   if (on_gpu({sendbuf, recvbuf})) {
     return allgather(sendbuf, count, recvbuf, counts, type, kDefaultStream, scope);
   }
-  process_runtime("allgather").allgather(sendbuf, count, recvbuf, counts, type, scope);
+  process_runtime("allgather")->allgather(sendbuf, count, recvbuf, counts, type, scope);
 }
 
 std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope) {
-  return process_runtime("allgather_counts").allgather_counts(count, scope);
+  return process_runtime("allgather_counts")->allgather_counts(count, scope);
 }
 
 void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
   if (on_gpu({buffer})) return broadcast(buffer, count, type, root, kDefaultStream, scope);
-  process_runtime("broadcast").broadcast(buffer, count, type, root, scope);
+  process_runtime("broadcast")->broadcast(buffer, count, type, root, scope);
 }
 
 void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
@@ -75,12 +75,12 @@ void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, 
   if (on_gpu({sendbuf, recvbuf})) {
     return alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, kDefaultStream, scope);
   }
-  process_runtime("alltoall").alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope);
+  process_runtime("alltoall")->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope);
 }
 
 std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
                                          Scope scope) {
-  return process_runtime("alltoall_splits").alltoall_splits(send_splits, scope);
+  return process_runtime("alltoall_splits")->alltoall_splits(send_splits, scope);
 }
 
 void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
@@ -88,7 +88,7 @@ void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataTy
   if (on_gpu({sendbuf, recvbuf})) {
     return reducescatter(sendbuf, count, recvbuf, type, op, kDefaultStream, scope);
   }
-  process_runtime("reducescatter").reducescatter(sendbuf, count, recvbuf, type, op, scope);
+  process_runtime("reducescatter")->reducescatter(sendbuf, count, recvbuf, type, op, scope);
 }
 
 std::size_t reducescatter_count(std::size_t count, int rank, int nranks) {
@@ -100,6 +100,6 @@ std::size_t reducescatter_count(std::size_t count, int rank, int nranks) {
   return count / n + (static_cast<std::size_t>(rank) < count % n ? 1 : 0);
 }
 
-void barrier(Scope scope) { process_runtime("barrier").barrier(scope); }
+void barrier(Scope scope) { process_runtime("barrier")->barrier(scope); }
 
 }  // namespace hora

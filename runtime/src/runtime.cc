@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <hora/error.h>
@@ -58,7 +59,7 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
 
   try {
-    gloo_ = std::make_unique<GlooBackend>(world_, build_mesh(world_, *client_, abort_, deadline),
+    gloo_ = std::make_shared<GlooBackend>(world_, build_mesh(world_, *client_, abort_, deadline),
                                           abort_);
   } catch (...) {
     // Leave without a goodbye: the launcher must see this rank fail, not finish.
@@ -79,8 +80,7 @@ Runtime::~Runtime() {
 }
 
 void Runtime::shutdown() {
-  if (closed_) return;
-  closed_ = true;
+  if (closed_.exchange(true)) return;
   if (client_) {
     try {
       if (!abort_.reason()) client_->goodbye();
@@ -91,15 +91,30 @@ void Runtime::shutdown() {
     }
     client_.reset();
   }
-  gloo_.reset();
+  std::shared_ptr<GlooBackend> gloo;
+  {
+    std::lock_guard<std::mutex> lock(gloo_mutex_);
+    gloo = std::move(gloo_);
+  }
+  // Destroyed here unless a collective on another thread still holds it (then when it returns).
+  gloo.reset();
 }
 
 void Runtime::close_abruptly() {
-  if (closed_) return;
-  closed_ = true;
-  if (gloo_) gloo_->close_all("hora: this rank closed its connections abruptly");
+  if (closed_.exchange(true)) return;
+  std::shared_ptr<GlooBackend> gloo;
+  {
+    std::lock_guard<std::mutex> lock(gloo_mutex_);
+    gloo = std::move(gloo_);
+  }
+  if (gloo) gloo->close_all("hora: this rank closed its connections abruptly");
   client_.reset();
-  gloo_.reset();
+  gloo.reset();
+}
+
+std::shared_ptr<GlooBackend> Runtime::gloo() const {
+  std::lock_guard<std::mutex> lock(gloo_mutex_);
+  return gloo_;
 }
 
 void Runtime::abort(const std::string& reason) {
@@ -114,7 +129,7 @@ void Runtime::abort(const std::string& reason) {
 }
 
 std::unique_ptr<engine::Transport> Runtime::make_engine_transport() {
-  return std::make_unique<EngineTransport>(world_, gloo_.get());
+  return std::make_unique<EngineTransport>(world_, gloo().get());
 }
 
 int Runtime::rank(Scope scope) const {
@@ -135,11 +150,19 @@ int Runtime::size(Scope scope) const {
   return 0;
 }
 
+void Runtime::throw_closed(const char* what) const {
+  throw UsageError(fmt::format("{}: hora::{} called after hora::shutdown()", who(world_), what),
+                   world_.rank, world_.hostname);
+}
+
+std::shared_ptr<GlooBackend> Runtime::backend(const char* what) const {
+  std::shared_ptr<GlooBackend> gloo = this->gloo();
+  if (!gloo) throw_closed(what);  // shutdown() ran since enter()
+  return gloo;
+}
+
 int Runtime::enter(const char* what, Scope scope) {
-  if (closed_) {
-    throw UsageError(fmt::format("{}: hora::{} called after hora::shutdown()", who(world_), what),
-                     world_.rank, world_.hostname);
-  }
+  if (closed_) throw_closed(what);
   if (auto reason = abort_.reason()) {
     throw AbortedError(aborted_message(world_, what, *reason), world_.rank, world_.hostname);
   }
@@ -202,7 +225,7 @@ void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, D
   if (count == 0) return;
   if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
   if (n == 1) return;  // the average of one value is itself
-  gloo_->allreduce(recvbuf, count, type, op, group_of(scope));
+  backend("allreduce")->allreduce(recvbuf, count, type, op, group_of(scope));
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
 }
 
@@ -227,13 +250,13 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
+  backend("allgather")->allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
   const int n = enter("allgather_counts", scope);
   if (n == 1) return {count};
-  return gloo_->allgather_counts(count, group_of(scope));
+  return backend("allgather_counts")->allgather_counts(count, group_of(scope));
 }
 
 void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
@@ -247,7 +270,7 @@ void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
   if (count == 0 || n == 1) return;
-  gloo_->broadcast(buffer, count, type, root, group_of(scope));
+  backend("broadcast")->broadcast(buffer, count, type, root, group_of(scope));
 }
 
 void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
@@ -273,7 +296,7 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
     if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
     return;
   }
-  gloo_->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
+  backend("alltoall")->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
 }
 
 std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>& send_splits,
@@ -281,7 +304,7 @@ std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>
   const int n = enter("alltoall_splits", scope);
   check_length(world_, "alltoall_splits", "send_splits", send_splits.size(), n, scope);
   if (n == 1) return send_splits;
-  return gloo_->alltoall_splits(send_splits, group_of(scope));
+  return backend("alltoall_splits")->alltoall_splits(send_splits, group_of(scope));
 }
 
 void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
@@ -299,24 +322,26 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
+  backend("reducescatter")->reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
   if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
 }
 
 void Runtime::barrier(Scope scope) {
   const int n = enter("barrier", scope);
   if (n == 1) return;
-  gloo_->barrier(group_of(scope));
+  backend("barrier")->barrier(group_of(scope));
 }
 
 // --- The process's runtime. ---
 
 namespace {
 
-// Owned here, created by init() and destroyed by shutdown() or at exit. Never a static object:
+// Owned here, created by init() and shut down by shutdown() or at exit. Never a static object:
 // its destructor must not run during static destruction, after other libraries' state is gone.
+// Calls hold their own shared_ptr (process_runtime()), so shutdown() never frees a Runtime that
+// another thread is using: the last holder destroys it.
 std::mutex g_mutex;
-Runtime* g_runtime = nullptr;
+std::shared_ptr<Runtime> g_runtime;
 bool g_atexit_registered = false;
 // The async engine (<hora/async.h>) of this process and its transport; guarded by g_mutex.
 // Submitting threads reach the engine through engine::installed_engine(), not these.
@@ -391,7 +416,7 @@ void process_init() {
   engine::install_engine(eng);
   g_engine = std::move(eng);
   g_engine_transport = std::move(transport);
-  g_runtime = runtime.release();
+  g_runtime = std::move(runtime);
   if (!g_atexit_registered) {
     g_atexit_registered = true;
     std::atexit(shutdown_at_exit);
@@ -399,27 +424,20 @@ void process_init() {
 }
 
 void process_shutdown() {
-  Runtime* runtime = nullptr;
+  std::shared_ptr<Runtime> runtime;
   std::shared_ptr<engine::Engine> engine;
   std::unique_ptr<engine::Transport> transport;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    runtime = g_runtime;
-    g_runtime = nullptr;
+    runtime = std::move(g_runtime);
     engine = std::move(g_engine);
     transport = std::move(g_engine_transport);
   }
-  if (runtime == nullptr) return;
+  if (!runtime) return;
   stop_engine(std::move(engine), std::move(transport));
   // NCCL communicators go first: they may still need the rendezvous connection to finish.
   nccl::detach();
-  try {
-    runtime->shutdown();
-  } catch (...) {
-    delete runtime;
-    throw;
-  }
-  delete runtime;
+  runtime->shutdown();  // calls holding `runtime` elsewhere now throw "after hora::shutdown()"
 }
 
 bool process_initialized() {
@@ -427,12 +445,20 @@ bool process_initialized() {
   return g_runtime != nullptr;
 }
 
-Runtime& process_runtime(const char* what) {
+std::shared_ptr<Runtime> process_runtime(const char* what) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime == nullptr) {
-    throw UsageError(fmt::format("hora::{} called before hora::init()", what));
-  }
-  return *g_runtime;
+  if (!g_runtime) throw UsageError(fmt::format("hora::{} called before hora::init()", what));
+  return g_runtime;
+}
+
+const std::string& process_hostname(const char* what) {
+  // hora::hostname() returns a reference, which must outlive the Runtime it came from: the
+  // names are kept (one entry per distinct name, never freed) rather than pointing into it.
+  static std::mutex mu;
+  static auto* const names = new std::set<std::string>;
+  const std::string name = process_runtime(what)->world().hostname;
+  std::lock_guard<std::mutex> lock(mu);
+  return *names->insert(name).first;
 }
 
 }  // namespace hora::detail

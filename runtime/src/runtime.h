@@ -3,15 +3,18 @@
 // process_runtime() below); tests build several Runtimes in one process, one per thread, each
 // from its own WorldInfo, against a real rdv::Server.
 //
-// Ownership and threading: a Runtime is used by one thread at a time (collectives are blocking
-// and must be called in the same order on every rank). The only other thread that touches it
-// is the rendezvous client's reader thread, which calls abort(); that is safe at any time.
-// Destruction closes the rendezvous connection first (so no abort callback can run), then the
-// Gloo contexts.
+// Ownership and threading: collectives are blocking and must be called in the same order on
+// every rank, so one thread at a time runs them. Other threads may call rank()/size()/world()
+// and shutdown() at any time; the rendezvous client's reader thread calls abort(). shutdown()
+// while another thread is inside a collective leaves that collective its Gloo backend (a
+// shared_ptr) until it returns; calls that start later throw hora::UsageError. Destruction
+// closes the rendezvous connection first (so no abort callback can run), then the Gloo contexts.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -89,24 +92,34 @@ class Runtime {
  private:
   // Throws if shut down or aborted; validates the scope. Returns the scope's size.
   int enter(const char* what, Scope scope);
+  // The Gloo backend for one call (null in a world of one, or after shutdown()).
+  std::shared_ptr<GlooBackend> gloo() const;
+  // gloo(), or UsageError "called after hora::shutdown()" when shutdown() took it meanwhile.
+  std::shared_ptr<GlooBackend> backend(const char* what) const;
+  [[noreturn]] void throw_closed(const char* what) const;
   void check_type(const char* what, DataType type) const;
   void check_op(const char* what, ReduceOp op) const;
 
   WorldInfo world_;
   AbortState abort_;
-  std::unique_ptr<GlooBackend> gloo_;    // null in a world of one
+  mutable std::mutex gloo_mutex_;        // guards gloo_ (the pointer, not the backend)
+  std::shared_ptr<GlooBackend> gloo_;    // null in a world of one
   std::unique_ptr<rdv::Client> client_;  // destroyed first: its reader thread calls abort()
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
 };
 
 // --- The process's runtime (what hora::init() creates). ---
 
 // Creates it from the environment unless it exists. Registers an atexit shutdown once.
 void process_init();
-// Shuts it down and destroys it (no-op when absent).
+// Shuts it down and destroys it once no call holds it (no-op when absent).
 void process_shutdown();
 bool process_initialized();
-// The runtime, or hora::UsageError("<what> called before hora::init()").
-Runtime& process_runtime(const char* what);
+// The runtime for the duration of one call, or hora::UsageError("<what> called before
+// hora::init()"). The caller's copy keeps it alive while shutdown() runs on another thread; a
+// call that starts after shutdown() began throws UsageError ("called after hora::shutdown()").
+std::shared_ptr<Runtime> process_runtime(const char* what);
+// The host name of the running process (WorldInfo::hostname), valid until the process exits.
+const std::string& process_hostname(const char* what);
 
 }  // namespace hora::detail
