@@ -1,28 +1,28 @@
-#include "runtime/src/log.h"
+#include "runtime/core/log.h"
 
 #include <cstdlib>
 #include <memory>
 #include <string>
 
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "runtime/src/env.h"
+#include "common/logger.h"
+#include "runtime/core/env.h"
 
 namespace hora::detail {
 namespace {
+
+constexpr const char kName[] = "runtime";
 
 spdlog::level::level_enum level_from_env() {
   const char* text = std::getenv(env::kLogLevel);
   if (text == nullptr || *text == '\0') return spdlog::level::warn;
   const std::string value = text;
-  if (value == "trace") return spdlog::level::trace;
-  if (value == "debug") return spdlog::level::debug;
-  if (value == "info") return spdlog::level::info;
-  if (value == "warning" || value == "warn") return spdlog::level::warn;
-  if (value == "error") return spdlog::level::err;
-  if (value == "critical" || value == "fatal") return spdlog::level::critical;
-  if (value == "off") return spdlog::level::off;
+  if (value == "fatal") return spdlog::level::critical;  // hora's alias; spdlog has no "fatal"
+  // spdlog's names (trace, debug, info, warning/warn, error/err, critical, off); it answers
+  // "off" for a name it does not know.
+  const auto level = spdlog::level::from_str(value);
+  if (level != spdlog::level::off || value == "off") return level;
   // A bad log level must not stop a training job; say so once and keep the default.
   std::fprintf(stderr, "hora: ignoring %s='%s' (expected trace, debug, info, warning or error)\n",
                env::kLogLevel, text);
@@ -32,14 +32,17 @@ spdlog::level::level_enum level_from_env() {
 }  // namespace
 
 spdlog::logger& log() {
-  // Created on first use and never destroyed: the atexit shutdown may still log after static
-  // destructors of other translation units have run.
+  // Created on first use (hora::named_logger, so a program that registered a "runtime" logger
+  // first keeps its own) and never released: the atexit shutdown may still log after static
+  // destructors of other translation units, spdlog's registry among them, have run.
   static spdlog::logger* const logger = [] {
-    auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    auto* created = new spdlog::logger("runtime", std::move(sink));
-    created->set_pattern("hora [%H:%M:%S.%e] [%n] [%l] %v");
-    created->set_level(level_from_env());
-    return created;
+    const bool registered_by_program = spdlog::get(kName) != nullptr;
+    auto* held = new std::shared_ptr<spdlog::logger>(hora::named_logger(kName));
+    if (!registered_by_program) {
+      (*held)->set_pattern("hora [%H:%M:%S.%e] [%n] [%l] %v");
+      (*held)->set_level(level_from_env());
+    }
+    return held->get();
   }();
   return *logger;
 }

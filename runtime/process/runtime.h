@@ -1,27 +1,36 @@
-// One rank's runtime: the rendezvous connection, the Gloo contexts, and the collectives with
-// argument checking. The public API (collectives.cc) forwards to the process's Runtime (see
-// process_runtime() below); tests build several Runtimes in one process, one per thread, each
-// from its own WorldInfo, against a real rdv::Server.
+// One rank's runtime: the rendezvous connection, the backends (Gloo for host memory, NCCL for
+// GPU memory), and the public collectives with their argument checks and their routing. The
+// public API (runtime/api/) forwards to the process's Runtime (process.h); tests build several
+// Runtimes in one process, one per thread, each from its own WorldInfo, against a real
+// rdv::Server.
+//
+// Routing, in one place (route() in runtime.cc): an op whose buffers are GPU memory goes to
+// the NCCL backend (which checks its own arguments); any other op is checked here and goes to
+// the host backend (Gloo), or is a local copy when its scope holds this rank alone. The
+// shared-memory transport (runtime/shm) will be chosen here too, by layout and size.
 //
 // Ownership and threading: collectives are blocking and must be called in the same order on
 // every rank, so one thread at a time runs them. Other threads may call rank()/size()/world()
 // and shutdown() at any time; the rendezvous client's reader thread calls abort(). shutdown()
-// while another thread is inside a collective leaves that collective its Gloo backend (a
+// while another thread is inside a collective leaves that collective its backend (a
 // shared_ptr) until it returns; calls that start later throw hora::UsageError. Destruction
-// closes the rendezvous connection first (so no abort callback can run), then the Gloo contexts.
+// closes the rendezvous connection first (so no abort callback can run), then the backends.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <hora/types.h>
 
-#include "runtime/src/abort_state.h"
-#include "runtime/src/world.h"
+#include "runtime/core/abort_state.h"
+#include "runtime/core/world.h"
 
 namespace hora::rdv {
 class Client;
@@ -29,16 +38,26 @@ class Client;
 
 namespace hora::detail {
 
+class Backend;
+namespace gloo {
 class GlooBackend;
+}
+namespace nccl {
+class Backend;
+}
 namespace engine {
 class Transport;
 }
+
+// A CUDA stream from <hora/cuda.h> (nullptr: the default stream), or none for the host API.
+using StreamArg = std::optional<void*>;
 
 class Runtime {
  public:
   // Joins the job `world` describes: connects to the rendezvous (authenticated, within
   // world.start_timeout) and forms the global, local and cross Gloo contexts. A world that was
   // not launched (no rendezvous) is a world of one: no connections, collectives are copies.
+  // The NCCL backend is made too; it forms communicators on the first GPU collective.
   // Throws hora::Error subclasses naming the step that failed.
   explicit Runtime(WorldInfo world);
   ~Runtime();  // shutdown(), errors logged
@@ -46,8 +65,9 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // Tells the rendezvous this rank is leaving on purpose, then closes every connection.
-  // Idempotent; later collectives throw hora::UsageError.
+  // Tells the rendezvous this rank is leaving on purpose, then closes every connection (NCCL
+  // communicators first: they may still need the rendezvous). Idempotent; later collectives
+  // throw hora::UsageError.
   void shutdown();
 
   // What the other ranks see when this process dies: the Gloo connections and the rendezvous
@@ -56,14 +76,13 @@ class Runtime {
 
   // The launcher's abort (from the rendezvous reader thread): prints
   // "hora: rank R: job aborted by launcher: <reason>" once to stderr, makes collectives in
-  // flight fail and every later call throw hora::AbortedError.
+  // flight fail (Gloo and NCCL) and every later call throw hora::AbortedError.
   void abort(const std::string& reason);
   bool aborted() const { return abort_.reason().has_value(); }
-  // Runs hook(reason) on the launcher's abort (other backends abort their work with it).
+  // Runs hook(reason) on the launcher's abort.
   void on_abort(AbortState::Hook hook) { abort_.on_abort(std::move(hook)); }
 
-  // The rendezvous connection (null in a world of one), for backends that form their own
-  // communicators through it (NCCL). Valid until shutdown().
+  // The rendezvous connection (null in a world of one). Valid until shutdown().
   rdv::Client* client() const { return client_.get(); }
 
   // A Transport for the async engine on the Gloo context reserved for it (or local copies in a
@@ -74,52 +93,63 @@ class Runtime {
   int rank(Scope scope) const;
   int size(Scope scope) const;
 
-  // The public collectives (hora.h documents them), checked and dispatched.
+  // The public collectives (hora.h and cuda.h document them), checked and routed. `stream` is
+  // set when the call came through <hora/cuda.h>.
   void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                 ReduceOp op, Scope scope);
+                 ReduceOp op, Scope scope, StreamArg stream = std::nullopt);
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-                 const std::vector<std::size_t>& counts, DataType type, Scope scope);
+                 const std::vector<std::size_t>& counts, DataType type, Scope scope,
+                 StreamArg stream = std::nullopt);
   std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope);
-  void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope);
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
+                 StreamArg stream = std::nullopt);
   void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
-                const std::vector<std::size_t>& recv_splits, DataType type, Scope scope);
+                const std::vector<std::size_t>& recv_splits, DataType type, Scope scope,
+                StreamArg stream = std::nullopt);
   std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
                                            Scope scope);
   void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
-                     ReduceOp op, Scope scope);
-  void barrier(Scope scope);
+                     ReduceOp op, Scope scope, StreamArg stream = std::nullopt);
+  void barrier(Scope scope, StreamArg stream = std::nullopt);
+
+  // The CUDA device this rank uses (hora::cuda_device()).
+  int cuda_device();
 
  private:
+  struct Buffer {
+    const char* name;
+    const void* ptr;
+  };
+
+  // The routing decision: the backend that runs the op when its buffers are on a GPU, or null
+  // for the host path (which then checks the arguments and uses host_backend()). Throws
+  // UsageError for mixed host/GPU buffers, buffers on another GPU, or a stream without a GPU.
+  std::shared_ptr<Backend> route(const char* what, std::initializer_list<Buffer> buffers,
+                                 StreamArg stream);
+  // True when the op's buffers are on this rank's GPU (mixed or foreign ones are errors).
+  bool on_device(const char* what, std::initializer_list<Buffer> buffers);
+  // Before a host-memory collective given a stream: work on it (a copy to the host) must land.
+  void settle(const char* what, void* stream);
+
   // Throws if shut down or aborted; validates the scope. Returns the scope's size.
   int enter(const char* what, Scope scope);
-  // The Gloo backend for one call (null in a world of one, or after shutdown()).
-  std::shared_ptr<GlooBackend> gloo() const;
-  // gloo(), or UsageError "called after hora::shutdown()" when shutdown() took it meanwhile.
-  std::shared_ptr<GlooBackend> backend(const char* what) const;
-  [[noreturn]] void throw_closed(const char* what) const;
   void check_type(const char* what, DataType type) const;
   void check_op(const char* what, ReduceOp op) const;
+  [[noreturn]] void throw_closed(const char* what) const;
+  // Moves both backends out (shutdown): later calls find none and throw.
+  std::pair<std::shared_ptr<gloo::GlooBackend>, std::shared_ptr<nccl::Backend>> take_backends();
+  // The backends for one call, or UsageError "called after hora::shutdown()" when shutdown()
+  // took them meanwhile.
+  std::shared_ptr<gloo::GlooBackend> host_backend(const char* what) const;
+  std::shared_ptr<nccl::Backend> gpu_backend(const char* what) const;
 
   WorldInfo world_;
   AbortState abort_;
-  mutable std::mutex gloo_mutex_;        // guards gloo_ (the pointer, not the backend)
-  std::shared_ptr<GlooBackend> gloo_;    // null in a world of one
+  mutable std::mutex backends_mutex_;              // guards the pointers below, not the backends
+  std::shared_ptr<gloo::GlooBackend> gloo_;        // null in a world of one
+  std::shared_ptr<nccl::Backend> nccl_;
   std::unique_ptr<rdv::Client> client_;  // destroyed first: its reader thread calls abort()
   std::atomic<bool> closed_{false};
 };
-
-// --- The process's runtime (what hora::init() creates). ---
-
-// Creates it from the environment unless it exists. Registers an atexit shutdown once.
-void process_init();
-// Shuts it down and destroys it once no call holds it (no-op when absent).
-void process_shutdown();
-bool process_initialized();
-// The runtime for the duration of one call, or hora::UsageError("<what> called before
-// hora::init()"). The caller's copy keeps it alive while shutdown() runs on another thread; a
-// call that starts after shutdown() began throws UsageError ("called after hora::shutdown()").
-std::shared_ptr<Runtime> process_runtime(const char* what);
-// The host name of the running process (WorldInfo::hostname), valid until the process exits.
-const std::string& process_hostname(const char* what);
 
 }  // namespace hora::detail
