@@ -1,7 +1,7 @@
 // The process's hora state, in one object: the Runtime that hora::init() creates (which owns the
-// rendezvous connection and the backends) and the async engine with its transport. It replaces
-// the globals that runtime.cc, nccl/attach.cc and engine/global_engine.cc each kept behind a
-// mutex of their own.
+// rendezvous connection and the backends) and the async engine with its transport, behind one
+// mutex. The only other process-wide state is caches: the logger, the GPU query, and the
+// host names hora::hostname() hands out (docs/architecture.md).
 //
 // Lifetime and threading. There is one Process, created on first use and never destroyed (the
 // atexit shutdown may run after other static destructors). Every method may be called from any
