@@ -35,16 +35,16 @@ spdlog::logger& log() {
   // Created on first use (hora::named_logger, so a program that registered a "runtime" logger
   // first keeps its own) and never released: the atexit shutdown may still log after static
   // destructors of other translation units, spdlog's registry among them, have run.
-  static spdlog::logger* const logger = [] {
+  static std::shared_ptr<spdlog::logger>* const held = [] {
     const bool registered_by_program = spdlog::get(kName) != nullptr;
-    auto* held = new std::shared_ptr<spdlog::logger>(hora::named_logger(kName));
+    auto* logger = new std::shared_ptr<spdlog::logger>(hora::named_logger(kName));
     if (!registered_by_program) {
-      (*held)->set_pattern("hora [%H:%M:%S.%e] [%n] [%l] %v");
-      (*held)->set_level(level_from_env());
+      (*logger)->set_pattern("hora [%H:%M:%S.%e] [%n] [%l] %v");
+      (*logger)->set_level(level_from_env());
     }
-    return held->get();
+    return logger;
   }();
-  return *logger;
+  return **held;
 }
 
 }  // namespace hora::detail
