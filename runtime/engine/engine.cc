@@ -1,12 +1,13 @@
 #include "runtime/engine/engine.h"
 
-#include <unistd.h>
-
 #include <bit>
 #include <set>
+#include <string_view>
 
 #include <hora/error.h>
 
+#include "common/duration.h"
+#include "runtime/core/log.h"
 #include "runtime/engine/error_context.h"
 #include "runtime/engine/negotiation_message.h"
 
@@ -25,17 +26,13 @@ constexpr std::uint64_t kIdle = 1u << 2;
 constexpr int kIdleCyclesBeforeBackoff = 100;
 constexpr int kIdleBackoff = 10;
 
-void write_stderr(const std::string& block) {
-  // One write per block so lines from several ranks do not interleave inside it; a failed write
-  // to stderr has nowhere to be reported, so it is dropped.
-  const char* p = block.data();
-  std::size_t left = block.size();
-  while (left > 0) {
-    ssize_t n = ::write(2, p, left);
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+// The default home of the stall check's warnings: the runtime logger at warning level, so
+// HORA_LOG_LEVEL governs them like every other runtime message. One call per block, so lines
+// from several threads do not interleave inside it.
+void log_warning(const std::string& block) {
+  std::string_view text = block;
+  while (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  log().warn("{}", text);
 }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
@@ -44,12 +41,6 @@ std::string api_name(OpType type) { return std::string("hora::") + name_of(type)
 
 std::string describe(const Handle::State& s) {
   return std::string(name_of(s.request.type)) + " " + quoted(s.request.name);
-}
-
-std::string seconds(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
 }
 
 }  // namespace
@@ -61,7 +52,7 @@ Engine::Engine(Transport& transport, EngineOptions options, WarningSink warnings
       size_(transport.size()),
       cache_(options_.cache_capacity),
       table_(size_),
-      stall_(options_, rank_, warnings ? std::move(warnings) : WarningSink(write_stderr)),
+      stall_(options_, rank_, warnings ? std::move(warnings) : WarningSink(log_warning)),
       executor_(transport_, options_, timeline_, counters_),
       who_("rank " + std::to_string(rank_) +
            (options_.hostname.empty() ? std::string() : " on " + options_.hostname)) {}
@@ -401,7 +392,7 @@ void Engine::negotiate(std::vector<ReadyOp>& ready) {
     failed.error = std::string(name_of(failed.request.type)) + " " + quoted(name) +
                    " was abandoned by the stall check: rank" + (p->missing.size() == 1 ? " " : "s ") +
                    StallInspector::format_ranks(p->missing) + " did not submit it within " +
-                   seconds(options_.stall_shutdown_time) + " (submitted by rank" +
+                   format_duration(options_.stall_shutdown_time) + " (submitted by rank" +
                    (p->submitted.size() == 1 ? " " : "s ") +
                    StallInspector::format_ranks(p->submitted) +
                    "); HORA_STALL_SHUTDOWN_SECONDS sets this limit";

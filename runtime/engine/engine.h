@@ -64,7 +64,7 @@ class Engine {
   using Clock = std::chrono::steady_clock;
   using WarningSink = StallInspector::Sink;
 
-  // warnings receives the stall check's blocks (default: written to stderr in one write).
+  // warnings receives the stall check's blocks (default: the runtime logger, warning level).
   Engine(Transport& transport, EngineOptions options, WarningSink warnings = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;

@@ -3,17 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/duration.h"
+
 namespace hora::detail::engine {
 namespace {
 
 // The table is scanned at most this often; the warning and shutdown times are coarser anyway.
 constexpr std::chrono::milliseconds kCheckInterval{50};
-
-std::string seconds(std::chrono::steady_clock::duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
-  return buf;
-}
 
 }  // namespace
 
@@ -54,12 +50,12 @@ std::string StallInspector::format_warning(const std::vector<MessageTable::Pendi
                     std::to_string(stalled.size()) +
                     (stalled.size() == 1 ? " op was" : " ops were") +
                     " submitted by some ranks but not by others for more than " +
-                    seconds(warning_) + ":\n";
+                    format_duration(warning_) + ":\n";
   for (const auto& p : stalled) {
     out += "  " + std::string(name_of(p.type)) + " '" + p.name + "': missing on rank" +
            (p.missing.size() == 1 ? " " : "s ") + format_ranks(p.missing) +
            "; submitted by rank" + (p.submitted.size() == 1 ? " " : "s ") +
-           format_ranks(p.submitted) + " (waiting " + seconds(now - p.first_seen) + ")\n";
+           format_ranks(p.submitted) + " (waiting " + format_duration(now - p.first_seen) + ")\n";
   }
   out += "  The missing ranks are stuck elsewhere or submit different names. "
          "HORA_STALL_CHECK_SECONDS sets when this warning fires, HORA_STALL_SHUTDOWN_SECONDS "

@@ -19,7 +19,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <hora/error.h>
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 namespace {
 
 std::string numeric(const sockaddr* addr) {
@@ -147,4 +147,4 @@ std::shared_ptr<::gloo::transport::Device> create_device(const WorldInfo& world,
   }
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

@@ -11,9 +11,9 @@
 
 #include <gloo/transport/device.h>
 
-#include "runtime/src/world.h"
+#include "runtime/core/world.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 struct DeviceAddress {
   std::string address;  // numeric IPv4 or IPv6 address
@@ -27,4 +27,4 @@ DeviceAddress choose_device_address(const WorldInfo& world);
 std::shared_ptr<::gloo::transport::Device> create_device(const WorldInfo& world,
                                                          const DeviceAddress& address);
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

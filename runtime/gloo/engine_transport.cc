@@ -5,9 +5,9 @@
 
 #include <hora/error.h>
 
-#include "runtime/src/reduce.h"
+#include "runtime/core/reduce.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 namespace {
 
 constexpr Group kGroup = Group::kEngine;
@@ -114,4 +114,4 @@ void EngineTransport::reducescatter(const void* sendbuf, void* recvbuf, std::siz
   if (op == ReduceOp::kAverage) divide(recvbuf, blocks[world_.rank], type, n);
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

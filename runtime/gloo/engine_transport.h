@@ -14,9 +14,9 @@
 
 #include "runtime/engine/transport.h"
 #include "runtime/gloo/gloo_backend.h"
-#include "runtime/src/world.h"
+#include "runtime/core/world.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 class EngineTransport : public engine::Transport {
  public:
@@ -44,4 +44,4 @@ class EngineTransport : public engine::Transport {
   GlooBackend* gloo_;
 };
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

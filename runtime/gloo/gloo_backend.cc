@@ -14,13 +14,15 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 #include <hora/error.h>
+#include <hora/hora.h>
 
+#include "common/duration.h"
 #include "runtime/gloo/ring_reduce_scatter.h"
-#include "runtime/src/error_translation.h"
-#include "runtime/src/log.h"
-#include "runtime/src/reduce.h"
+#include "runtime/core/error_translation.h"
+#include "runtime/core/log.h"
+#include "runtime/core/reduce.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 namespace {
 
 enum Kind { kGeneric = 0, kPeer, kTimeout, kMismatch };
@@ -42,11 +44,6 @@ bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_b
   const auto* x = static_cast<const unsigned char*>(a);
   const auto* y = static_cast<const unsigned char*>(b);
   return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
-}
-
-std::string seconds(std::chrono::milliseconds ms) {
-  if (ms.count() % 1000 == 0) return fmt::format("{} s", ms.count() / 1000);
-  return fmt::format("{:.3g} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
 }  // namespace
@@ -148,7 +145,7 @@ void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
         "{}: {} failed: no progress for {}: another rank of the group died, is stuck, or called "
         "a different collective (see the other ranks' output); if it is only slow, raise "
         "horarun --gloo-timeout-seconds (HORA_TIMEOUT_SECONDS) ({})",
-        who(world_), what, seconds(world_.timeout), why);
+        who(world_), what, format_duration(world_.timeout), why);
   } else if (io && peer >= 0) {
     kind = kPeer;
     const MeshPeer p = context.member(peer);
@@ -341,10 +338,61 @@ void GlooBackend::allreduce_custom(void* buffer, std::size_t count, std::size_t 
   });
 }
 
+int GlooBackend::size_of_scope(Scope scope) const {
+  switch (scope) {
+    case Scope::kGlobal: return world_.size;
+    case Scope::kLocal: return world_.local_size;
+    case Scope::kCross: return world_.cross_size;
+  }
+  return 0;
+}
+
+void GlooBackend::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                            ReduceOp op, Scope scope, void* /*stream*/) {
+  if (count == 0) return;
+  if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * hora::size_of(type));
+  allreduce(recvbuf, count, type, op, group_of(scope));
+  if (op == ReduceOp::kAverage) divide(recvbuf, count, type, size_of_scope(scope));
+}
+
+void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
+                            const std::vector<std::size_t>& counts, DataType type, Scope scope,
+                            void* /*stream*/) {
+  allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
+}
+
+void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root,
+                            Scope scope, void* /*stream*/) {
+  broadcast(buffer, count, type, root, group_of(scope));
+}
+
+void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
+                           void* recvbuf, const std::vector<std::size_t>& recv_splits,
+                           DataType type, Scope scope, void* /*stream*/) {
+  alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
+}
+
+void GlooBackend::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf,
+                                DataType type, ReduceOp op, Scope scope, void* /*stream*/) {
+  if (count == 0) return;
+  const int n = size_of_scope(scope);
+  std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) blocks[i] = reducescatter_count(count, i, n);
+  reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
+  const int me = scope == Scope::kGlobal  ? world_.rank
+                 : scope == Scope::kLocal ? world_.local_rank
+                                          : world_.cross_rank;
+  if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
+}
+
+void GlooBackend::barrier(Scope scope, void* /*stream*/) { barrier(group_of(scope)); }
+
+void GlooBackend::abort(const std::string& reason) { close_all(reason); }
+
 void GlooBackend::close_all(const std::string& reason) {
   for (auto& s : scopes_) {
     if (s.context) s.context->fail(reason);
   }
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

@@ -1,4 +1,5 @@
-// CPU collectives over Gloo, on the contexts build_mesh() formed.
+// CPU collectives over Gloo, on the contexts build_mesh() formed: the host Backend
+// (runtime/core/backend.h) of a launched job, and the engine's transport (engine_transport.h).
 //
 // The caller (Runtime) validates arguments and handles scopes of one rank; every method here
 // needs a scope with at least two ranks and runs on the caller's thread. Each operation gets
@@ -21,12 +22,13 @@
 
 #include <hora/types.h>
 
+#include "runtime/core/backend.h"
 #include "runtime/gloo/mesh.h"
-#include "runtime/src/abort_state.h"
-#include "runtime/src/reduce.h"
-#include "runtime/src/world.h"
+#include "runtime/core/abort_state.h"
+#include "runtime/core/reduce.h"
+#include "runtime/core/world.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 // The Gloo contexts of a rank: the three scopes of the public API, and the async engine's own
 // global context (so its background thread never shares a context with the user's thread).
@@ -35,14 +37,36 @@ enum class Group : std::uint8_t { kGlobal = 0, kLocal = 1, kCross = 2, kEngine =
 inline Group group_of(Scope scope) { return static_cast<Group>(scope); }
 const char* group_name(Group group);  // "global", "local", "cross", "engine"
 
-class GlooBackend {
+class GlooBackend : public Backend {
  public:
   GlooBackend(const WorldInfo& world, Mesh mesh, const AbortState& abort);
-  ~GlooBackend();
+  ~GlooBackend() override;
 
   GlooBackend(const GlooBackend&) = delete;
   GlooBackend& operator=(const GlooBackend&) = delete;
 
+  // --- Backend: the public collectives on a scope (kAverage divided here; stream unused). ---
+  const char* name() const override { return "gloo"; }
+  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                 ReduceOp op, Scope scope, void* stream) override;
+  void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
+                 const std::vector<std::size_t>& counts, DataType type, Scope scope,
+                 void* stream) override;
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
+                 void* stream) override;
+  void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
+                const std::vector<std::size_t>& recv_splits, DataType type, Scope scope,
+                void* stream) override;
+  void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
+                     ReduceOp op, Scope scope, void* stream) override;
+  void barrier(Scope scope, void* stream) override;
+  // Fails every context at once (close_all). The AbortState the mesh registered with does the
+  // same on the launcher's abort; this is for callers that abort the backend directly.
+  void abort(const std::string& reason) override;
+  // Nothing to do early: the contexts close when the last holder drops the backend.
+  void close() override {}
+
+  // --- On a Group (the engine's transport uses Group::kEngine). ---
   // Every method may be called from one thread per group at a time: the groups share nothing
   // but the abort state (thread-safe).
 
@@ -95,6 +119,7 @@ class GlooBackend {
   [[noreturn]] void fail(ScopeState& state, Group scope, const OpInfo& info);
   std::string describe(const OpInfo& info, Group scope) const;
   ScopeState& state(Group scope);
+  int size_of_scope(Scope scope) const;
 
   const WorldInfo& world_;
   Mesh mesh_;
@@ -102,4 +127,4 @@ class GlooBackend {
   std::array<ScopeState, 4> scopes_;
 };
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

@@ -15,10 +15,10 @@
 #include <hora/error.h>
 #include <hora/types.h>
 
-#include "runtime/src/error_translation.h"
-#include "runtime/src/log.h"
+#include "runtime/core/error_translation.h"
+#include "runtime/core/log.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -447,4 +447,4 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   return mesh;
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

@@ -28,10 +28,10 @@
 #include "rendezvous/client.h"
 #include "runtime/gloo/device.h"
 #include "runtime/gloo/mesh_context.h"
-#include "runtime/src/abort_state.h"
-#include "runtime/src/world.h"
+#include "runtime/core/abort_state.h"
+#include "runtime/core/world.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 struct Mesh {
   std::shared_ptr<::gloo::transport::Device> device;
@@ -50,4 +50,4 @@ struct Mesh {
 Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
                 std::chrono::steady_clock::time_point deadline);
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

@@ -9,9 +9,9 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "runtime/gloo/socket_peers.h"
-#include "runtime/src/log.h"
+#include "runtime/core/log.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 MeshContext::MeshContext(int rank, std::vector<MeshPeer> members)
     : ::gloo::Context(rank, static_cast<int>(members.size())), members_(std::move(members)) {}
@@ -97,4 +97,4 @@ void MeshContext::fail(const std::string& reason) {
   log().debug("Gloo context of {} ranks failed on purpose: {}", size, reason);
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

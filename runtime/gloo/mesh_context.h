@@ -21,7 +21,7 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 // What this rank knows about one member of a scope, for error messages.
 struct MeshPeer {
@@ -73,4 +73,4 @@ class MeshContext : public ::gloo::Context {
   bool failed_ = false;
 };
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

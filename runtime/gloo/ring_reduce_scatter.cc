@@ -6,7 +6,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 void ring_reduce_scatter(MeshContext& context, const void* sendbuf, void* recvbuf,
                          const std::vector<std::size_t>& block_counts, std::size_t element_size,
@@ -50,4 +50,4 @@ void ring_reduce_scatter(MeshContext& context, const void* sendbuf, void* recvbu
   }
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

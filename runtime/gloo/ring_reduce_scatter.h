@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "runtime/gloo/mesh_context.h"
-#include "runtime/src/reduce.h"
+#include "runtime/core/reduce.h"
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 // Gloo slot prefix for this algorithm; Gloo's own prefixes are 0x01..0x08.
 inline constexpr std::uint8_t kReduceScatterSlotPrefix = 0x48;
@@ -25,4 +25,4 @@ void ring_reduce_scatter(MeshContext& context, const void* sendbuf, void* recvbu
                          const std::vector<std::size_t>& block_counts, std::size_t element_size,
                          ReduceFn reduce, std::uint32_t tag, std::chrono::milliseconds timeout);
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

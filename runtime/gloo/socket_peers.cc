@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   if (a.ss_family != b.ss_family) return false;
@@ -56,4 +56,4 @@ std::optional<sockaddr_storage> peer_of_local_address(const sockaddr_storage& lo
   return found;
 }
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

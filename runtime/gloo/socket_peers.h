@@ -12,7 +12,7 @@
 
 #include <optional>
 
-namespace hora::detail {
+namespace hora::detail::gloo {
 
 // The peer address of the one connected TCP socket of this process bound to `local`; nothing
 // when there is none, or more than one (then the answer would be a guess).
@@ -21,4 +21,4 @@ std::optional<sockaddr_storage> peer_of_local_address(const sockaddr_storage& lo
 // Same family, address and port (IPv6 flow info and scope ignored).
 bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b);
 
-}  // namespace hora::detail
+}  // namespace hora::detail::gloo

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include "common/duration.h"
 #include "rendezvous/client.h"
 #include "runtime/nccl/unique_id.h"
 
@@ -70,10 +71,6 @@ std::string nccl_text(ncclResult_t r, ncclComm_t comm) {
 
 bool contains(const std::string& text, const char* needle) {
   return text.find(needle) != std::string::npos;
-}
-
-std::string seconds(std::chrono::milliseconds d) {
-  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
 }
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
@@ -411,7 +408,7 @@ struct Backend::Impl {
         fmt::format("{}: {} on {} (GPU {}) did not complete within {} (HORA_TIMEOUT_SECONDS); "
                     "the communicator was aborted. A peer may have died, or the ranks did not "
                     "make the same GPU collectives in the same order",
-                    who(), step, describe(c.group), device, seconds(timeout)),
+                    who(), step, describe(c.group), device, format_duration(timeout)),
         world.rank, world.hostname);
   }
 

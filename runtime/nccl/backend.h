@@ -1,9 +1,10 @@
 // hora's GPU backend: NCCL communicators formed through the hora rendezvous (no MPI).
 //
-// Internal to libhora. The runtime (runtime/src) owns the rendezvous client and the world; it
-// hands both to this backend with attach() in hora::init(), forwards the launcher's abort
-// notification to abort_all(), and calls detach() in hora::shutdown(). Collectives on device
-// pointers reach Backend through the public stream overloads in <hora/cuda.h>.
+// Internal to libhora. The Runtime (runtime/process/runtime.h) owns the rendezvous client, the
+// world and this backend: it makes one Backend when it joins the job, routes every collective
+// whose buffers are GPU memory here (from <hora/hora.h> on the default stream, or from the
+// stream overloads of <hora/cuda.h>), forwards the launcher's abort to abort(), and drops the
+// backend in shutdown() before the rendezvous connection closes.
 //
 // Communicators. One per scope, made lazily on the first GPU collective of that scope:
 //   global: every rank (rank, size)                        key nccl/global/0/uid
@@ -37,7 +38,8 @@
 #include <hora/error.h>
 #include <hora/types.h>
 
-#include "runtime/src/world.h"
+#include "runtime/core/backend.h"
+#include "runtime/core/world.h"
 
 namespace hora::rdv { class Client; }
 
@@ -45,6 +47,9 @@ namespace hora::detail::nccl {
 
 // True when libhora was built with NCCL (-Dnccl=enabled, or auto with CUDA and NCCL found).
 bool compiled();
+
+// Throws UsageError "<what>: hora was built without NCCL (rebuild with -Dnccl=enabled ...)".
+[[noreturn]] void throw_not_built(const char* what);
 
 // True when CUDA reports at least one device this process can use. Cached after the first call.
 // False without NCCL, without a driver or without a GPU; never throws.
@@ -73,14 +78,18 @@ PointerInfo pointer_info(const void* p);  // same rules and error clearing as is
 // chosen device is not in [0, device_count), or when the list has no entry for local_rank.
 int select_device(int local_rank, const char* hora_cuda_device_env, int device_count);
 
-class Backend {
+// Synchronizes `stream` (a cudaStream_t) before a host collective given it. Returns CUDA's error
+// text, or "" on success; the CUDA error is cleared. Without NCCL: "".
+std::string synchronize_stream(void* stream);
+
+class Backend : public detail::Backend {
  public:
   // A launched rank: communicators are formed through `client`, which must outlive the backend.
   // Cheap: no CUDA or NCCL call happens before the first collective.
   Backend(const WorldInfo& world, rdv::Client& client, std::chrono::milliseconds timeout);
   // A world of one (no launcher, no rendezvous). Throws UsageError if world.size != 1.
   Backend(const WorldInfo& world, std::chrono::milliseconds timeout);
-  ~Backend();  // finalizes and destroys healthy communicators (bounded by the timeout)
+  ~Backend() override;  // finalizes and destroys healthy communicators (bounded by the timeout)
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
@@ -89,22 +98,27 @@ class Backend {
   // mean in hora.h; sendbuf == recvbuf is in place everywhere except alltoall, where it is a
   // UsageError.
   void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                 ReduceOp op, Scope scope, void* stream);
+                 ReduceOp op, Scope scope, void* stream) override;
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                  const std::vector<std::size_t>& counts, DataType type, Scope scope,
-                 void* stream);
+                 void* stream) override;
   void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
-                 void* stream);
+                 void* stream) override;
   void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
                 const std::vector<std::size_t>& recv_splits, DataType type, Scope scope,
-                void* stream);
+                void* stream) override;
   void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
-                     ReduceOp op, Scope scope, void* stream);
-  void barrier(Scope scope, void* stream);
+                     ReduceOp op, Scope scope, void* stream) override;
+  void barrier(Scope scope, void* stream) override;
 
   // Aborts every communicator; collectives waiting now or called later throw AbortedError
   // carrying `reason`. Idempotent, callable from any thread.
-  void abort(const std::string& reason);
+  void abort(const std::string& reason) override;
+
+  const char* name() const override { return "nccl"; }
+  // Nothing to do early: the communicators are finalized when the last holder drops the
+  // backend (the destructor), bounded by the timeout.
+  void close() override {}
 
   // The CUDA device this rank uses (select_device with HORA_CUDA_DEVICE and the visible device
   // count). Throws UsageError without a GPU.
@@ -114,17 +128,5 @@ class Backend {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// --- The process-wide backend used by <hora/cuda.h> (and by the runtime's routing). ---
-
-// Called by hora::init() once the world is known and the rendezvous client is connected;
-// client is nullptr in a world of one. Replaces an earlier backend. Cheap (no CUDA calls).
-void attach(const WorldInfo& world, rdv::Client* client, std::chrono::milliseconds timeout);
-// Called by hora::shutdown() before the client is closed: destroys the communicators.
-void detach();
-// Called from the rendezvous client's abort handler (any thread). No-op when detached.
-void abort_all(const std::string& reason);
-// The attached backend. Throws UsageError ("call hora::init() first") when detached.
-std::shared_ptr<Backend> current();
 
 }  // namespace hora::detail::nccl

@@ -21,7 +21,7 @@
 
 #include <hora/types.h>
 
-#include "runtime/src/world.h"
+#include "runtime/core/world.h"
 
 namespace hora::rdv { class Client; }
 

@@ -1,5 +1,5 @@
-// The public async API (<hora/async.h>) through an installed Engine, as libhora wires it:
-// global_engine.h's install_engine() with an engine over a one- or two-rank ThreadTransport.
+// The public async API (<hora/async.h>) through the Process's Engine, as libhora wires it: an
+// engine over a one- or two-rank ThreadTransport, installed with Process::set_engine_for_test().
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <hora/error.h>
 
 #include "runtime/engine/engine.h"
-#include "runtime/engine/global_engine.h"
+#include "runtime/process/process.h"
 #include "test/engine/thread_transport.h"
 
 using namespace hora;
@@ -27,10 +27,10 @@ struct WorldOfOne {
     o.cycle_time = std::chrono::microseconds(200);
     engine = std::make_shared<Engine>(transport, o);
     engine->start();
-    install_engine(engine);
+    hora::detail::Process::instance().set_engine_for_test(engine);
   }
   ~WorldOfOne() {
-    install_engine(nullptr);
+    hora::detail::Process::instance().set_engine_for_test(nullptr);
     engine->shutdown();
   }
 };

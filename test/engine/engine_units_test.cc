@@ -257,6 +257,9 @@ TEST_CASE("StallInspector formats rank lists and the warning block", "[stall]") 
   CHECK_THAT(logged[0], Catch::Contains("allreduce 'grad/w1': missing on ranks 1, 3; submitted by "
                                         "ranks 0, 2"));
   CHECK_THAT(logged[0], Catch::Contains("HORA_STALL_CHECK_SECONDS"));
+  // Durations in hora::format_duration's spelling.
+  CHECK_THAT(logged[0], Catch::Contains("for more than 100 ms:") &&
+                            Catch::Contains("(waiting 1 s)"));
 
   StallInspector quiet(o, 1, [&](const std::string& block) { logged.push_back(block); });
   quiet.check(table, start + std::chrono::seconds(1));

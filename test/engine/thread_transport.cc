@@ -4,7 +4,7 @@
 
 #include <hora/error.h>
 
-#include "runtime/src/reduce.h"
+#include "runtime/core/reduce.h"
 
 namespace hora::test {
 

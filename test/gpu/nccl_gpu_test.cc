@@ -338,7 +338,8 @@ TEST_CASE("a peer that never joins ends in TimeoutError at the deadline, not a h
   }
   const auto elapsed = std::chrono::steady_clock::now() - start;
   CHECK(elapsed >= timeout - 100ms);
-  CHECK(elapsed < timeout + 20s);  // ncclCommAbort of a half-made communicator may take a while
+  // Not a hang: ncclCommAbort of a half-made communicator may take a while on top of `timeout`.
+  CHECK(elapsed < 10 * timeout);
   // The communicator is gone for good, and says so.
   CHECK_THROWS_WITH(backend.allreduce(a.get(), a.get(), 4, DataType::kFloat32, ReduceOp::kSum,
                                       Scope::kGlobal, nullptr),

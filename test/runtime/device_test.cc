@@ -5,7 +5,7 @@
 #include "runtime/gloo/device.h"
 #include "test/runtime/test_job.h"
 
-using hora::detail::choose_device_address;
+using hora::detail::gloo::choose_device_address;
 using hora::detail::WorldInfo;
 
 TEST_CASE("without HORA_IFACE the device uses the route to the rendezvous server", "[device]") {

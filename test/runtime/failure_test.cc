@@ -82,7 +82,8 @@ TEST_CASE("a peer that vanishes mid-job makes the others raise, naming it, withi
     INFO("rank " << r << ": " << hora::test::message_of(results[r].error));
     REQUIRE(results[r].error);
     CHECK((is<hora::PeerFailure>(results[r].error) || is<hora::TimeoutError>(results[r].error)));
-    CHECK(results[r].elapsed < timeout + 3s);
+    // Not a hang. (It takes about `timeout`; a bound near that would break on a loaded machine.)
+    CHECK(results[r].elapsed < 10 * timeout);
     CHECK_THAT(hora::test::message_of(results[r].error),
                Catch::Contains("rank " + std::to_string(r) + " on host0") &&
                    Catch::Contains("allreduce of 1000 x float32 (sum)"));
@@ -128,13 +129,15 @@ TEST_CASE("a peer that never calls the collective makes the others time out", "[
   });
   INFO(hora::test::message_of(results[0].error));
   REQUIRE(is<hora::TimeoutError>(results[0].error));
-  CHECK(results[0].elapsed >= timeout - 100ms);
-  CHECK(results[0].elapsed < timeout + 3s);
+  CHECK(results[0].elapsed >= timeout - 100ms);  // it waited for the timeout, not less
+  CHECK(results[0].elapsed < 10 * timeout);       // not a hang (it takes about `timeout`)
   CHECK_THAT(hora::test::message_of(results[0].error),
              Catch::Contains("rank 0 on host0: barrier over the global group failed") &&
                  Catch::Contains("HORA_TIMEOUT_SECONDS"));
+  // "failed earlier" proves it did not wait for the peer again (that would end in a new timeout
+  // message). It takes well under a millisecond; the bound only rules out a second full wait.
   CHECK_THAT(later, Catch::Contains("failed earlier"));
-  CHECK(later_took < 500ms);
+  CHECK(later_took < timeout);
 }
 
 TEST_CASE("the launcher's abort makes a blocked collective raise AbortedError at once",

@@ -14,8 +14,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "rendezvous/server.h"
-#include "runtime/src/runtime.h"
-#include "runtime/src/world.h"
+#include "runtime/process/runtime.h"
+#include "runtime/core/world.h"
 
 namespace hora::test {
 

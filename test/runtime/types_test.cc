@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 #include <hora/types.h>
 
-#include "runtime/src/reduce.h"
+#include "runtime/core/reduce.h"
 
 using hora::bfloat16;
 using hora::float16;

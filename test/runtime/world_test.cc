@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <hora/error.h>
 
-#include "runtime/src/world.h"
+#include "runtime/core/world.h"
 
 using hora::detail::world_from_environment;
 using Env = std::map<std::string, std::string>;

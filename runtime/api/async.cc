@@ -1,10 +1,11 @@
-// The public async API (<hora/async.h>): builds a Handle::State per call and hands it to the
-// Engine installed by the runtime (global_engine.h).
+// The public async API (<hora/async.h>), its submitting half: builds a Handle::State per call
+// and hands it to the process's Engine (runtime/process/process.h), held by shared_ptr for the
+// submission. What one does with a Handle (poll, synchronize, ...) is runtime/engine/handle.cc.
 #include <hora/async.h>
 
 #include "runtime/engine/engine.h"
-#include "runtime/engine/global_engine.h"
 #include "runtime/engine/op_state.h"
+#include "runtime/process/process.h"
 
 namespace hora {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 using detail::engine::Engine;
 
 Handle submit(std::shared_ptr<Handle::State> s) {
-  std::shared_ptr<Engine> engine = detail::engine::installed_engine();
+  std::shared_ptr<Engine> engine = detail::Process::instance().engine();
   if (!engine) {
     throw UsageError(std::string("hora::") + detail::engine::name_of(s->request.type) + "_async('" +
                      s->request.name + "'): hora::init() has not been called (or " +
@@ -21,16 +22,7 @@ Handle submit(std::shared_ptr<Handle::State> s) {
   return engine->submit(std::move(s));
 }
 
-const Handle::State& checked(const Handle& handle, const char* fn) {
-  if (!handle.valid()) {
-    throw UsageError(std::string("hora::") + fn + ": the handle is empty (default-constructed)");
-  }
-  return *handle.state();
-}
-
 }  // namespace
-
-const std::string& Handle::name() const { return checked(*this, "Handle::name").request.name; }
 
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
                        std::size_t count, DataType type, ReduceOp op, Callback on_done) {
@@ -61,35 +53,6 @@ Handle reducescatter_async(const std::string& name, const void* sendbuf, void* r
                            std::size_t count, DataType type, ReduceOp op, Callback on_done) {
   return submit(detail::engine::make_reducescatter_op(name, sendbuf, recvbuf, count, type, op,
                                                       std::move(on_done)));
-}
-
-bool poll(const Handle& handle) { return checked(handle, "poll").done(); }
-
-void synchronize(const Handle& handle) {
-  const Handle::State& s = checked(handle, "synchronize");
-  s.wait();
-  if (std::exception_ptr e = s.error()) std::rethrow_exception(e);
-}
-
-void synchronize(const Handle& handle, std::chrono::milliseconds timeout) {
-  const Handle::State& s = checked(handle, "synchronize");
-  if (!s.wait_until(std::chrono::steady_clock::now() + timeout)) {
-    throw TimeoutError("hora::synchronize: " + std::string(detail::engine::name_of(s.request.type)) +
-                       " '" + s.request.name + "' did not complete within " +
-                       std::to_string(timeout.count()) +
-                       " ms; it is still in flight (some rank may not have submitted it yet: "
-                       "the stall check names missing ranks after HORA_STALL_CHECK_SECONDS)");
-  }
-  if (std::exception_ptr e = s.error()) std::rethrow_exception(e);
-}
-
-const std::vector<std::size_t>& received_counts(const Handle& handle) {
-  const Handle::State& s = checked(handle, "received_counts");
-  if (!s.done()) {
-    throw UsageError("hora::received_counts('" + s.request.name +
-                     "'): the op has not completed yet; synchronize it first");
-  }
-  return s.received_counts;
 }
 
 }  // namespace hora

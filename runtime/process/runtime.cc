@@ -1,11 +1,7 @@
-#include "runtime/src/runtime.h"
-
-#include <signal.h>
+#include "runtime/process/runtime.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -13,16 +9,12 @@
 #include <hora/hora.h>
 
 #include "rendezvous/client.h"
-#include "runtime/engine/engine.h"
-#include "runtime/engine/engine_options.h"
-#include "runtime/engine/global_engine.h"
+#include "runtime/core/error_translation.h"
+#include "runtime/core/log.h"
 #include "runtime/gloo/engine_transport.h"
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
 #include "runtime/nccl/backend.h"
-#include "runtime/src/error_translation.h"
-#include "runtime/src/log.h"
-#include "runtime/src/reduce.h"
 
 namespace hora::detail {
 namespace {
@@ -38,6 +30,7 @@ std::size_t sum(const std::vector<std::size_t>& v) {
 Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   if (!world_.launched()) {
     log().debug("{}: no HORA_RANK: running as a world of one", who(world_));
+    nccl_ = std::make_shared<nccl::Backend>(world_, world_.timeout);
     return;
   }
   const auto deadline = Clock::now() + world_.start_timeout;
@@ -58,13 +51,16 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
 
   try {
-    gloo_ = std::make_unique<GlooBackend>(world_, build_mesh(world_, *client_, abort_, deadline),
-                                          abort_);
+    gloo_ = std::make_shared<gloo::GlooBackend>(
+        world_, gloo::build_mesh(world_, *client_, abort_, deadline), abort_);
   } catch (...) {
     // Leave without a goodbye: the launcher must see this rank fail, not finish.
     client_.reset();
     rethrow_translated(world_, "init(): forming the Gloo communicators", abort_, start_hint);
   }
+  // The GPU backend forms its NCCL communicators lazily through the same rendezvous
+  // connection; the launcher's abort aborts them (abort() below).
+  nccl_ = std::make_shared<nccl::Backend>(world_, *client_, world_.timeout);
   log().debug("{}: joined the job ({} ranks) through {}:{}", who(world_), world_.size,
               world_.rendezvous_host, world_.rendezvous_port);
 }
@@ -78,9 +74,18 @@ Runtime::~Runtime() {
   }
 }
 
+std::pair<std::shared_ptr<gloo::GlooBackend>, std::shared_ptr<nccl::Backend>>
+Runtime::take_backends() {
+  std::lock_guard<std::mutex> lock(backends_mutex_);
+  return {std::move(gloo_), std::move(nccl_)};
+}
+
 void Runtime::shutdown() {
-  if (closed_) return;
-  closed_ = true;
+  if (closed_.exchange(true)) return;
+  auto [gloo, gpu] = take_backends();
+  // NCCL communicators go first: they may still need the rendezvous connection to finish.
+  if (gpu) gpu->close();
+  gpu.reset();
   if (client_) {
     try {
       if (!abort_.reason()) client_->goodbye();
@@ -91,15 +96,18 @@ void Runtime::shutdown() {
     }
     client_.reset();
   }
-  gloo_.reset();
+  // Destroyed here unless a collective on another thread still holds it (then when it returns).
+  if (gloo) gloo->close();
+  gloo.reset();
 }
 
 void Runtime::close_abruptly() {
-  if (closed_) return;
-  closed_ = true;
-  if (gloo_) gloo_->close_all("hora: this rank closed its connections abruptly");
+  if (closed_.exchange(true)) return;
+  auto [gloo, gpu] = take_backends();
+  if (gloo) gloo->close_all("hora: this rank closed its connections abruptly");
+  gpu.reset();
   client_.reset();
-  gloo_.reset();
+  gloo.reset();
 }
 
 void Runtime::abort(const std::string& reason) {
@@ -110,11 +118,22 @@ void Runtime::abort(const std::string& reason) {
   // the AbortedError it then catches.
   std::fprintf(stderr, "hora: rank %d: job aborted by launcher: %s\n", world_.rank, reason.c_str());
   std::fflush(stderr);
-  abort_.abort(reason);
+  abort_.abort(reason);  // the Gloo contexts registered with abort_ when the mesh was built
+  std::shared_ptr<nccl::Backend> gpu;
+  {
+    std::lock_guard<std::mutex> lock(backends_mutex_);
+    gpu = nccl_;
+  }
+  if (gpu) gpu->abort(reason);
 }
 
 std::unique_ptr<engine::Transport> Runtime::make_engine_transport() {
-  return std::make_unique<EngineTransport>(world_, gloo_.get());
+  std::shared_ptr<gloo::GlooBackend> gloo;
+  {
+    std::lock_guard<std::mutex> lock(backends_mutex_);
+    gloo = gloo_;
+  }
+  return std::make_unique<gloo::EngineTransport>(world_, gloo.get());
 }
 
 int Runtime::rank(Scope scope) const {
@@ -135,11 +154,25 @@ int Runtime::size(Scope scope) const {
   return 0;
 }
 
+void Runtime::throw_closed(const char* what) const {
+  throw UsageError(fmt::format("{}: hora::{} called after hora::shutdown()", who(world_), what),
+                   world_.rank, world_.hostname);
+}
+
+std::shared_ptr<gloo::GlooBackend> Runtime::host_backend(const char* what) const {
+  std::lock_guard<std::mutex> lock(backends_mutex_);
+  if (!gloo_) throw_closed(what);  // shutdown() ran since enter()
+  return gloo_;
+}
+
+std::shared_ptr<nccl::Backend> Runtime::gpu_backend(const char* what) const {
+  std::lock_guard<std::mutex> lock(backends_mutex_);
+  if (!nccl_) throw_closed(what);
+  return nccl_;
+}
+
 int Runtime::enter(const char* what, Scope scope) {
-  if (closed_) {
-    throw UsageError(fmt::format("{}: hora::{} called after hora::shutdown()", who(world_), what),
-                     world_.rank, world_.hostname);
-  }
+  if (closed_) throw_closed(what);
   if (auto reason = abort_.reason()) {
     throw AbortedError(aborted_message(world_, what, *reason), world_.rank, world_.hostname);
   }
@@ -193,21 +226,29 @@ void check_length(const WorldInfo& world, const char* what, const char* name, st
 }  // namespace
 
 void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                        ReduceOp op, Scope scope) {
+                        ReduceOp op, Scope scope, StreamArg stream) {
+  if (auto gpu = route("allreduce", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
+    return gpu->allreduce(sendbuf, recvbuf, count, type, op, scope, stream.value_or(nullptr));
+  }
   const int n = enter("allreduce", scope);
   check_type("allreduce", type);
   check_op("allreduce", op);
   check_buffer(world_, "allreduce", "sendbuf", sendbuf, count);
   check_buffer(world_, "allreduce", "recvbuf", recvbuf, count);
   if (count == 0) return;
-  if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-  if (n == 1) return;  // the average of one value is itself
-  gloo_->allreduce(recvbuf, count, type, op, group_of(scope));
-  if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
+  if (n == 1) {  // the average of one value is itself
+    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+    return;
+  }
+  host_backend("allreduce")->allreduce(sendbuf, recvbuf, count, type, op, scope, nullptr);
 }
 
 void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-                        const std::vector<std::size_t>& counts, DataType type, Scope scope) {
+                        const std::vector<std::size_t>& counts, DataType type, Scope scope,
+                        StreamArg stream) {
+  if (auto gpu = route("allgather", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
+    return gpu->allgather(sendbuf, count, recvbuf, counts, type, scope, stream.value_or(nullptr));
+  }
   const int n = enter("allgather", scope);
   check_type("allgather", type);
   check_length(world_, "allgather", "counts", counts.size(), n, scope);
@@ -227,16 +268,20 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
+  host_backend("allgather")->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
   const int n = enter("allgather_counts", scope);
   if (n == 1) return {count};
-  return gloo_->allgather_counts(count, group_of(scope));
+  return host_backend("allgather_counts")->allgather_counts(count, gloo::group_of(scope));
 }
 
-void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope) {
+void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
+                        StreamArg stream) {
+  if (auto gpu = route("broadcast", {{"buffer", buffer}}, stream)) {
+    return gpu->broadcast(buffer, count, type, root, scope, stream.value_or(nullptr));
+  }
   const int n = enter("broadcast", scope);
   check_type("broadcast", type);
   if (root < 0 || root >= n) {
@@ -247,12 +292,16 @@ void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
   if (count == 0 || n == 1) return;
-  gloo_->broadcast(buffer, count, type, root, group_of(scope));
+  host_backend("broadcast")->broadcast(buffer, count, type, root, scope, nullptr);
 }
 
 void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
                        void* recvbuf, const std::vector<std::size_t>& recv_splits, DataType type,
-                       Scope scope) {
+                       Scope scope, StreamArg stream) {
+  if (auto gpu = route("alltoall", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
+    return gpu->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
+                         stream.value_or(nullptr));
+  }
   const int n = enter("alltoall", scope);
   check_type("alltoall", type);
   check_length(world_, "alltoall", "send_splits", send_splits.size(), n, scope);
@@ -273,7 +322,8 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
     if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
     return;
   }
-  gloo_->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
+  host_backend("alltoall")->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
+                                     nullptr);
 }
 
 std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>& send_splits,
@@ -281,11 +331,14 @@ std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>
   const int n = enter("alltoall_splits", scope);
   check_length(world_, "alltoall_splits", "send_splits", send_splits.size(), n, scope);
   if (n == 1) return send_splits;
-  return gloo_->alltoall_splits(send_splits, group_of(scope));
+  return host_backend("alltoall_splits")->alltoall_splits(send_splits, gloo::group_of(scope));
 }
 
 void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
-                            ReduceOp op, Scope scope) {
+                            ReduceOp op, Scope scope, StreamArg stream) {
+  if (auto gpu = route("reducescatter", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
+    return gpu->reducescatter(sendbuf, count, recvbuf, type, op, scope, stream.value_or(nullptr));
+  }
   const int n = enter("reducescatter", scope);
   check_type("reducescatter", type);
   check_op("reducescatter", op);
@@ -299,140 +352,102 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
-  if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
+  host_backend("reducescatter")->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
 }
 
-void Runtime::barrier(Scope scope) {
+void Runtime::barrier(Scope scope, StreamArg stream) {
+  if (stream) {
+    // <hora/cuda.h>'s barrier has no buffers: with a GPU it is NCCL's, on the stream.
+    if (nccl::gpu_available()) return gpu_backend("barrier")->barrier(scope, *stream);
+    settle("barrier", *stream);
+  }
   const int n = enter("barrier", scope);
   if (n == 1) return;
-  gloo_->barrier(group_of(scope));
+  host_backend("barrier")->barrier(scope, nullptr);
 }
 
-// --- The process's runtime. ---
+int Runtime::cuda_device() { return gpu_backend("cuda_device()")->device(); }
+
+// --- Routing. ---
+
+std::shared_ptr<Backend> Runtime::route(const char* what, std::initializer_list<Buffer> buffers,
+                                        StreamArg stream) {
+  if (!stream) {
+    // The host API: GPU buffers go to NCCL on the default stream. Without NCCL or a GPU this
+    // costs one cached check.
+    if (!nccl::gpu_available()) return nullptr;
+    bool any_on_device = false;
+    for (const Buffer& b : buffers) {
+      if (b.ptr != nullptr && nccl::is_device_pointer(b.ptr)) any_on_device = true;
+    }
+    if (!any_on_device) return nullptr;
+  }
+  if (on_device(what, buffers)) {
+    if (closed_) throw_closed(what);
+    return gpu_backend(what);
+  }
+  settle(what, stream.value_or(nullptr));
+  return nullptr;
+}
 
 namespace {
-
-// Owned here, created by init() and destroyed by shutdown() or at exit. Never a static object:
-// its destructor must not run during static destruction, after other libraries' state is gone.
-std::mutex g_mutex;
-Runtime* g_runtime = nullptr;
-bool g_atexit_registered = false;
-// The async engine (<hora/async.h>) of this process and its transport; guarded by g_mutex.
-// Submitting threads reach the engine through engine::installed_engine(), not these.
-std::shared_ptr<engine::Engine> g_engine;
-std::unique_ptr<engine::Transport> g_engine_transport;
-
-// Uninstalls and stops the engine. Stopping waits for the engine thread's last cycle, which
-// may need the other ranks (bounded by their timeout), so it runs without g_mutex held.
-void stop_engine(std::shared_ptr<engine::Engine> engine,
-                 std::unique_ptr<engine::Transport> transport) {
-  engine::install_engine(nullptr);
-  if (engine) engine->shutdown();
-  engine.reset();
-  transport.reset();  // after the engine: it calls the transport until shutdown() returns
-}
-
-void shutdown_at_exit() {
-  // A program that returns from main() without hora::shutdown() still leaves cleanly: the
-  // launcher sees a goodbye, not a dropped connection.
-  try {
-    process_shutdown();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hora: shutdown at exit failed: %s\n", e.what());
-  }
-}
-
-}  // namespace
-
-namespace {
-// Gloo writes to peer sockets without MSG_NOSIGNAL: a peer that dies mid-collective would kill
-// this rank with SIGPIPE instead of letting the write fail and the collective raise PeerFailure
-// naming the peer. Ignore SIGPIPE, but only when the program left it at the default: a program
-// that installed its own handler keeps it.
-void ignore_sigpipe_if_default() {
-  struct sigaction current {};
-  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, nullptr);
-  }
+// "rank 2 of 4 on server1": how <hora/cuda.h>'s routing errors have always named the rank.
+std::string who_of(const WorldInfo& world) {
+  return fmt::format("rank {} of {} on {}", world.rank, world.size, world.hostname);
 }
 }  // namespace
 
-void process_init() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime != nullptr) return;
-  ignore_sigpipe_if_default();
-  WorldInfo world = world_from_environment();
-  auto runtime = std::make_unique<Runtime>(std::move(world));
-  // The GPU backend forms its NCCL communicators lazily through the same rendezvous
-  // connection, and aborts them when the launcher aborts the job.
-  nccl::attach(runtime->world(), runtime->client(), runtime->world().timeout);
-  runtime->on_abort([](const std::string& reason) { nccl::abort_all(reason); });
-
-  // The async engine: its thread cycles with every other rank's from now on (the first cycle
-  // waits for all of them), on the Gloo context reserved for it.
-  std::unique_ptr<engine::Transport> transport;
-  std::shared_ptr<engine::Engine> eng;
-  try {
-    transport = runtime->make_engine_transport();
-    auto options = engine::EngineOptions::from_environment();
-    options.hostname = runtime->world().hostname;
-    eng = std::make_shared<engine::Engine>(*transport, std::move(options));
-    eng->start();
-  } catch (...) {
-    eng.reset();
-    transport.reset();
-    nccl::detach();
-    throw;  // `runtime` leaves the job on the way out
+bool Runtime::on_device(const char* what, std::initializer_list<Buffer> buffers) {
+  const Buffer* device_buffer = nullptr;
+  const Buffer* host_buffer = nullptr;
+  nccl::PointerInfo device_info;
+  for (const Buffer& b : buffers) {
+    if (b.ptr == nullptr) continue;  // null buffers (count 0) do not vote
+    nccl::PointerInfo info = nccl::pointer_info(b.ptr);
+    if (info.on_device) {
+      if (device_buffer == nullptr) device_info = info;
+      device_buffer = &b;
+    } else {
+      host_buffer = &b;
+    }
   }
-  engine::install_engine(eng);
-  g_engine = std::move(eng);
-  g_engine_transport = std::move(transport);
-  g_runtime = runtime.release();
-  if (!g_atexit_registered) {
-    g_atexit_registered = true;
-    std::atexit(shutdown_at_exit);
+  if (device_buffer != nullptr && host_buffer != nullptr) {
+    throw UsageError(fmt::format("{}: {}: {} is GPU memory but {} is host memory; pass both "
+                                 "on this rank's GPU (NCCL) or both in host memory (Gloo)",
+                                 who_of(world_), what, device_buffer->name, host_buffer->name),
+                     world_.rank, world_.hostname);
   }
+  if (device_buffer == nullptr) return false;
+  if (!device_info.managed) {
+    const int mine = cuda_device();
+    if (device_info.device != mine) {
+      throw UsageError(fmt::format("{}: {}: {} is memory of GPU {}, but this rank uses GPU {} "
+                                   "(local rank, or HORA_CUDA_DEVICE); allocate it after "
+                                   "cudaSetDevice(hora::cuda_device())",
+                                   who_of(world_), what, device_buffer->name, device_info.device,
+                                   mine),
+                       world_.rank, world_.hostname);
+    }
+  }
+  return true;
 }
 
-void process_shutdown() {
-  Runtime* runtime = nullptr;
-  std::shared_ptr<engine::Engine> engine;
-  std::unique_ptr<engine::Transport> transport;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    runtime = g_runtime;
-    g_runtime = nullptr;
-    engine = std::move(g_engine);
-    transport = std::move(g_engine_transport);
+void Runtime::settle(const char* what, void* stream) {
+  if (stream == nullptr) return;
+  if (!nccl::gpu_available()) {
+    throw UsageError(fmt::format("{}: {}: a CUDA stream was given but no GPU is visible to "
+                                 "this rank; pass nullptr",
+                                 who_of(world_), what),
+                     world_.rank, world_.hostname);
   }
-  if (runtime == nullptr) return;
-  stop_engine(std::move(engine), std::move(transport));
-  // NCCL communicators go first: they may still need the rendezvous connection to finish.
-  nccl::detach();
-  try {
-    runtime->shutdown();
-  } catch (...) {
-    delete runtime;
-    throw;
+  // Cannot hang on a peer: the stream holds only this process's work.
+  const std::string error = nccl::synchronize_stream(stream);
+  if (!error.empty()) {
+    throw Error(fmt::format("{}: {}: synchronizing the stream before the host collective "
+                            "failed: {}",
+                            who_of(world_), what, error),
+                world_.rank, world_.hostname);
   }
-  delete runtime;
-}
-
-bool process_initialized() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_runtime != nullptr;
-}
-
-Runtime& process_runtime(const char* what) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_runtime == nullptr) {
-    throw UsageError(fmt::format("hora::{} called before hora::init()", what));
-  }
-  return *g_runtime;
 }
 
 }  // namespace hora::detail

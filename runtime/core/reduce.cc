@@ -1,4 +1,4 @@
-#include "runtime/src/reduce.h"
+#include "runtime/core/reduce.h"
 
 #include <algorithm>
 #include <bit>

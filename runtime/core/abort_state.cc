@@ -1,4 +1,4 @@
-#include "runtime/src/abort_state.h"
+#include "runtime/core/abort_state.h"
 
 #include <utility>
 

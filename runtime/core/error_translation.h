@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "runtime/src/abort_state.h"
-#include "runtime/src/world.h"
+#include "runtime/core/abort_state.h"
+#include "runtime/core/world.h"
 
 namespace hora::detail {
 

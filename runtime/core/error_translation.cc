@@ -1,4 +1,4 @@
-#include "runtime/src/error_translation.h"
+#include "runtime/core/error_translation.h"
 
 #include <exception>
 

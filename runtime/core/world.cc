@@ -1,4 +1,4 @@
-#include "runtime/src/world.h"
+#include "runtime/core/world.h"
 
 #include <unistd.h>
 
@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 #include <hora/error.h>
 
-#include "runtime/src/env.h"
+#include "rendezvous/errors.h"
+#include "rendezvous/secret.h"
+#include "runtime/core/env.h"
 
 namespace hora::detail {
 namespace {
@@ -62,32 +64,14 @@ std::chrono::milliseconds parse_seconds(const char* name, const std::string& tex
   return std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000.0)));
 }
 
+// The job secret through rendezvous/secret.h (the one parser of it), as a UsageError with the
+// launcher hint. Its message never echoes the value.
 rdv::Secret parse_secret(const std::string& text) {
-  rdv::Secret secret{};
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  if (text.size() != secret.size() * 2) {
-    // Never echo the secret itself into an error message (it ends up in logs).
-    throw UsageError(fmt::format("{} has {} characters: expected {} hex digits (the 32-byte job "
-                                 "secret); {}",
-                                 env::kSecret, text.size(), secret.size() * 2, kLauncherHint));
+  try {
+    return rdv::parse_secret_hex(text, env::kSecret);
+  } catch (const rdv::Error& e) {
+    throw UsageError(fmt::format("{}; {}", e.what(), kLauncherHint));
   }
-  for (std::size_t i = 0; i < secret.size(); ++i) {
-    const int hi = nibble(text[2 * i]);
-    const int lo = nibble(text[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      throw UsageError(fmt::format("{} contains a character that is not a hex digit at position "
-                                   "{}: expected {} hex digits; {}",
-                                   env::kSecret, hi < 0 ? 2 * i : 2 * i + 1, secret.size() * 2,
-                                   kLauncherHint));
-    }
-    secret[i] = static_cast<std::uint8_t>(hi << 4 | lo);
-  }
-  return secret;
 }
 
 std::string local_hostname() {

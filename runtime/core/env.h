@@ -1,6 +1,10 @@
-// Every environment variable libhora reads, in one place (docs/environment.md is the contract).
-// The launcher's variables describe the job; the tuning variables are optional. Nothing else in
-// runtime/ calls getenv(): world.cc and log.cc read these through this list.
+// The job's environment variables and the runtime's own (docs/environment.md is the contract):
+// the launcher's variables describe the job; the tuning variables are optional. core/world.cc
+// and core/log.cc read these through this list. Three other places read variables of their own
+// part, each in one function: engine/engine_options.cc (EngineOptions::from_environment, the
+// engine's HORA_CYCLE_TIME_MS, HORA_FUSION_THRESHOLD, HORA_STALL_*, HORA_TIMELINE*, ...) and
+// nccl/backend.cc (HORA_CUDA_DEVICE, NCCL_SOCKET_IFNAME). Nothing else in runtime/ calls
+// getenv().
 #pragma once
 
 namespace hora::detail::env {

@@ -3,6 +3,10 @@
 #include <bit>
 #include <cstring>
 
+#include <fmt/format.h>
+#include <hora/error.h>
+#include <hora/hora.h>
+
 namespace hora {
 
 std::size_t size_of(DataType type) {
@@ -125,5 +129,16 @@ bfloat16 to_bfloat16(float value) {
   const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
   return {static_cast<std::uint16_t>(rounded >> 16)};
 }
+
+// Declared in <hora/hora.h>; here because backends split blocks with it too.
+std::size_t reducescatter_count(std::size_t count, int rank, int nranks) {
+  if (nranks <= 0 || rank < 0 || rank >= nranks) {
+    throw UsageError(fmt::format("hora::reducescatter_count: rank {} is not in 0..{} (nranks = {})",
+                                 rank, nranks - 1, nranks));
+  }
+  const std::size_t n = static_cast<std::size_t>(nranks);
+  return count / n + (static_cast<std::size_t>(rank) < count % n ? 1 : 0);
+}
+
 
 }  // namespace hora

@@ -1,0 +1,155 @@
+// One rank's runtime: the rendezvous connection, the backends (Gloo for host memory, NCCL for
+// GPU memory), and the public collectives with their argument checks and their routing. The
+// public API (runtime/api/) forwards to the process's Runtime (process.h); tests build several
+// Runtimes in one process, one per thread, each from its own WorldInfo, against a real
+// rdv::Server.
+//
+// Routing, in one place (route() in runtime.cc): an op whose buffers are GPU memory goes to
+// the NCCL backend (which checks its own arguments); any other op is checked here and goes to
+// the host backend (Gloo), or is a local copy when its scope holds this rank alone. The
+// shared-memory transport (runtime/shm) will be chosen here too, by layout and size.
+//
+// Ownership and threading: collectives are blocking and must be called in the same order on
+// every rank, so one thread at a time runs them. Other threads may call rank()/size()/world()
+// and shutdown() at any time; the rendezvous client's reader thread calls abort(). shutdown()
+// while another thread is inside a collective leaves that collective its backend (a
+// shared_ptr) until it returns; calls that start later throw hora::UsageError. Destruction
+// closes the rendezvous connection first (so no abort callback can run), then the backends.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <hora/types.h>
+
+#include "runtime/core/abort_state.h"
+#include "runtime/core/world.h"
+
+namespace hora::rdv {
+class Client;
+}
+
+namespace hora::detail {
+
+class Backend;
+namespace gloo {
+class GlooBackend;
+}
+namespace nccl {
+class Backend;
+}
+namespace engine {
+class Transport;
+}
+
+// A CUDA stream from <hora/cuda.h> (nullptr: the default stream), or none for the host API.
+using StreamArg = std::optional<void*>;
+
+class Runtime {
+ public:
+  // Joins the job `world` describes: connects to the rendezvous (authenticated, within
+  // world.start_timeout) and forms the global, local and cross Gloo contexts. A world that was
+  // not launched (no rendezvous) is a world of one: no connections, collectives are copies.
+  // The NCCL backend is made too; it forms communicators on the first GPU collective.
+  // Throws hora::Error subclasses naming the step that failed.
+  explicit Runtime(WorldInfo world);
+  ~Runtime();  // shutdown(), errors logged
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Tells the rendezvous this rank is leaving on purpose, then closes every connection (NCCL
+  // communicators first: they may still need the rendezvous). Idempotent; later collectives
+  // throw hora::UsageError.
+  void shutdown();
+
+  // What the other ranks see when this process dies: the Gloo connections and the rendezvous
+  // connection close without a goodbye. For tests of failure handling.
+  void close_abruptly();
+
+  // The launcher's abort (from the rendezvous reader thread): prints
+  // "hora: rank R: job aborted by launcher: <reason>" once to stderr, makes collectives in
+  // flight fail (Gloo and NCCL) and every later call throw hora::AbortedError.
+  void abort(const std::string& reason);
+  bool aborted() const { return abort_.reason().has_value(); }
+  // Runs hook(reason) on the launcher's abort.
+  void on_abort(AbortState::Hook hook) { abort_.on_abort(std::move(hook)); }
+
+  // The rendezvous connection (null in a world of one). Valid until shutdown().
+  rdv::Client* client() const { return client_.get(); }
+
+  // A Transport for the async engine on the Gloo context reserved for it (or local copies in a
+  // world of one). It must be destroyed before this Runtime shuts down.
+  std::unique_ptr<engine::Transport> make_engine_transport();
+
+  const WorldInfo& world() const { return world_; }
+  int rank(Scope scope) const;
+  int size(Scope scope) const;
+
+  // The public collectives (hora.h and cuda.h document them), checked and routed. `stream` is
+  // set when the call came through <hora/cuda.h>.
+  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                 ReduceOp op, Scope scope, StreamArg stream = std::nullopt);
+  void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
+                 const std::vector<std::size_t>& counts, DataType type, Scope scope,
+                 StreamArg stream = std::nullopt);
+  std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope);
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
+                 StreamArg stream = std::nullopt);
+  void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
+                const std::vector<std::size_t>& recv_splits, DataType type, Scope scope,
+                StreamArg stream = std::nullopt);
+  std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
+                                           Scope scope);
+  void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
+                     ReduceOp op, Scope scope, StreamArg stream = std::nullopt);
+  void barrier(Scope scope, StreamArg stream = std::nullopt);
+
+  // The CUDA device this rank uses (hora::cuda_device()).
+  int cuda_device();
+
+ private:
+  struct Buffer {
+    const char* name;
+    const void* ptr;
+  };
+
+  // The routing decision: the backend that runs the op when its buffers are on a GPU, or null
+  // for the host path (which then checks the arguments and uses host_backend()). Throws
+  // UsageError for mixed host/GPU buffers, buffers on another GPU, or a stream without a GPU.
+  std::shared_ptr<Backend> route(const char* what, std::initializer_list<Buffer> buffers,
+                                 StreamArg stream);
+  // True when the op's buffers are on this rank's GPU (mixed or foreign ones are errors).
+  bool on_device(const char* what, std::initializer_list<Buffer> buffers);
+  // Before a host-memory collective given a stream: work on it (a copy to the host) must land.
+  void settle(const char* what, void* stream);
+
+  // Throws if shut down or aborted; validates the scope. Returns the scope's size.
+  int enter(const char* what, Scope scope);
+  void check_type(const char* what, DataType type) const;
+  void check_op(const char* what, ReduceOp op) const;
+  [[noreturn]] void throw_closed(const char* what) const;
+  // Moves both backends out (shutdown): later calls find none and throw.
+  std::pair<std::shared_ptr<gloo::GlooBackend>, std::shared_ptr<nccl::Backend>> take_backends();
+  // The backends for one call, or UsageError "called after hora::shutdown()" when shutdown()
+  // took them meanwhile.
+  std::shared_ptr<gloo::GlooBackend> host_backend(const char* what) const;
+  std::shared_ptr<nccl::Backend> gpu_backend(const char* what) const;
+
+  WorldInfo world_;
+  AbortState abort_;
+  mutable std::mutex backends_mutex_;              // guards the pointers below, not the backends
+  std::shared_ptr<gloo::GlooBackend> gloo_;        // null in a world of one
+  std::shared_ptr<nccl::Backend> nccl_;
+  std::unique_ptr<rdv::Client> client_;  // destroyed first: its reader thread calls abort()
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace hora::detail
