@@ -32,6 +32,7 @@ is_harness() {
 }
 
 build() {
+  bash scripts/setup.sh
   if ! command -v clang++ >/dev/null 2>&1; then
     echo "scripts/fuzz.sh: clang++ is missing (apt-get install clang)" >&2
     exit 1

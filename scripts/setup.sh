@@ -10,6 +10,9 @@ PACKAGES=(
   dataset-fashion-mnist
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin
+  # scripts/format.sh (clang-format 14) and scripts/fuzz.sh (clang 14 with libFuzzer and the
+  # sanitizer runtimes, which Debian 12 ships in libclang-rt-14-dev).
+  clang clang-format libclang-rt-14-dev
 )
 
 missing=()

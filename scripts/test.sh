@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+bash scripts/setup.sh  # clang-format for the check below; build.sh runs it again (a no-op then)
 bash scripts/format.sh --check
 
 werror=false
