@@ -21,7 +21,7 @@ TIMEOUT="${FUZZ_TIMEOUT:-10}"
 RSS_MB="${FUZZ_RSS_MB:-2048}"
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   echo "harnesses: ${HARNESSES[*]}"
 }
 
@@ -32,6 +32,7 @@ is_harness() {
 }
 
 build() {
+  bash scripts/setup.sh
   if ! command -v clang++ >/dev/null 2>&1; then
     echo "scripts/fuzz.sh: clang++ is missing (apt-get install clang)" >&2
     exit 1
@@ -53,7 +54,7 @@ run_one() {
   local name="$1" seconds="$2"
   local work="$BUILD/fuzz-work/$name" artifacts="$BUILD/fuzz-artifacts/$name"
   local log="$BUILD/fuzz-work/$name.log"
-  rm -rf "$work"
+  rm -rf "$work" "$artifacts"  # a previous run's findings would be listed as this one's
   mkdir -p "$work" "$artifacts"
   cp fuzz/corpus/"$name"/* "$work"/ 2>/dev/null || true
   rm -f "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*

@@ -11,9 +11,11 @@
 # Environment:
 #   HORA_WERROR=1   warnings are errors in build/ and build-cpu/ (.ci/run sets it)
 #   HORA_ASAN=0     skip step 3 (e.g. for a quick local run); .ci/run always runs it
+#   HORA_ASAN_SUITES="common rendezvous"   the suites step 3 runs (default: ASAN_SUITES below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+bash scripts/setup.sh  # clang-format for the check below; build.sh runs it again (a no-op then)
 bash scripts/format.sh --check
 
 werror=false
@@ -53,14 +55,14 @@ summarize build "whole suite"
 # .ci/run's 45 minutes (CONTRIBUTING.md, "Sanitizers"). Not `remote` (SSH test hosts in network
 # namespaces: slow, and what it adds over `integration` is sshd's side) and not `gpu` (NCCL is
 # not in this build).
-ASAN_SUITES=(common rendezvous ssh runtime engine cli network integration)
+read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime engine cli network integration}"
 if [ "${HORA_ASAN:-1}" != 0 ]; then
   if [ ! -f build-asan/build.ninja ]; then
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
       >build-asan.setup.log 2>&1 || { cat build-asan.setup.log >&2; exit 1; }
     rm -f build-asan.setup.log
   fi
-  ninja -C build-asan >/dev/null
+  # `meson test` builds what the selected tests need (not the gpu and remote tests, nor bench/).
   selection=("$@")
   if [ $# -eq 0 ]; then
     for s in "${ASAN_SUITES[@]}"; do selection+=(--suite "$s"); done
