@@ -305,15 +305,18 @@ class Reader {
         if (pattern.empty() || pattern[0] != '/') {
           pattern = (user_conf ? local_.home + "/.ssh/" : std::string("/etc/ssh/")) + pattern;
         }
-        glob_t g{};
-        const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+        // Freed however the loop ends: read() throws for a bad value or an Include loop.
+        struct Glob {
+          glob_t g{};
+          ~Glob() { ::globfree(&g); }
+        } matches;
+        const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches.g);
         if (rc == 0) {
           // glob() sorts, so included files apply in name order, as in OpenSSH.
-          for (std::size_t k = 0; k < g.gl_pathc; ++k) {
-            read(g.gl_pathv[k], false, user_conf, depth + 1, /*active=*/true);
+          for (std::size_t k = 0; k < matches.g.gl_pathc; ++k) {
+            read(matches.g.gl_pathv[k], false, user_conf, depth + 1, /*active=*/true);
           }
         }
-        ::globfree(&g);
         // GLOB_NOMATCH: an Include that matches nothing is fine (conf.d directories are often empty).
       }
       return;
