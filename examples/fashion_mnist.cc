@@ -34,6 +34,7 @@
 // Only the public API (<hora/hora.h>, <hora/async.h>) and zlib are used: this file is meant to
 // be copied.
 
+#include <CLI/CLI.hpp>
 #include <hora/async.h>
 #include <hora/hora.h>
 
@@ -88,96 +89,45 @@ struct Options {
   bool blocking = false;  // one blocking allreduce per step instead of per-tensor async ops
 };
 
-constexpr const char* kUsage =
-    "usage: fashion_mnist [--epochs N] [--batch-size N] [--lr X] [--hidden N] [--data DIR]\n"
-    "                     [--limit N] [--seed N] [--blocking]\n"
-    "\n"
-    "Trains a 784-H-10 perceptron on Fashion-MNIST, data-parallel over the ranks horarun started\n"
-    "(or alone when run directly). Example: horarun -np 4 -H localhost:4 fashion_mnist\n"
-    "\n"
-    "  --epochs N       passes over the training set (default 3)\n"
-    "  --batch-size N   images per rank per step; the global batch is N times the ranks (default 64)\n"
-    "  --lr X           peak SGD learning rate (momentum 0.9, cosine decay to 0 over the run),\n"
-    "                   applied to the gradient averaged over all ranks (default 0.1)\n"
-    "  --hidden N       width of the hidden layer (default 128)\n"
-    "  --data DIR       folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]\n"
-    "                   (default /usr/share/datasets/fashion-mnist, from `apt-get install dataset-fashion-mnist`)\n"
-    "  --limit N        train on the first N training images only (0: all; for quick tests)\n"
-    "  --seed N         seed of the initial weights and the shuffling (default 42)\n"
-    "  --blocking       average the gradients with one blocking allreduce over all of them per\n"
-    "                   step, instead of one async allreduce per parameter tensor submitted as\n"
-    "                   soon as backpropagation produces it (the default, as a framework would)\n"
-    "  -h, --help       this text\n";
-
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-long parse_integer(std::string_view flag, const std::string& text, long min, long max) {
-  errno = 0;
-  char* end = nullptr;
-  long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < min || value > max) {
-    throw UsageError(std::string(flag) + " wants an integer in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], got '" + text + "'");
-  }
-  return value;
-}
-
-float parse_positive_float(std::string_view flag, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  float value = std::strtof(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !(value > 0.0f) || !std::isfinite(value)) {
-    throw UsageError(std::string(flag) + " wants a positive number, got '" + text + "'");
-  }
-  return value;
-}
-
-// Accepts "--flag value" and "--flag=value". Returns false for --help.
-bool parse_options(int argc, char** argv, Options& options) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") return false;
-    if (arg == "--blocking") {
-      options.blocking = true;
-      continue;
-    }
-    if (arg.rfind("--blocking=", 0) == 0) throw UsageError("--blocking takes no value");
-    std::string value;
-    bool has_inline_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_inline_value = true;
-    }
-    auto take_value = [&]() -> const std::string& {
-      if (!has_inline_value) {
-        if (i + 1 >= argc) throw UsageError(arg + " needs a value");
-        value = argv[++i];
-      }
-      return value;
-    };
-    if (arg == "--epochs") {
-      options.epochs = static_cast<int>(parse_integer(arg, take_value(), 1, 1000));
-    } else if (arg == "--batch-size") {
-      options.batch_size = static_cast<int>(parse_integer(arg, take_value(), 1, 1 << 16));
-    } else if (arg == "--lr") {
-      options.lr = parse_positive_float(arg, take_value());
-    } else if (arg == "--hidden") {
-      options.hidden = static_cast<int>(parse_integer(arg, take_value(), 1, 1 << 14));
-    } else if (arg == "--limit") {
-      options.limit = parse_integer(arg, take_value(), 0, 1L << 40);
-    } else if (arg == "--seed") {
-      options.seed = static_cast<std::uint64_t>(parse_integer(arg, take_value(), 0, 1L << 62));
-    } else if (arg == "--data") {
-      options.data_dir = take_value();
-      if (options.data_dir.empty()) throw UsageError("--data wants a folder, got ''");
-    } else {
-      throw UsageError("unknown argument '" + std::string(argv[i]) + "'");
-    }
-  }
-  return true;
+// CLI11 parses "--flag value" and "--flag=value" and checks every range; `app` prints --help.
+void add_options(CLI::App& app, Options& o) {
+  app.description(
+      "Trains a 784-H-10 perceptron on Fashion-MNIST, data-parallel over the ranks horarun\n"
+      "started (or alone when run directly). Example: horarun -np 4 -H localhost:4 fashion_mnist");
+  app.add_option("--epochs", o.epochs, "passes over the training set")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size,
+                 "images per rank per step; the global batch is this times the ranks")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr,
+                 "peak SGD learning rate (momentum 0.9, cosine decay to 0 over the run), applied "
+                 "to the gradient averaged over all ranks")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--hidden", o.hidden, "width of the hidden layer")
+      ->check(CLI::Range(1, 1 << 14))
+      ->capture_default_str();
+  app.add_option("--data", o.data_dir,
+                 "folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (from `apt-get "
+                 "install dataset-fashion-mnist`)")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
+  app.add_option("--limit", o.limit, "train on the first N training images only (0: all)")
+      ->check(CLI::Range(0L, 1L << 40))
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the initial weights and the shuffling")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 62))
+      ->capture_default_str();
+  app.add_flag("--blocking", o.blocking,
+               "average the gradients with one blocking allreduce over all of them per step, "
+               "instead of one async allreduce per parameter tensor submitted as soon as "
+               "backpropagation produces it (the default, as a framework would)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -805,13 +755,15 @@ int main(int argc, char** argv) {
   // Line-buffered so horarun forwards each line as it is printed, not at exit.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options options;
+  CLI::App app("", "fashion_mnist");
+  add_options(app, options);
   try {
-    if (!parse_options(argc, argv, options)) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "fashion_mnist: %s\n%s", e.what(), kUsage);
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "fashion_mnist: %s (see --help)\n", e.what());
     return 2;
   }
   try {
