@@ -5,12 +5,14 @@
 
 #include <hora/error.h>
 
+#include "runtime/shm/shm_group.h"
 #include "runtime/src/reduce.h"
 
 namespace hora::detail {
 namespace {
 
 constexpr Group kGroup = Group::kEngine;
+constexpr const char kShmGroup[] = "engine";
 
 void bitwise_and(void* out, const void* a, const void* b, std::size_t count) {
   auto* o = static_cast<unsigned char*>(out);
@@ -27,8 +29,8 @@ std::size_t total(std::span<const std::size_t> counts) {
 
 }  // namespace
 
-EngineTransport::EngineTransport(const WorldInfo& world, GlooBackend* gloo)
-    : world_(world), gloo_(gloo) {
+EngineTransport::EngineTransport(const WorldInfo& world, GlooBackend* gloo, shm::ShmGroup* shm)
+    : world_(world), gloo_(gloo), shm_(shm) {
   if (gloo_ == nullptr && world_.size != 1) {
     throw Error("internal: the engine transport of a multi-rank job needs the Gloo backend",
                 world_.rank, world_.hostname);
@@ -37,6 +39,10 @@ EngineTransport::EngineTransport(const WorldInfo& world, GlooBackend* gloo)
 
 void EngineTransport::allreduce_and(std::span<std::uint64_t> words) {
   if (world_.size == 1 || words.empty()) return;
+  if (shm_) {
+    return shm_->allreduce_custom(words.data(), words.size(), sizeof(std::uint64_t), bitwise_and,
+                                  "engine negotiation (bit vector)", kShmGroup);
+  }
   gloo_->allreduce_custom(words.data(), words.size(), sizeof(std::uint64_t), bitwise_and,
                           "engine negotiation (bit vector)", kGroup);
 }
@@ -44,9 +50,20 @@ void EngineTransport::allreduce_and(std::span<std::uint64_t> words) {
 std::vector<std::vector<std::uint8_t>> EngineTransport::allgather_bytes(
     std::span<const std::uint8_t> mine) {
   if (world_.size == 1) return {std::vector<std::uint8_t>(mine.begin(), mine.end())};
-  const auto counts = gloo_->allgather_counts(mine.size(), kGroup);
+  std::vector<std::size_t> counts;
+  if (shm_) {
+    const std::uint64_t size = mine.size();
+    std::vector<std::uint64_t> sizes(static_cast<std::size_t>(world_.size));
+    shm_->allgather(&size, 1, sizes.data(), std::vector<std::size_t>(sizes.size(), 1),
+                    DataType::kInt64, kShmGroup);
+    counts.assign(sizes.begin(), sizes.end());
+  } else {
+    counts = gloo_->allgather_counts(mine.size(), kGroup);
+  }
   std::vector<std::uint8_t> all(std::max<std::size_t>(total(counts), 1));
-  if (total(counts) > 0) {
+  if (total(counts) > 0 && shm_) {
+    shm_->allgather(mine.data(), mine.size(), all.data(), counts, DataType::kUInt8, kShmGroup);
+  } else if (total(counts) > 0) {
     gloo_->allgather(mine.data(), mine.size(), all.data(), counts, DataType::kUInt8, kGroup);
   }
   std::vector<std::vector<std::uint8_t>> out(counts.size());
@@ -64,7 +81,11 @@ void EngineTransport::allreduce(const void* sendbuf, void* recvbuf, std::size_t 
   if (count == 0) return;
   if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
   if (world_.size == 1) return;
-  gloo_->allreduce(recvbuf, count, type, op, kGroup);
+  if (shm_) {
+    shm_->allreduce(recvbuf, count, type, op, kShmGroup);
+  } else {
+    gloo_->allreduce(recvbuf, count, type, op, kGroup);
+  }
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, world_.size);
 }
 
@@ -76,12 +97,14 @@ void EngineTransport::allgatherv(const void* sendbuf, void* recvbuf,
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, mine * size_of(type));
     return;
   }
-  gloo_->allgather(sendbuf, mine, recvbuf, std::vector<std::size_t>(counts.begin(), counts.end()),
-                   type, kGroup);
+  const std::vector<std::size_t> all(counts.begin(), counts.end());
+  if (shm_) return shm_->allgather(sendbuf, mine, recvbuf, all, type, kShmGroup);
+  gloo_->allgather(sendbuf, mine, recvbuf, all, type, kGroup);
 }
 
 void EngineTransport::broadcast(void* buffer, std::size_t count, DataType type, int root) {
   if (count == 0 || world_.size == 1) return;
+  if (shm_) return shm_->broadcast(buffer, count, type, root, kShmGroup);
   gloo_->broadcast(buffer, count, type, root, kGroup);
 }
 
@@ -93,9 +116,10 @@ void EngineTransport::alltoallv(const void* sendbuf, std::span<const std::size_t
     if (n > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, n * size_of(type));
     return;
   }
-  gloo_->alltoall(sendbuf, std::vector<std::size_t>(send_splits.begin(), send_splits.end()),
-                  recvbuf, std::vector<std::size_t>(recv_splits.begin(), recv_splits.end()), type,
-                  kGroup);
+  const std::vector<std::size_t> sends(send_splits.begin(), send_splits.end());
+  const std::vector<std::size_t> recvs(recv_splits.begin(), recv_splits.end());
+  if (shm_) return shm_->alltoall(sendbuf, sends, recvbuf, recvs, type, kShmGroup);
+  gloo_->alltoall(sendbuf, sends, recvbuf, recvs, type, kGroup);
 }
 
 void EngineTransport::reducescatter(const void* sendbuf, void* recvbuf, std::size_t count,
@@ -110,7 +134,11 @@ void EngineTransport::reducescatter(const void* sendbuf, void* recvbuf, std::siz
   for (int r = 0; r < n; ++r) {
     blocks[r] = count / n + (static_cast<std::size_t>(r) < count % n ? 1 : 0);
   }
-  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, kGroup);
+  if (shm_) {
+    shm_->reducescatter(sendbuf, recvbuf, blocks, type, op, kShmGroup);
+  } else {
+    gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, kGroup);
+  }
   if (op == ReduceOp::kAverage) divide(recvbuf, blocks[world_.rank], type, n);
 }
 

@@ -1,7 +1,9 @@
 // The async engine's Transport (runtime/engine/transport.h) over Gloo: every call runs on the
 // mesh's dedicated engine context (Group::kEngine), so the engine's background thread never
 // shares a Gloo context, its tags or its failure state with the user's blocking collectives.
-// In a world of one (no Gloo backend) every call is a local copy.
+// In a world of one (no Gloo backend) every call is a local copy. When every rank is on one host
+// and shared memory is on, the calls go through the engine's own shared-memory group instead
+// (its own segment: never the one of the user's blocking collectives).
 //
 // Threading: called by the engine thread only (Transport's contract). Failures are hora::Error
 // subclasses from GlooBackend (PeerFailure, TimeoutError, AbortedError, ...).
@@ -17,11 +19,15 @@
 #include "runtime/src/world.h"
 
 namespace hora::detail {
+namespace shm {
+class ShmGroup;
+}
 
 class EngineTransport : public engine::Transport {
  public:
-  // gloo may be null only when world.size == 1. Both must outlive the transport.
-  EngineTransport(const WorldInfo& world, GlooBackend* gloo);
+  // gloo may be null only when world.size == 1. shm, when not null, is a group of all ranks in
+  // global rank order and carries every call. All must outlive the transport.
+  EngineTransport(const WorldInfo& world, GlooBackend* gloo, shm::ShmGroup* shm = nullptr);
 
   int rank() const override { return world_.rank; }
   int size() const override { return world_.size; }
@@ -42,6 +48,7 @@ class EngineTransport : public engine::Transport {
  private:
   const WorldInfo& world_;
   GlooBackend* gloo_;
+  shm::ShmGroup* shm_;
 };
 
 }  // namespace hora::detail

@@ -364,9 +364,10 @@ void ShmGroup::fail(const Op& op, int kind, const std::string& why, int peer) {
       std::lock_guard<std::mutex> lock(abort_mutex_);
       reason = abort_reason_;
     }
-    throw AbortedError(fmt::format("hora: rank {}: job aborted by launcher: {} (during {})",
-                                   options_.global_rank, reason, op.describe()),
-                       options_.global_rank, options_.host);
+    // The same text as every other step's abort (error_translation.h's aborted_message).
+    throw AbortedError(
+        fmt::format("{}: {} failed: job aborted by launcher: {}", who_, op.describe(), reason),
+        options_.global_rank, options_.host);
   }
   const std::string message = fmt::format("{}: {} failed: {}", who_, op.describe(), why);
   // The barrier counts no longer agree with the peers': the group is unusable for this rank.
@@ -390,10 +391,21 @@ void ShmGroup::allreduce(void* buffer, std::size_t count, DataType type, ReduceO
                          const char* group) {
   const Op info{"allreduce", group, count, type, op};
   enter(info);
-  const std::size_t e = size_of(type);
-  const ReduceFn reduce = reduce_function(type, op);
+  reduce_all(info, buffer, count, size_of(type), reduce_function(type, op),
+             signature(0, type, static_cast<int>(op), count));
+}
+
+void ShmGroup::allreduce_custom(void* buffer, std::size_t count, std::size_t element_size,
+                                ReduceFn reduce, const char* name, const char* group) {
+  const Op info{name, group};
+  enter(info);
+  reduce_all(info, buffer, count, element_size, reduce,
+             signature(6, DataType::kUInt8, static_cast<int>(element_size), count));
+}
+
+void ShmGroup::reduce_all(const Op& info, void* buffer, std::size_t count, std::size_t e,
+                          ReduceFn reduce, std::uint64_t sig) {
   char* buf = static_cast<char*>(buffer);
-  const std::uint64_t sig = signature(0, type, static_cast<int>(op), count);
   const std::size_t bytes = count * e;
   const int n = size_;
 

@@ -39,6 +39,7 @@
 #include "runtime/shm/layout.h"
 #include "runtime/shm/peer_watch.h"
 #include "runtime/shm/segment.h"
+#include "runtime/src/reduce.h"  // moves to runtime/core/reduce.h with the runtime's restructuring
 
 namespace hora::detail::shm {
 
@@ -77,6 +78,10 @@ class ShmGroup {
 
   // `group` names the public scope in messages ("local", "global").
   void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, const char* group);
+  // In place with a reduction of the caller's over elements of element_size bytes (the
+  // engine's bitwise AND); `name` names it in messages.
+  void allreduce_custom(void* buffer, std::size_t count, std::size_t element_size, ReduceFn reduce,
+                        const char* name, const char* group);
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                  const std::vector<std::size_t>& counts, DataType type, const char* group);
   void broadcast(void* buffer, std::size_t count, DataType type, int root, const char* group);
@@ -99,6 +104,8 @@ class ShmGroup {
   struct Op;
 
   void attach(std::chrono::steady_clock::time_point start_deadline);
+  void reduce_all(const Op& info, void* buffer, std::size_t count, std::size_t element_size,
+                  ReduceFn reduce, std::uint64_t signature);
   // The next data half for a step.
   int next_half() { return half_ ^= 1; }
   char* region(int rank, int half) const;

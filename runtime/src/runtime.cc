@@ -20,6 +20,8 @@
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
 #include "runtime/nccl/backend.h"
+#include "runtime/shm/segment.h"
+#include "runtime/shm/shm_group.h"
 #include "runtime/src/error_translation.h"
 #include "runtime/src/log.h"
 #include "runtime/src/reduce.h"
@@ -31,6 +33,32 @@ using Clock = std::chrono::steady_clock;
 
 std::size_t sum(const std::vector<std::size_t>& v) {
   return std::accumulate(v.begin(), v.end(), std::size_t{0});
+}
+
+// The host's shared-memory group: local rank 0 names the segment and publishes the name through
+// the rendezvous, then creates it; the others read the name and open it (docs/shm.md).
+std::shared_ptr<shm::ShmGroup> form_shm_group(const WorldInfo& world, rdv::Client& client,
+                                              Clock::time_point deadline, const char* purpose) {
+  const std::string key = fmt::format("hora/shm/{}/{}", world.host_index, purpose);
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  std::string name;
+  if (world.local_rank == 0) {
+    name = shm::Segment::make_name(world.secret.data(), world.secret.size(), world.host_index);
+    client.set(key, rdv::Bytes(name.begin(), name.end()), left());
+  } else {
+    const rdv::Bytes bytes = client.get(key, left());
+    name.assign(bytes.begin(), bytes.end());
+  }
+  shm::ShmOptions options;
+  options.local_rank = world.local_rank;
+  options.local_size = world.local_size;
+  options.global_rank = world.rank;
+  options.host = world.hostname;
+  options.timeout = world.timeout;
+  return std::make_shared<shm::ShmGroup>(name, options, deadline);
 }
 
 }  // namespace
@@ -65,6 +93,48 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
     client_.reset();
     rethrow_translated(world_, "init(): forming the Gloo communicators", abort_, start_hint);
   }
+  if (world_.shm && world_.local_size > 1) {
+    try {
+      shm_ = form_shm_group(world_, *client_, deadline, "user");
+      // The global scope is this group when every rank is here (local rank i is rank i then).
+      // The async engine then gets a group of its own, for its own thread.
+      shm_global_ = world_.local_size == world_.size;
+      for (int i = 0; shm_global_ && i < shm_->size(); ++i) {
+        shm_global_ = shm_->global_rank_of(i) == i;
+      }
+      if (shm_global_) engine_shm_ = form_shm_group(world_, *client_, deadline, "engine");
+    } catch (...) {
+      client_.reset();
+      rethrow_translated(world_, "init(): forming the shared-memory group of this host", abort_,
+                         start_hint + ", or set HORA_SHM=0");
+    }
+    for (const auto& group : {shm_, engine_shm_}) {
+      if (!group) continue;
+      std::weak_ptr<shm::ShmGroup> weak = group;
+      abort_.on_abort([weak](const std::string& reason) {
+        if (auto g = weak.lock()) g->abort(reason);
+      });
+    }
+  }
+  // Hierarchical allreduce needs every host to hold the same number of ranks (the slices of
+  // local rank i meet in cross group i); all ranks agree on it through one Gloo allreduce.
+  if (world_.size > world_.local_size && world_.hierarchical_allreduce != 0) {
+    std::int32_t able = shm_ && world_.local_size * world_.cross_size == world_.size ? 1 : 0;
+    try {
+      gloo_->allreduce(&able, 1, DataType::kInt32, ReduceOp::kMin, Group::kGlobal);
+    } catch (...) {
+      client_.reset();
+      rethrow_translated(world_, "init(): agreeing on hierarchical allreduce", abort_, start_hint);
+    }
+    hierarchical_ = able == 1;
+    if (!hierarchical_ && world_.hierarchical_allreduce == 1) {
+      log().warn("{}: HORA_HIERARCHICAL_ALLREDUCE=1 ignored: it needs shared memory (HORA_SHM=1) "
+                 "and the same number of ranks on every host",
+                 who(world_));
+    }
+  }
+  log().debug("{}: shared memory between the {} local ranks: {}", who(world_), world_.local_size,
+              shm_ ? (shm_global_ ? "local and global scope" : "local scope") : "off");
   log().debug("{}: joined the job ({} ranks) through {}:{}", who(world_), world_.size,
               world_.rendezvous_host, world_.rendezvous_port);
 }
@@ -91,6 +161,8 @@ void Runtime::shutdown() {
     }
     client_.reset();
   }
+  shm_.reset();
+  engine_shm_.reset();
   gloo_.reset();
 }
 
@@ -98,7 +170,11 @@ void Runtime::close_abruptly() {
   if (closed_) return;
   closed_ = true;
   if (gloo_) gloo_->close_all("hora: this rank closed its connections abruptly");
+  if (shm_) shm_->close_abruptly();
+  if (engine_shm_) engine_shm_->close_abruptly();
   client_.reset();
+  shm_.reset();
+  engine_shm_.reset();
   gloo_.reset();
 }
 
@@ -114,7 +190,7 @@ void Runtime::abort(const std::string& reason) {
 }
 
 std::unique_ptr<engine::Transport> Runtime::make_engine_transport() {
-  return std::make_unique<EngineTransport>(world_, gloo_.get());
+  return std::make_unique<EngineTransport>(world_, gloo_.get(), engine_shm_.get());
 }
 
 int Runtime::rank(Scope scope) const {
@@ -161,6 +237,11 @@ void Runtime::check_type(const char* what, DataType type) const {
   }
 }
 
+shm::ShmGroup* Runtime::shm_for(Scope scope) const {
+  if (scope == Scope::kLocal || (scope == Scope::kGlobal && shm_global_)) return shm_.get();
+  return nullptr;
+}
+
 void Runtime::check_op(const char* what, ReduceOp op) const {
   if (std::string(name_of(op)) == "unknown") {
     throw UsageError(fmt::format("{}: hora::{}: op {} is not a hora::ReduceOp", who(world_), what,
@@ -202,8 +283,32 @@ void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, D
   if (count == 0) return;
   if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
   if (n == 1) return;  // the average of one value is itself
-  gloo_->allreduce(recvbuf, count, type, op, group_of(scope));
+  if (auto* g = shm_for(scope)) {
+    g->allreduce(recvbuf, count, type, op, name_of(scope));
+  } else if (scope == Scope::kGlobal && hierarchical_) {
+    hierarchical_allreduce(recvbuf, count, type, op);
+  } else {
+    gloo_->allreduce(recvbuf, count, type, op, group_of(scope));
+  }
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
+}
+
+void Runtime::hierarchical_allreduce(void* buffer, std::size_t count, DataType type,
+                                     ReduceOp op) {
+  const int local = world_.local_size;
+  const int me = world_.local_rank;
+  std::vector<std::size_t> blocks(static_cast<std::size_t>(local));
+  std::size_t offset = 0;
+  for (int i = 0; i < local; ++i) {
+    blocks[i] = reducescatter_count(count, i, local);
+    if (i < me) offset += blocks[i];
+  }
+  char* slice = static_cast<char*>(buffer) + offset * size_of(type);
+  shm_->reducescatter(buffer, slice, blocks, type, op, "global");
+  if (blocks[me] > 0 && world_.cross_size > 1) {
+    gloo_->allreduce(slice, blocks[me], type, op, Group::kCross);
+  }
+  shm_->allgather(slice, blocks[me], buffer, blocks, type, "global");
 }
 
 void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
@@ -227,12 +332,20 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
+  if (auto* g = shm_for(scope)) return g->allgather(sendbuf, count, recvbuf, counts, type, name_of(scope));
   gloo_->allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
   const int n = enter("allgather_counts", scope);
   if (n == 1) return {count};
+  if (auto* g = shm_for(scope)) {
+    const std::uint64_t mine = count;
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(n));
+    g->allgather(&mine, 1, all.data(), std::vector<std::size_t>(all.size(), 1), DataType::kInt64,
+                 name_of(scope));
+    return std::vector<std::size_t>(all.begin(), all.end());
+  }
   return gloo_->allgather_counts(count, group_of(scope));
 }
 
@@ -247,6 +360,7 @@ void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
   if (count == 0 || n == 1) return;
+  if (auto* g = shm_for(scope)) return g->broadcast(buffer, count, type, root, name_of(scope));
   gloo_->broadcast(buffer, count, type, root, group_of(scope));
 }
 
@@ -273,6 +387,9 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
     if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
     return;
   }
+  if (auto* g = shm_for(scope)) {
+    return g->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, name_of(scope));
+  }
   gloo_->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
 }
 
@@ -281,6 +398,13 @@ std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>
   const int n = enter("alltoall_splits", scope);
   check_length(world_, "alltoall_splits", "send_splits", send_splits.size(), n, scope);
   if (n == 1) return send_splits;
+  if (auto* g = shm_for(scope)) {
+    const std::vector<std::uint64_t> mine(send_splits.begin(), send_splits.end());
+    std::vector<std::uint64_t> theirs(mine.size());
+    const std::vector<std::size_t> ones(mine.size(), 1);
+    g->alltoall(mine.data(), ones, theirs.data(), ones, DataType::kInt64, name_of(scope));
+    return std::vector<std::size_t>(theirs.begin(), theirs.end());
+  }
   return gloo_->alltoall_splits(send_splits, group_of(scope));
 }
 
@@ -299,13 +423,18 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
+  if (auto* g = shm_for(scope)) {
+    g->reducescatter(sendbuf, recvbuf, blocks, type, op, name_of(scope));
+  } else {
+    gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
+  }
   if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
 }
 
 void Runtime::barrier(Scope scope) {
   const int n = enter("barrier", scope);
   if (n == 1) return;
+  if (auto* g = shm_for(scope)) return g->barrier(name_of(scope));
   gloo_->barrier(group_of(scope));
 }
 

@@ -30,6 +30,9 @@ class GlooBackend;
 namespace engine {
 class Transport;
 }
+namespace shm {
+class ShmGroup;
+}
 
 class Runtime {
  public:
@@ -91,10 +94,22 @@ class Runtime {
   int enter(const char* what, Scope scope);
   void check_type(const char* what, DataType type) const;
   void check_op(const char* what, ReduceOp op) const;
+  // The shared-memory group serving `scope` (CPU buffers), or null: Gloo serves it.
+  shm::ShmGroup* shm_for(Scope scope) const;
+  // Global allreduce as reducescatter over shared memory, allreduce of this rank's slice over
+  // the cross group (Gloo), allgather over shared memory. kAverage sums.
+  void hierarchical_allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op);
 
   WorldInfo world_;
   AbortState abort_;
   std::unique_ptr<GlooBackend> gloo_;    // null in a world of one
+  // The ranks of this host over shared memory (runtime/shm/): null with one local rank or
+  // HORA_SHM=0. Serves the local scope, and the global one when all ranks are on this host.
+  std::shared_ptr<shm::ShmGroup> shm_;
+  bool shm_global_ = false;   // shm_ also serves the global scope
+  // The async engine's own group (its own segment) when shm_global_: make_engine_transport().
+  std::shared_ptr<shm::ShmGroup> engine_shm_;
+  bool hierarchical_ = false;  // global allreduce goes through hierarchical_allreduce()
   std::unique_ptr<rdv::Client> client_;  // destroyed first: its reader thread calls abort()
   bool closed_ = false;
 };

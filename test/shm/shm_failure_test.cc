@@ -146,7 +146,8 @@ TEST_CASE("abort() makes a blocked collective raise AbortedError at once", "[shm
         return "no error";
       });
   INFO(reports[0]);
-  CHECK(reports[0].rfind("AbortedError: hora: rank 10: job aborted by launcher: rank 7 failed",
+  CHECK(reports[0].rfind("AbortedError: rank 10 on host0: barrier over the local group failed: "
+                         "job aborted by launcher: rank 7 failed",
                          0) == 0);
   CHECK_THAT(reports[0], !Catch::Contains("waited for the timeout"));
 }
