@@ -25,8 +25,8 @@ enum Kind { kGeneric = 0, kTimeout = 1, kPeer = 2, kMismatch = 3, kAborted = 4 }
 
 // Waiting: spin this many rounds, then yield this many times, then sleep on the futex in slices
 // (checking peers, abort and the deadline between slices).
-constexpr int kSpinRounds = 2000;
-constexpr int kYieldRounds = 20;
+// Waiting (ShmOptions::spin_time and yield_time): spin, then spin with sched_yield, then sleep
+// on the futex in slices of this length.
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 
 // allreduce of at most this many bytes: every rank reduces the whole buffer (one barrier).
@@ -284,13 +284,15 @@ void ShmGroup::first_sync(const Op& op, int half, std::uint64_t sig) {
 void ShmGroup::wait(const Op& op, std::uint32_t b, std::uint32_t target) {
   auto done = [&](std::uint32_t seen) { return static_cast<std::int32_t>(seen - target) >= 0; };
   auto& arrivals = header_->arrivals;
-  for (int i = 0; i < kSpinRounds; ++i) {
-    if (done(arrivals.load(std::memory_order_acquire))) return;
-    cpu_relax();
-  }
-  for (int i = 0; i < kYieldRounds; ++i) {
-    if (done(arrivals.load(std::memory_order_acquire))) return;
-    ::sched_yield();
+  const auto start = Clock::now();
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (done(arrivals.load(std::memory_order_acquire))) return;
+      cpu_relax();
+    }
+    const auto waited = Clock::now() - start;
+    if (waited >= options_.yield_time) break;
+    if (waited >= options_.spin_time) ::sched_yield();
   }
   const auto deadline = Clock::now() + options_.timeout;
   for (;;) {

@@ -52,6 +52,11 @@ struct ShmOptions {
   std::string host;                          // for hora::Error::host()
   std::chrono::milliseconds timeout{30000};  // a wait without progress for this long fails
   std::size_t region_bytes = kDefaultRegionBytes;  // per rank and half; rounded to 64 bytes
+  // A wait spins this long, then spins calling sched_yield() until yield_time (so a peer waiting
+  // for this core gets it), then sleeps on the futex. Measured on a 2-core host loaded with
+  // other work: longer pure spinning only delays peers that need the core.
+  std::chrono::nanoseconds spin_time = std::chrono::microseconds(2);
+  std::chrono::nanoseconds yield_time = std::chrono::microseconds(500);
 };
 
 class ShmGroup {
