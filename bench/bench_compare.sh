@@ -41,7 +41,8 @@ trap 'rm -f "$results"' EXIT
 run_hora() {  # tag np shm collective bench-args...
   local tag=$1 np=$2 shm=$3 coll=$4; shift 4
   HORA_SHM=$shm timeout 600 "$horarun" -np "$np" -H "localhost:$np" "$hora_bench" \
-    --collective "$coll" "$@" 2>/dev/null | rows "$coll" | sed "s/^/$tag $np /" >>"$results"
+    --collective "$coll" "$@" 2>/dev/null | sed -n 's/^\[0\]<stdout>://p' | rows "$coll" |
+    sed "s/^/$tag $np /" >>"$results"
 }
 run_mpi() {  # tag np btl collective bench-args...
   local tag=$1 np=$2 btl=$3 coll=$4; shift 4
