@@ -9,7 +9,7 @@ PACKAGES=(
   catch2 libssl-dev zlib1g-dev
   dataset-fashion-mnist
   openssh-server openssh-client iproute2 procps psmisc
-  openmpi-bin
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()
