@@ -20,9 +20,10 @@ constexpr std::uint64_t kNothingToAnnounce = 1u << 0;
 constexpr std::uint64_t kNotStopping = 1u << 1;
 constexpr std::uint64_t kIdle = 1u << 2;
 
-// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff until a
-// submission arrives on this rank (a submission ends the stretched wait at once). Ranks that
-// still sleep just make the others wait inside the bit-vector exchange.
+// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff. Whether
+// stretched or not, a submission on this rank starts the next cycle at once instead of at the
+// next tick (ranks that still sleep just make the others wait inside the bit-vector exchange),
+// so a world of one never waits for a tick.
 constexpr int kIdleCyclesBeforeBackoff = 100;
 constexpr int kIdleBackoff = 10;
 
@@ -339,7 +340,7 @@ bool Engine::cycle() {
   const auto deadline = cycle_start + options_.cycle_time * (backoff ? kIdleBackoff : 1);
   std::unique_lock<std::mutex> lock(mu_);
   wake_.wait_until(lock, deadline, [&] {
-    return shutdown_requested_ || (backoff && !incoming_.empty());
+    return shutdown_requested_ || !incoming_.empty();
   });
   return true;
 }
