@@ -10,7 +10,7 @@ PACKAGES=(
   dataset-fashion-mnist
   python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest python3-numpy
   openssh-server openssh-client iproute2 procps psmisc
-  openmpi-bin
+  openmpi-bin libopenmpi-dev
   python3-cloudpickle python3-psutil python3-yaml python3-packaging python3-cffi
   # scripts/format.sh (clang-format 14) and scripts/fuzz.sh (clang 14 with libFuzzer and the
   # sanitizer runtimes, which Debian 12 ships in libclang-rt-14-dev).

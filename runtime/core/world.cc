@@ -119,6 +119,17 @@ WorldInfo world_from_environment(const EnvLookup& lookup) {
     world.start_timeout = parse_seconds(env::kStartTimeout, start);
   }
   if (const char* iface = lookup(env::kIface)) world.iface = iface;
+  auto flag = [](const char* name, const char* text) {
+    if (std::string(text) == "0") return 0;
+    if (std::string(text) == "1") return 1;
+    bad_value(name, text, "0 or 1");
+  };
+  if (const char* shm = lookup(env::kShm)) world.shm = flag(env::kShm, shm) == 1;
+  if (const char* h = lookup(env::kHierarchicalAllreduce)) {
+    world.hierarchical_allreduce = flag(env::kHierarchicalAllreduce, h);
+  } else if (const char* hv = lookup(env::kHorovodHierarchicalAllreduce)) {
+    world.hierarchical_allreduce = flag(env::kHorovodHierarchicalAllreduce, hv);
+  }
 
   const char* rank = lookup(env::kRank);
   if (rank == nullptr) {

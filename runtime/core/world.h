@@ -29,6 +29,8 @@ struct WorldInfo {
   rdv::Secret secret{};
   std::chrono::milliseconds timeout = kDefaultTimeout;              // HORA_TIMEOUT_SECONDS
   std::chrono::milliseconds start_timeout = kDefaultStartTimeout;   // HORA_START_TIMEOUT
+  bool shm = true;                // HORA_SHM: shared memory between the ranks of a host
+  int hierarchical_allreduce = -1;  // HORA_HIERARCHICAL_ALLREDUCE: -1 by layout, 0 off, 1 on
 
   bool launched() const { return !rendezvous_host.empty(); }
 };

@@ -20,9 +20,10 @@ constexpr std::uint64_t kNothingToAnnounce = 1u << 0;
 constexpr std::uint64_t kNotStopping = 1u << 1;
 constexpr std::uint64_t kIdle = 1u << 2;
 
-// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff until a
-// submission arrives on this rank (a submission ends the stretched wait at once). Ranks that
-// still sleep just make the others wait inside the bit-vector exchange.
+// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff. Whether
+// stretched or not, a submission on this rank starts the next cycle at once instead of at the
+// next tick (ranks that still sleep just make the others wait inside the bit-vector exchange),
+// so a world of one never waits for a tick.
 constexpr int kIdleCyclesBeforeBackoff = 100;
 constexpr int kIdleBackoff = 10;
 
@@ -154,15 +155,33 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
                              "earlier one first, or use another name)",
                          rank_, options_.hostname);
       }
-      incoming_.push_back(state);
+      if (size_ > 1) incoming_.push_back(state);
     }
   }
   if (already_stopped) {
     state->complete(already_stopped);
+  } else if (size_ == 1) {
+    run_alone(state);
   } else {
     wake_.notify_one();
   }
   return Handle(state);
+}
+
+void Engine::run_alone(const std::shared_ptr<Handle::State>& state) {
+  std::lock_guard<std::recursive_mutex> alone(alone_mu_);
+  Response response;
+  response.request = state->request;
+  if (response.request.type == OpType::kAllgather) response.rank_counts = {state->request.count};
+  const auto now = Clock::now();
+  std::vector<ReadyOp> ready{ReadyOp{std::move(response), state, now}};
+  counters_.negotiated++;
+  try {
+    executor_.run(ready, [this](ReadyOp& op, std::exception_ptr error) { release(op, error); });
+  } catch (...) {
+    // The executor completed the op with this error before rethrowing it; in a world of one
+    // nothing else depends on it, so the engine keeps serving.
+  }
 }
 
 void Engine::loop() {
@@ -335,11 +354,16 @@ bool Engine::cycle() {
   }
   if (full || !ready.empty()) timeline_.flush();
 
+  std::unique_lock<std::mutex> lock(mu_);
+  if (size_ == 1) {
+    // Submissions run on their own thread (run_alone()): only shutdown ends this wait.
+    wake_.wait(lock, [&] { return shutdown_requested_; });
+    return true;
+  }
   const bool backoff = idle_streak_ >= kIdleCyclesBeforeBackoff;
   const auto deadline = cycle_start + options_.cycle_time * (backoff ? kIdleBackoff : 1);
-  std::unique_lock<std::mutex> lock(mu_);
   wake_.wait_until(lock, deadline, [&] {
-    return shutdown_requested_ || (backoff && !incoming_.empty());
+    return shutdown_requested_ || !incoming_.empty();
   });
   return true;
 }
@@ -401,8 +425,12 @@ void Engine::negotiate(std::vector<ReadyOp>& ready) {
 }
 
 void Engine::finish(ReadyOp& op, std::exception_ptr error) {
+  local_.erase(op.state->request.name);
+  release(op, error);
+}
+
+void Engine::release(ReadyOp& op, std::exception_ptr error) {
   const std::string& name = op.state->request.name;
-  local_.erase(name);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(name);

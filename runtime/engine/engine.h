@@ -102,6 +102,11 @@ class Engine {
   void announce_later(const std::string& name);
   void negotiate(std::vector<ReadyOp>& ready);
   void finish(ReadyOp& op, std::exception_ptr error);
+  // Drops the op from in_flight_ and completes its handle (any thread).
+  void release(ReadyOp& op, std::exception_ptr error);
+  // A world of one: there is nobody to negotiate with, so the submitting thread runs the op at
+  // once (a local copy) and the engine thread only waits for shutdown.
+  void run_alone(const std::shared_ptr<Handle::State>& state);
   void stop(std::exception_ptr cause, const std::string& why);
   void validate(const Handle::State& state) const;
 
@@ -121,6 +126,8 @@ class Engine {
   std::exception_ptr stop_reason_;  // what later submissions fail with
   std::string stop_why_;
   std::thread thread_;
+  // A world of one: serializes run_alone() (recursive: a completion callback may submit).
+  std::recursive_mutex alone_mu_;
 
   // Engine thread only.
   ResponseCache cache_;

@@ -74,4 +74,30 @@ class Transport {
                              ReduceOp op) = 0;
 };
 
+// --- For the implementations of Transport (Gloo, shared memory). ---
+
+// allreduce_and's reduction: out[i] = a[i] & b[i] over `count` 64-bit words (a ReduceFn).
+inline void and_words(void* out, const void* a, const void* b, std::size_t count) {
+  // Bytewise: the buffers a backend hands a ReduceFn need not be 8-byte aligned.
+  auto* o = static_cast<unsigned char*>(out);
+  const auto* x = static_cast<const unsigned char*>(a);
+  const auto* y = static_cast<const unsigned char*>(b);
+  for (std::size_t i = 0; i < count * sizeof(std::uint64_t); ++i) {
+    o[i] = static_cast<unsigned char>(x[i] & y[i]);
+  }
+}
+
+// allgather_bytes' result from the gathered concatenation: counts[r] bytes of rank r each.
+inline std::vector<std::vector<std::uint8_t>> split_blobs(const std::vector<std::uint8_t>& all,
+                                                          std::span<const std::size_t> counts) {
+  std::vector<std::vector<std::uint8_t>> out(counts.size());
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(at),
+                  all.begin() + static_cast<std::ptrdiff_t>(at + counts[r]));
+    at += counts[r];
+  }
+  return out;
+}
+
 }  // namespace hora::detail::engine

@@ -12,15 +12,6 @@ namespace {
 
 constexpr Group kGroup = Group::kEngine;
 
-void bitwise_and(void* out, const void* a, const void* b, std::size_t count) {
-  auto* o = static_cast<unsigned char*>(out);
-  const auto* x = static_cast<const unsigned char*>(a);
-  const auto* y = static_cast<const unsigned char*>(b);
-  for (std::size_t i = 0; i < count * sizeof(std::uint64_t); ++i) {
-    o[i] = static_cast<unsigned char>(x[i] & y[i]);
-  }
-}
-
 std::size_t total(std::span<const std::size_t> counts) {
   return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
 }
@@ -37,7 +28,7 @@ EngineTransport::EngineTransport(const WorldInfo& world, GlooBackend* gloo)
 
 void EngineTransport::allreduce_and(std::span<std::uint64_t> words) {
   if (world_.size == 1 || words.empty()) return;
-  gloo_->allreduce_custom(words.data(), words.size(), sizeof(std::uint64_t), bitwise_and,
+  gloo_->allreduce_custom(words.data(), words.size(), sizeof(std::uint64_t), engine::and_words,
                           "engine negotiation (bit vector)", kGroup);
 }
 
@@ -49,14 +40,7 @@ std::vector<std::vector<std::uint8_t>> EngineTransport::allgather_bytes(
   if (total(counts) > 0) {
     gloo_->allgather(mine.data(), mine.size(), all.data(), counts, DataType::kUInt8, kGroup);
   }
-  std::vector<std::vector<std::uint8_t>> out(counts.size());
-  std::size_t at = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(at),
-                  all.begin() + static_cast<std::ptrdiff_t>(at + counts[r]));
-    at += counts[r];
-  }
-  return out;
+  return engine::split_blobs(all, counts);
 }
 
 void EngineTransport::allreduce(const void* sendbuf, void* recvbuf, std::size_t count,

@@ -11,10 +11,16 @@
 #include "rendezvous/client.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
+#include "runtime/core/reduce.h"
 #include "runtime/gloo/engine_transport.h"
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
 #include "runtime/nccl/backend.h"
+#include "runtime/process/hierarchical_allreduce.h"
+#include "runtime/shm/engine_transport.h"
+#include "runtime/shm/form_group.h"
+#include "runtime/shm/shm_backend.h"
+#include "runtime/shm/shm_group.h"
 
 namespace hora::detail {
 namespace {
@@ -58,11 +64,58 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
     client_.reset();
     rethrow_translated(world_, "init(): forming the Gloo communicators", abort_, start_hint);
   }
+  join_shared_memory(deadline, start_hint);
   // The GPU backend forms its NCCL communicators lazily through the same rendezvous
   // connection; the launcher's abort aborts them (abort() below).
   nccl_ = std::make_shared<nccl::Backend>(world_, *client_, world_.timeout);
   log().debug("{}: joined the job ({} ranks) through {}:{}", who(world_), world_.size,
               world_.rendezvous_host, world_.rendezvous_port);
+}
+
+void Runtime::join_shared_memory(Clock::time_point deadline, const std::string& start_hint) {
+  if (world_.shm && world_.local_size > 1) {
+    std::shared_ptr<shm::ShmGroup> engine_group;
+    try {
+      auto group = shm::form_group(world_, *client_, deadline, "user");
+      // The global scope is this group when every rank is here (local rank i is rank i then).
+      // The async engine then gets a group of its own, for its own thread.
+      bool global = world_.local_size == world_.size;
+      for (int i = 0; global && i < group->size(); ++i) global = group->global_rank_of(i) == i;
+      if (global) engine_group = shm::form_group(world_, *client_, deadline, "engine");
+      shm_ = std::make_shared<shm::ShmBackend>(std::move(group), global);
+    } catch (...) {
+      client_.reset();
+      rethrow_translated(world_, "init(): forming the shared-memory group of this host", abort_,
+                         start_hint + ", or set HORA_SHM=0");
+    }
+    engine_shm_ = std::move(engine_group);
+    std::weak_ptr<shm::ShmBackend> weak_shm = shm_;
+    std::weak_ptr<shm::ShmGroup> weak_engine = engine_shm_;
+    abort_.on_abort([weak_shm, weak_engine](const std::string& reason) {
+      if (auto b = weak_shm.lock()) b->abort(reason);
+      if (auto g = weak_engine.lock()) g->abort(reason);
+    });
+  }
+  // Hierarchical allreduce needs every host to hold the same number of ranks (the slices of
+  // local rank i meet in cross group i); all ranks agree on it through one Gloo allreduce.
+  if (world_.size > world_.local_size && world_.hierarchical_allreduce != 0) {
+    std::int32_t able = shm_ && world_.local_size * world_.cross_size == world_.size ? 1 : 0;
+    try {
+      gloo_->allreduce(&able, 1, DataType::kInt32, ReduceOp::kMin, gloo::Group::kGlobal);
+    } catch (...) {
+      client_.reset();
+      rethrow_translated(world_, "init(): agreeing on hierarchical allreduce", abort_, start_hint);
+    }
+    hierarchical_ = able == 1;
+    if (!hierarchical_ && world_.hierarchical_allreduce == 1) {
+      log().warn("{}: HORA_HIERARCHICAL_ALLREDUCE=1 ignored: it needs shared memory (HORA_SHM=1) "
+                 "and the same number of ranks on every host",
+                 who(world_));
+    }
+  }
+  log().debug("{}: shared memory between the {} local ranks: {}", who(world_), world_.local_size,
+              shm_ ? (shm_->serves(Scope::kGlobal) ? "local and global scope" : "local scope")
+                   : "off");
 }
 
 Runtime::~Runtime() {
@@ -74,15 +127,14 @@ Runtime::~Runtime() {
   }
 }
 
-std::pair<std::shared_ptr<gloo::GlooBackend>, std::shared_ptr<nccl::Backend>>
-Runtime::take_backends() {
+Runtime::Backends Runtime::take_backends() {
   std::lock_guard<std::mutex> lock(backends_mutex_);
-  return {std::move(gloo_), std::move(nccl_)};
+  return {std::move(gloo_), std::move(nccl_), std::move(shm_), std::move(engine_shm_)};
 }
 
 void Runtime::shutdown() {
   if (closed_.exchange(true)) return;
-  auto [gloo, gpu] = take_backends();
+  auto [gloo, gpu, shm, engine_shm] = take_backends();
   // NCCL communicators go first: they may still need the rendezvous connection to finish.
   if (gpu) gpu->close();
   gpu.reset();
@@ -97,15 +149,22 @@ void Runtime::shutdown() {
     client_.reset();
   }
   // Destroyed here unless a collective on another thread still holds it (then when it returns).
+  if (shm) shm->close();
+  shm.reset();
+  engine_shm.reset();
   if (gloo) gloo->close();
   gloo.reset();
 }
 
 void Runtime::close_abruptly() {
   if (closed_.exchange(true)) return;
-  auto [gloo, gpu] = take_backends();
+  auto [gloo, gpu, shm, engine_shm] = take_backends();
   if (gloo) gloo->close_all("hora: this rank closed its connections abruptly");
+  if (shm) shm->close_abruptly();
+  if (engine_shm) engine_shm->close_abruptly();
   gpu.reset();
+  shm.reset();
+  engine_shm.reset();
   client_.reset();
   gloo.reset();
 }
@@ -129,10 +188,13 @@ void Runtime::abort(const std::string& reason) {
 
 std::unique_ptr<engine::Transport> Runtime::make_engine_transport() {
   std::shared_ptr<gloo::GlooBackend> gloo;
+  std::shared_ptr<shm::ShmGroup> engine_shm;
   {
     std::lock_guard<std::mutex> lock(backends_mutex_);
     gloo = gloo_;
+    engine_shm = engine_shm_;
   }
+  if (engine_shm) return std::make_unique<shm::EngineTransport>(std::move(engine_shm));
   return std::make_unique<gloo::EngineTransport>(world_, gloo.get());
 }
 
@@ -159,9 +221,16 @@ void Runtime::throw_closed(const char* what) const {
                    world_.rank, world_.hostname);
 }
 
-std::shared_ptr<gloo::GlooBackend> Runtime::host_backend(const char* what) const {
+std::shared_ptr<Backend> Runtime::host_backend(const char* what, Scope scope) const {
   std::lock_guard<std::mutex> lock(backends_mutex_);
   if (!gloo_) throw_closed(what);  // shutdown() ran since enter()
+  if (shm_ && shm_->serves(scope)) return shm_;
+  return gloo_;
+}
+
+std::shared_ptr<gloo::GlooBackend> Runtime::gloo_backend(const char* what) const {
+  std::lock_guard<std::mutex> lock(backends_mutex_);
+  if (!gloo_) throw_closed(what);
   return gloo_;
 }
 
@@ -240,7 +309,26 @@ void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, D
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  host_backend("allreduce")->allreduce(sendbuf, recvbuf, count, type, op, scope, nullptr);
+  if (scope == Scope::kGlobal && hierarchical_) {
+    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+    allreduce_hierarchical(recvbuf, count, type, op);
+    if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
+    return;
+  }
+  host_backend("allreduce", scope)->allreduce(sendbuf, recvbuf, count, type, op, scope, nullptr);
+}
+
+void Runtime::allreduce_hierarchical(void* buffer, std::size_t count, DataType type,
+                                     ReduceOp op) {
+  std::shared_ptr<gloo::GlooBackend> gloo;
+  std::shared_ptr<shm::ShmBackend> shm;
+  {
+    std::lock_guard<std::mutex> lock(backends_mutex_);
+    if (!gloo_ || !shm_) throw_closed("allreduce");
+    gloo = gloo_;
+    shm = shm_;
+  }
+  hierarchical_allreduce(shm->group(), *gloo, world_.cross_size, buffer, count, type, op);
 }
 
 void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
@@ -268,13 +356,13 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  host_backend("allgather")->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
+  host_backend("allgather", scope)->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
   const int n = enter("allgather_counts", scope);
   if (n == 1) return {count};
-  return host_backend("allgather_counts")->allgather_counts(count, gloo::group_of(scope));
+  return gloo_backend("allgather_counts")->allgather_counts(count, gloo::group_of(scope));
 }
 
 void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
@@ -292,7 +380,7 @@ void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
   if (count == 0 || n == 1) return;
-  host_backend("broadcast")->broadcast(buffer, count, type, root, scope, nullptr);
+  host_backend("broadcast", scope)->broadcast(buffer, count, type, root, scope, nullptr);
 }
 
 void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
@@ -322,7 +410,7 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
     if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
     return;
   }
-  host_backend("alltoall")->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
+  host_backend("alltoall", scope)->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
                                      nullptr);
 }
 
@@ -331,7 +419,7 @@ std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>
   const int n = enter("alltoall_splits", scope);
   check_length(world_, "alltoall_splits", "send_splits", send_splits.size(), n, scope);
   if (n == 1) return send_splits;
-  return host_backend("alltoall_splits")->alltoall_splits(send_splits, gloo::group_of(scope));
+  return gloo_backend("alltoall_splits")->alltoall_splits(send_splits, gloo::group_of(scope));
 }
 
 void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
@@ -352,7 +440,7 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  host_backend("reducescatter")->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
+  host_backend("reducescatter", scope)->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
 }
 
 void Runtime::barrier(Scope scope, StreamArg stream) {
@@ -363,7 +451,7 @@ void Runtime::barrier(Scope scope, StreamArg stream) {
   }
   const int n = enter("barrier", scope);
   if (n == 1) return;
-  host_backend("barrier")->barrier(scope, nullptr);
+  host_backend("barrier", scope)->barrier(scope, nullptr);
 }
 
 int Runtime::cuda_device() { return gpu_backend("cuda_device()")->device(); }

@@ -6,8 +6,10 @@
 //
 // Routing, in one place (route() in runtime.cc): an op whose buffers are GPU memory goes to
 // the NCCL backend (which checks its own arguments); any other op is checked here and goes to
-// the host backend (Gloo), or is a local copy when its scope holds this rank alone. The
-// shared-memory transport (runtime/shm) will be chosen here too, by layout and size.
+// the host backend, or is a local copy when its scope holds this rank alone. The host backend is
+// shared memory (runtime/shm) for the local scope, and for the global scope when every rank is
+// on this host (HORA_SHM=0 turns it off); Gloo otherwise. A global allreduce across hosts with
+// the same number of ranks each is hierarchical (hierarchical_allreduce.h).
 //
 // Ownership and threading: collectives are blocking and must be called in the same order on
 // every rank, so one thread at a time runs them. Other threads may call rank()/size()/world()
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -47,6 +50,10 @@ class Backend;
 }
 namespace engine {
 class Transport;
+}
+namespace shm {
+class ShmBackend;
+class ShmGroup;
 }
 
 // A CUDA stream from <hora/cuda.h> (nullptr: the default stream), or none for the host API.
@@ -85,8 +92,9 @@ class Runtime {
   // The rendezvous connection (null in a world of one). Valid until shutdown().
   rdv::Client* client() const { return client_.get(); }
 
-  // A Transport for the async engine on the Gloo context reserved for it (or local copies in a
-  // world of one). It must be destroyed before this Runtime shuts down.
+  // A Transport for the async engine: over its own shared-memory group when every rank is on
+  // this host, else on the Gloo context reserved for it (or local copies in a world of one).
+  // It must be destroyed before this Runtime shuts down.
   std::unique_ptr<engine::Transport> make_engine_transport();
 
   const WorldInfo& world() const { return world_; }
@@ -136,18 +144,36 @@ class Runtime {
   void check_type(const char* what, DataType type) const;
   void check_op(const char* what, ReduceOp op) const;
   [[noreturn]] void throw_closed(const char* what) const;
-  // Moves both backends out (shutdown): later calls find none and throw.
-  std::pair<std::shared_ptr<gloo::GlooBackend>, std::shared_ptr<nccl::Backend>> take_backends();
+  // Forms the shared-memory groups and agrees on hierarchical allreduce (init).
+  void join_shared_memory(std::chrono::steady_clock::time_point deadline,
+                          const std::string& start_hint);
+  struct Backends {
+    std::shared_ptr<gloo::GlooBackend> gloo;
+    std::shared_ptr<nccl::Backend> nccl;
+    std::shared_ptr<shm::ShmBackend> shm;
+    std::shared_ptr<shm::ShmGroup> engine_shm;
+  };
+  // Moves every backend out (shutdown): later calls find none and throw.
+  Backends take_backends();
   // The backends for one call, or UsageError "called after hora::shutdown()" when shutdown()
-  // took them meanwhile.
-  std::shared_ptr<gloo::GlooBackend> host_backend(const char* what) const;
+  // took them meanwhile. host_backend() is the routing between shared memory and Gloo.
+  std::shared_ptr<Backend> host_backend(const char* what, Scope scope) const;
+  std::shared_ptr<gloo::GlooBackend> gloo_backend(const char* what) const;
   std::shared_ptr<nccl::Backend> gpu_backend(const char* what) const;
+  // The global allreduce across hosts, when hierarchical_ (host buffers, in place).
+  void allreduce_hierarchical(void* buffer, std::size_t count, DataType type, ReduceOp op);
 
   WorldInfo world_;
   AbortState abort_;
   mutable std::mutex backends_mutex_;              // guards the pointers below, not the backends
   std::shared_ptr<gloo::GlooBackend> gloo_;        // null in a world of one
   std::shared_ptr<nccl::Backend> nccl_;
+  // This host's ranks over shared memory (runtime/shm/): null with one local rank or
+  // HORA_SHM=0. Serves the local scope, and the global one when all ranks are on this host.
+  std::shared_ptr<shm::ShmBackend> shm_;
+  // The async engine's own group (its own segment) when shm_ serves the global scope.
+  std::shared_ptr<shm::ShmGroup> engine_shm_;
+  bool hierarchical_ = false;  // global allreduce of host buffers: allreduce_hierarchical()
   std::unique_ptr<rdv::Client> client_;  // destroyed first: its reader thread calls abort()
   std::atomic<bool> closed_{false};
 };

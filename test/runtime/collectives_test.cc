@@ -341,9 +341,15 @@ void check_barrier(Runtime& rt, std::vector<std::atomic<int>>& arrived, int n, S
   }
 }
 
-void run_everything(const std::vector<int>& hosts) {
+// shm: shared memory between the ranks of a host (HORA_SHM); hierarchical: -1 by layout, 0 off,
+// 1 forced (HORA_HIERARCHICAL_ALLREDUCE).
+void run_everything(const std::vector<int>& hosts, bool shm = true, int hierarchical = -1) {
   hora::test::TestServer server(static_cast<int>(hosts.size()));
-  const auto worlds = hora::test::make_worlds(hosts, server, std::chrono::seconds(20));
+  auto worlds = hora::test::make_worlds(hosts, server, std::chrono::seconds(20));
+  for (auto& w : worlds) {
+    w.shm = shm;
+    w.hierarchical_allreduce = hierarchical;
+  }
   const int n = static_cast<int>(hosts.size());
   std::vector<std::atomic<int>> arrived(4);
   for (auto& a : arrived) a = 0;
@@ -369,18 +375,26 @@ void run_everything(const std::vector<int>& hosts) {
 
 TEST_CASE("every collective, type and op on one host", "[collectives]") {
   const int n = GENERATE(1, 2, 3, 4);
-  INFO("world size " << n);
-  run_everything(hora::test::one_host(n));
+  const bool shm = GENERATE(true, false);
+  INFO("world size " << n << (shm ? ", shared memory" : ", Gloo only"));
+  run_everything(hora::test::one_host(n), shm);
 }
 
 TEST_CASE("local and cross scopes on a fake two-host layout", "[collectives][scopes]") {
-  // 4 ranks on 2 hosts: local groups {0,1} {2,3}; cross groups {0,2} {1,3}.
-  run_everything({0, 0, 1, 1});
+  // 4 ranks on 2 hosts: local groups {0,1} {2,3}; cross groups {0,2} {1,3}. Global allreduce
+  // is hierarchical by default (shared memory, then the cross groups), flat when told so.
+  const int hierarchical = GENERATE(-1, 0);
+  const bool shm = GENERATE(true, false);
+  INFO("hierarchical " << hierarchical << (shm ? ", shared memory" : ", Gloo only"));
+  run_everything({0, 0, 1, 1}, shm, hierarchical);
 }
 
 TEST_CASE("uneven hosts: a cross group of one rank", "[collectives][scopes]") {
-  // 5 ranks: host 0 has ranks 0,1,2; host 1 has 3,4. Cross groups {0,3} {1,4} {2}.
-  run_everything({0, 0, 0, 1, 1});
+  // 5 ranks: host 0 has ranks 0,1,2; host 1 has 3,4. Cross groups {0,3} {1,4} {2}. Even when
+  // forced, allreduce cannot be hierarchical here (the hosts differ): it stays flat.
+  const int hierarchical = GENERATE(-1, 1);
+  INFO("hierarchical " << hierarchical);
+  run_everything({0, 0, 0, 1, 1}, true, hierarchical);
 }
 
 TEST_CASE("scope ranks and sizes follow Horovod's layout", "[collectives][scopes]") {

@@ -61,9 +61,13 @@ char thread_state(pid_t tid) {
 
 TEST_CASE("a peer that vanishes mid-job makes the others raise, naming it, within the timeout",
           "[failure]") {
+  // Over Gloo (HORA_SHM=0) and over shared memory (the default for ranks of one host).
+  const bool shm = GENERATE(false, true);
+  INFO((shm ? "shared memory" : "Gloo"));
   const auto timeout = 2s;
   hora::test::TestServer server(3);
-  const auto worlds = hora::test::make_worlds(hora::test::one_host(3), server, timeout);
+  auto worlds = hora::test::make_worlds(hora::test::one_host(3), server, timeout);
+  for (auto& w : worlds) w.shm = shm;
   const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
     std::vector<float> data(1000, 1.0f);
     // One good collective first: the mesh works.
@@ -88,12 +92,13 @@ TEST_CASE("a peer that vanishes mid-job makes the others raise, naming it, withi
                Catch::Contains("rank " + std::to_string(r) + " on host0") &&
                    Catch::Contains("allreduce of 1000 x float32 (sum)"));
   }
-  // Rank 0 receives from rank 1 in Gloo's ring: it sees the connection close and names it.
+  // Gloo: rank 0 receives from rank 1 in the ring: it sees the connection close and names it.
+  // Shared memory: rank 1 marked the group broken; every waiter names it.
   INFO(hora::test::message_of(results[0].error));
   REQUIRE(is<hora::PeerFailure>(results[0].error));
   CHECK(peer_of(results[0].error) == 1);
   CHECK_THAT(hora::test::message_of(results[0].error),
-             Catch::Contains("peer rank 1 (host0, 127.0.0.1:") &&
+             Catch::Contains(shm ? "peer rank 1 (host0, local rank 1)" : "peer rank 1 (host0, 127.0.0.1:") &&
                  Catch::Contains("closed the connection (it probably died"));
 }
 

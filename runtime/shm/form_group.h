@@ -1,0 +1,24 @@
+// Forming a host's shared-memory group at init: local rank 0 names the segment (from the job
+// secret's hash, the host index, its pid and a counter: segment.h) and publishes the name
+// through the rendezvous under "hora/shm/<host_index>/<purpose>"; the others read it and open
+// the segment (docs/shm.md). Throws hora::Error subclasses (TimeoutError past `deadline`).
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "runtime/core/world.h"
+#include "runtime/shm/shm_group.h"
+
+namespace hora::rdv {
+class Client;
+}
+
+namespace hora::detail::shm {
+
+// purpose: "user" (the blocking collectives) or "engine" (the async engine's own group).
+std::shared_ptr<ShmGroup> form_group(const WorldInfo& world, rdv::Client& client,
+                                     std::chrono::steady_clock::time_point deadline,
+                                     const char* purpose);
+
+}  // namespace hora::detail::shm
