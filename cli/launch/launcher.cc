@@ -24,13 +24,18 @@
 #include "cli/network/job_network.h"
 #include "cli/network/spec.h"
 #include "cli/output/log.h"
+#include "cli/output/log_sink.h"
 #include "cli/output/output.h"
 #include "cli/spawn/ssh_rank_process.h"
 #include "cli/spawn/supervisor.h"
+#include "common/fd_limit.h"
 #include "ssh/known_hosts.h"
 
 namespace hora::cli {
 namespace {
+
+// Below this soft open-file limit a failure to raise it is worth a warning.
+constexpr std::uint64_t kFewDescriptors = 4096;
 
 // Writes all of `text` to `fd` (the launcher's own lines, before any rank output exists).
 void print(int fd, std::string_view text) {
@@ -190,12 +195,33 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
                 ctx.stdout_fd, ctx.stderr_fd, &io);
+  // horarun's own log lines take the same path from here on: a stalled stderr reader cannot
+  // block the event loop in a write (issue 15 item 1).
+  const LogSinkAttachment log_to_output(output);
   Supervisor supervisor(io, table, std::move(config), factory, output);
   const int rc = supervisor.run();
   // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
   // nothing for a minute (2 s after an interrupt: the user wants out) is given up on.
   output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
   return rc;
+}
+
+// The soft open-file limit up to the hard one: the launcher holds a connection or two per rank
+// and whatever strangers open to the rendezvous port (issue 15 item 2). Said at the default
+// level only when it matters: the limit stays low.
+void raise_open_file_limit() {
+  const hora::FdLimit limit = hora::raise_fd_limit();
+  if (limit.error.empty()) {
+    if (limit.soft != limit.soft_before) {
+      launcher_log()->info("raised the open-file limit from {} to {}", limit.soft_before,
+                           limit.soft);
+    }
+  } else if (limit.soft < kFewDescriptors) {
+    launcher_log()->warn("cannot raise the open-file limit ({}) from {}: a large job or many "
+                         "connections to the rendezvous port may run out of descriptors; raise "
+                         "it with `ulimit -n`",
+                         limit.error, limit.soft);
+  }
 }
 
 }  // namespace
@@ -211,6 +237,7 @@ int run_launcher(const LaunchContext& ctx) {
     return 0;
   }
   configure_logging(options.verbose);
+  raise_open_file_limit();
   return launch(options, ctx);
 }
 

@@ -16,6 +16,7 @@
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "common/duration.h"
+#include "common/log_throttle.h"
 #include "cli/spawn/horovod_rendezvous.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
@@ -41,6 +42,17 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
 // "fe80::1" -> "[fe80::1]" for host:port; other addresses unchanged.
 std::string bracketed(const std::string& address) {
   return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
+}
+
+// "127.0.0.1" of "127.0.0.1:40312", "::1" of "[::1]:40312".
+std::string peer_host(const std::string& peer) {
+  const auto colon = peer.rfind(':');
+  if (colon == std::string::npos) return peer;
+  std::string host = peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
 }
 
 // A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
@@ -77,6 +89,9 @@ struct Supervisor::Impl {
   asio::steady_timer start_timer{io};
   asio::steady_timer end_timer{io};    // abort grace, then kill grace
   asio::steady_timer drain_timer{io};
+  hora::LogThrottle throttle;  // repeated rejection warnings: one line per host per second
+  asio::steady_timer throttle_timer{io};
+  bool throttle_armed = false;
   bool ending = false;
   // The first rank that exited 0 while others were still running (-1: none), and whether it had
   // reached the rendezvous.
@@ -125,7 +140,7 @@ struct Supervisor::Impl {
       on_disconnected(rank, clean, reason);
     };
     events.on_rejected = [this](const std::string& peer, const std::string& reason) {
-      log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
+      on_rejected(peer, reason);
     };
     try {
       server = std::make_unique<rdv::Server>(io, options, std::move(events));
@@ -265,6 +280,32 @@ struct Supervisor::Impl {
     });
   }
 
+  // A flood of junk connections costs one line per host per second, with a count.
+  void on_rejected(const std::string& peer, const std::string& reason) {
+    const std::string host = peer_host(peer);
+    if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s",
+                             n, host);
+        })) {
+      log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
+    }
+    arm_throttle();
+  }
+
+  // Summaries of throttled warnings are written when their window ends.
+  void arm_throttle() {
+    const auto next = throttle.next_flush();
+    if (throttle_armed || !next) return;
+    throttle_armed = true;
+    throttle_timer.expires_at(*next);
+    throttle_timer.async_wait([this](const boost::system::error_code& ec) {
+      throttle_armed = false;
+      if (ec) return;
+      for (const std::string& line : throttle.flush(Clock::now())) log->warn("{}", line);
+      arm_throttle();
+    });
+  }
+
   void on_start_timeout() {
     if (ending) return;
     const std::set<int> seen = ranks_seen();
@@ -384,6 +425,7 @@ struct Supervisor::Impl {
     start_timer.cancel();
     end_timer.cancel();
     drain_timer.cancel();
+    throttle_timer.cancel();
     boost::system::error_code ignored;
     signals.cancel(ignored);
     if (server) server->stop();

@@ -318,4 +318,59 @@ case_stalled_reader_sigint() {
   ok "a stalled reader does not keep horarun from handling SIGINT"
 }
 
+# The rendezvous port of a running job, from the file its rank 0 wrote ($HORA_RENDEZVOUS).
+rendezvous_port() { sed 's/.*://' "$WORK/rdv.0"; }
+
+case_log_flood_sigint() {
+  # stderr is a FIFO nobody reads; with --verbose every junk connection to the rendezvous port
+  # is a log line (far more than the FIFO holds). horarun must keep its event loop: SIGINT ends
+  # the job with 130 (it used to block in a write to stderr, issue 15 item 1).
+  mkfifo errfifo
+  sleep 300 <errfifo >/dev/null &
+  BACKGROUND+=($!)
+  "$HORARUN" --verbose -np 2 sh -c 'echo "$HORA_RENDEZVOUS" >"$0/rdv.$HORA_RANK"; exec sleep 299' "$WORK" >out 2>errfifo &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 rank_sleepers 2 || fail "the ranks did not get to sleep"
+  [ -s "$WORK/rdv.0" ] || fail "rank 0 did not write HORA_RENDEZVOUS"
+  timeout -s KILL 120 /usr/bin/python3 "$JUNK" "$(rendezvous_port)" 3000 flood >junk.out ||
+    fail "the junk connections did not finish"
+  kill -0 "$pid" 2>/dev/null || fail "horarun ended during the flood"
+  kill -INT "$pid"
+  wait_for 60 gone "$pid" || fail "horarun did not end within 60 s of SIGINT after the flood (blocked writing its log?)"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq 130 ] || fail "expected 130 after SIGINT, got $rc"
+  wait_for 5 no_rank_sleepers || fail "ranks left running"
+  ok "a log flood into an unread stderr does not keep horarun from handling SIGINT"
+}
+
+case_fd_flood_start() {
+  # Under `ulimit -Sn 1024` (the hard limit higher), 2000 idle connections to the rendezvous port opened before the ranks
+  # call hora::init(): the job still starts and passes (horarun raises its soft limit, the
+  # server caps strangers; issue 15 item 2).
+  (ulimit -Sn 1024 && exec "$HORARUN" -np 2 sh -c 'echo "$HORA_RENDEZVOUS" >"$0/rdv.$HORA_RANK"; while [ ! -e "$0/go" ]; do sleep 0.05; done; exec "$1" garbage' "$WORK" "$PROBE") >out 2>err &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 test -s "$WORK/rdv.0" || fail "rank 0 did not write HORA_RENDEZVOUS"
+  # horarun raised its soft open-file limit to the hard one at start.
+  local soft hard
+  read -r soft hard < <(awk '/^Max open files/ {print $4, $5}' "/proc/$pid/limits")
+  [ "$soft" = "$hard" ] || fail "horarun's open-file limit is $soft (hard $hard): not raised"
+  mkfifo junkin
+  /usr/bin/python3 "$JUNK" "$(rendezvous_port)" 2000 idle <junkin >junk.out &
+  local junk=$!
+  BACKGROUND+=("$junk")
+  exec {hold}>junkin
+  wait_for 120 grep -q "^open" junk.out || fail "the idle connections were not opened"
+  touch "$WORK/go"
+  wait_for 120 gone "$pid" || fail "the job did not end within 120 s"
+  wait "$pid"
+  rc=$?
+  exec {hold}>&-
+  [ $rc -eq 0 ] || fail "the job failed with 2000 idle connections under ulimit -n 1024: rc=$rc"
+  [ "$(grep -c 'garbage rejected=1 allreduce_ok=1' out)" -eq 2 ] || fail "the ranks did not complete"
+  ok "a job starts under ulimit -n 1024 with 2000 idle connections to its rendezvous port ($(cat junk.out))"
+}
+
 "case_${1//-/_}" "${@:2}"

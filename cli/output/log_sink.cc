@@ -1,0 +1,39 @@
+#include "cli/output/log_sink.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "cli/output/output.h"
+
+namespace hora::cli {
+
+std::shared_ptr<LogSink> LogSink::instance() {
+  static const std::shared_ptr<LogSink> sink = std::make_shared<LogSink>(2);
+  return sink;
+}
+
+void LogSink::attach(Output* output) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  output_ = output;
+  owner_ = std::this_thread::get_id();
+}
+
+void LogSink::sink_it_(const spdlog::details::log_msg& msg) {
+  spdlog::memory_buf_t formatted;
+  formatter_->format(msg, formatted);
+  const std::string_view text(formatted.data(), formatted.size());
+  if (output_ != nullptr && std::this_thread::get_id() == owner_) {
+    output_->launcher_text(text);
+    return;
+  }
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const ssize_t n = ::write(fd_, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a closed terminal must not end the job (see Output)
+    rest.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace hora::cli
