@@ -14,13 +14,14 @@ std::shared_ptr<spdlog::logger> make(const char* name, const char* pattern,
                                      spdlog::level::level_enum level) {
   if (auto existing = spdlog::get(name)) {
     // Created by a component first (with a stderr sink): its lines must take the same path.
-    if (existing->sinks().size() != 1 || existing->sinks()[0] != LogSink::instance()) {
-      existing->sinks() = {LogSink::instance()};
+    if (existing->sinks().size() != 1 ||
+        std::dynamic_pointer_cast<LogSink>(existing->sinks()[0]) == nullptr) {
+      existing->sinks() = {std::make_shared<LogSink>(2)};
       existing->set_pattern(pattern);
     }
     return existing;
   }
-  auto l = std::make_shared<spdlog::logger>(name, LogSink::instance());
+  auto l = std::make_shared<spdlog::logger>(name, std::make_shared<LogSink>(2));
   try {
     spdlog::register_logger(l);
   } catch (const spdlog::spdlog_ex&) {

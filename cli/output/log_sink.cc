@@ -8,24 +8,31 @@
 
 namespace hora::cli {
 
-std::shared_ptr<LogSink> LogSink::instance() {
-  static const std::shared_ptr<LogSink> sink = std::make_shared<LogSink>(2);
-  return sink;
-}
+namespace {
+
+// Where every LogSink's lines go while attached; guarded by target_mutex.
+std::mutex target_mutex;
+Output* target = nullptr;
+std::thread::id target_owner;
+
+}  // namespace
 
 void LogSink::attach(Output* output) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  output_ = output;
-  owner_ = std::this_thread::get_id();
+  std::lock_guard<std::mutex> lock(target_mutex);
+  target = output;
+  target_owner = std::this_thread::get_id();
 }
 
 void LogSink::sink_it_(const spdlog::details::log_msg& msg) {
   spdlog::memory_buf_t formatted;
   formatter_->format(msg, formatted);
   const std::string_view text(formatted.data(), formatted.size());
-  if (output_ != nullptr && std::this_thread::get_id() == owner_) {
-    output_->launcher_text(text);
-    return;
+  {
+    std::lock_guard<std::mutex> lock(target_mutex);
+    if (target != nullptr && std::this_thread::get_id() == target_owner) {
+      target->launcher_text(text);
+      return;
+    }
   }
   std::string_view rest = text;
   while (!rest.empty()) {

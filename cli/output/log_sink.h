@@ -24,12 +24,10 @@ class LogSink : public spdlog::sinks::base_sink<std::mutex> {
  public:
   explicit LogSink(int fd = 2) : fd_(fd) {}
 
-  // The sink every horarun logger writes to (created on first use, on descriptor 2).
-  static std::shared_ptr<LogSink> instance();
-
-  // From now on, lines logged on this thread go to `output` (stderr, queued when the reader is
-  // slow). Pass nullptr to write directly again.
-  void attach(Output* output);
+  // From now on, lines logged on this thread by any LogSink go to `output` (stderr, queued
+  // when the reader is slow). Pass nullptr to write directly again. Each logger has a sink of
+  // its own (spdlog keeps the pattern in the sink), all sharing this target.
+  static void attach(Output* output);
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override;
@@ -37,15 +35,13 @@ class LogSink : public spdlog::sinks::base_sink<std::mutex> {
 
  private:
   int fd_;
-  Output* output_ = nullptr;
-  std::thread::id owner_;
 };
 
 // Attaches `output` to the sink for its lifetime (declare it right after the Output).
 class LogSinkAttachment {
  public:
-  explicit LogSinkAttachment(Output& output) { LogSink::instance()->attach(&output); }
-  ~LogSinkAttachment() { LogSink::instance()->attach(nullptr); }
+  explicit LogSinkAttachment(Output& output) { LogSink::attach(&output); }
+  ~LogSinkAttachment() { LogSink::attach(nullptr); }
   LogSinkAttachment(const LogSinkAttachment&) = delete;
   LogSinkAttachment& operator=(const LogSinkAttachment&) = delete;
 };

@@ -1,5 +1,6 @@
 #include "cli/spawn/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 
@@ -35,6 +36,9 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
   asio::ip::tcp::acceptor acceptor(io);
   const asio::ip::tcp::endpoint ep(asio::ip::make_address(address), 0);
   acceptor.open(ep.protocol());
+  // Asio opens sockets without SOCK_CLOEXEC; this one is closed before any guard starts, but
+  // every descriptor horarun opens is close-on-exec (issue 15 item 5).
+  ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor.bind(ep);
   return acceptor.local_endpoint().port();
 }

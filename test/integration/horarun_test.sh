@@ -373,4 +373,17 @@ case_fd_flood_start() {
   ok "a job starts under ulimit -n 1024 with 2000 idle connections to its rendezvous port ($(cat junk.out))"
 }
 
+case_rank_fds() {
+  # A local rank has only 0, 1 and 2 open: no listening socket, pipe or file of horarun's or the
+  # guard's leaks into it (issue 15 item 5), nor a descriptor horarun's caller left open (the
+  # test holds one on purpose).
+  exec {extra}</dev/null
+  run 60 -np 2 /usr/bin/python3 "$LIST_FDS"
+  exec {extra}<&-
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  [ "$(grep -c '^\[[01]\]<stdout>:extra fds: none$' out)" -eq 2 ] ||
+    fail "a rank has descriptors besides 0, 1, 2: $(grep 'extra fds' out | grep -v none | head -1)"
+  ok "local ranks have only descriptors 0, 1 and 2"
+}
+
 "case_${1//-/_}" "${@:2}"
