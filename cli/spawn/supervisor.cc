@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include <array>
+#include <cstdlib>
+#include <map>
 #include <set>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -19,6 +21,7 @@
 #include "common/duration.h"
 #include "common/log_throttle.h"
 #include "cli/spawn/horovod_rendezvous.h"
+#include "cli/spawn/process_state.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -93,6 +96,10 @@ struct Supervisor::Impl {
   asio::steady_timer start_timer{io};
   asio::steady_timer end_timer{io};    // abort grace, then kill grace
   asio::steady_timer drain_timer{io};
+  asio::steady_timer stall_timer{io};  // the launcher's stall check of local ranks
+  // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
+  // warned about.
+  std::map<int, std::pair<Clock::time_point, bool>> stuck_since;
   hora::LogThrottle throttle;  // repeated rejection warnings: one line per host per second
   asio::steady_timer throttle_timer{io};
   bool throttle_armed = false;
@@ -211,6 +218,7 @@ struct Supervisor::Impl {
       }
     }
 
+    arm_stall_check();
     start_timer.expires_after(config.facts.start_timeout);
     start_timer.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) on_start_timeout();
@@ -251,10 +259,91 @@ struct Supervisor::Impl {
       }
     }
     if (!status.success() && !ending) {
-      end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
-              status.exit_code());
+      // A rank that times out waiting usually waited for a peer that stopped: name that one.
+      if (const auto stuck = stuck_rank(r)) {
+        end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
+                            "waiting for it",
+                            who(stuck->first), stuck->second.describe(), who(r),
+                            status.describe()),
+                status.exit_code());
+      } else {
+        end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
+                status.exit_code());
+      }
     }
     maybe_finish();
+  }
+
+  // A running local rank other than `except` whose process is stopped, traced or in
+  // uninterruptible sleep (process_state.h), with what the kernel says; nullopt if none.
+  std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) {
+    for (int o = 0; o < table.size(); ++o) {
+      if (o == except || !running(o)) continue;
+      const int guard = at(o).process->local_guard_pid();
+      if (guard <= 0) continue;
+      if (auto p = stuck_process_of_guard(guard)) return std::make_pair(o, *p);
+    }
+    return std::nullopt;
+  }
+
+  // A stall setting: -x NAME=V, else the value the flags set (the ranks' view); nullopt if unset.
+  std::optional<double> stall_setting(const char* name) const {
+    for (const auto& [k, v] : config.facts.forwarded) {
+      if (k == name) return std::strtod(v.c_str(), nullptr);
+    }
+    for (const auto& [k, v] : config.facts.tuning) {
+      if (k == name) return std::strtod(v.c_str(), nullptr);
+    }
+    return std::nullopt;
+  }
+
+  // The launcher's half of the stall check: once a second, every local rank's processes are
+  // looked at; one stopped, traced or in D for the stall warning time (HORA_STALL_CHECK_SECONDS,
+  // 60 s) is named in a warning, and for the shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when
+  // above 0) it ends the job. Remote ranks are not looked at (docs/launcher.md).
+  void arm_stall_check() {
+    if (stall_setting("HORA_STALL_CHECK_DISABLE").value_or(0) != 0) return;
+    stall_timer.expires_after(std::chrono::seconds(1));
+    stall_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || ending || finished) return;
+      check_stalls();
+      if (!ending) arm_stall_check();
+    });
+  }
+
+  void check_stalls() {
+    const auto warn_after = std::chrono::duration<double>(
+        stall_setting("HORA_STALL_CHECK_SECONDS").value_or(60.0));
+    const double shutdown_s = stall_setting("HORA_STALL_SHUTDOWN_SECONDS").value_or(0.0);
+    const auto now = Clock::now();
+    for (int r = 0; r < table.size(); ++r) {
+      const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
+      const auto stuck = guard > 0 ? stuck_process_of_guard(guard) : std::nullopt;
+      if (!stuck) {
+        stuck_since.erase(r);
+        continue;
+      }
+      const auto it = stuck_since.emplace(r, std::make_pair(now, false)).first;
+      const auto stalled = now - it->second.first;
+      if (shutdown_s > 0 && stalled >= std::chrono::duration<double>(shutdown_s)) {
+        end_job(fmt::format("{} stopped responding ({}) for {} "
+                            "(--stall-check-shutdown-time-seconds); the others cannot go on "
+                            "without it",
+                            who(r), stuck->describe(),
+                            hora::format_duration(
+                                std::chrono::duration_cast<std::chrono::milliseconds>(stalled))),
+                1);
+        return;
+      }
+      if (!it->second.second && stalled >= warn_after) {
+        it->second.second = true;
+        log->warn("stall check: {} stopped responding ({}) {} ago; the other ranks wait for it "
+                  "(--stall-check-warning-time-seconds)",
+                  who(r), stuck->describe(),
+                  hora::format_duration(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(stalled)));
+      }
+    }
   }
 
   // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
@@ -430,6 +519,7 @@ struct Supervisor::Impl {
     end_timer.cancel();
     drain_timer.cancel();
     throttle_timer.cancel();
+    stall_timer.cancel();
     boost::system::error_code ignored;
     signals.cancel(ignored);
     if (server) server->stop();

@@ -386,4 +386,52 @@ case_rank_fds() {
   ok "local ranks have only descriptors 0, 1 and 2"
 }
 
+# start_spinning_job ARGS...: horarun -np 3 ARGS rank_probe spin in the background (pid in
+# $job), stopping rank 1 with SIGSTOP once every rank is in its allreduces.
+start_spinning_job() {
+  mkdir -p pids
+  "$HORARUN" -np 3 "$@" "$PROBE" spin "$WORK/pids" >out 2>err &
+  job=$!
+  BACKGROUND+=("$job")
+  wait_for 60 have_pidfiles pids 3 || fail "the ranks did not start"
+  wait_for 30 grep -q "rank 2 ready" out || fail "the ranks are not ready"
+  stopped=$(cat pids/1.pid)
+  kill -STOP "$stopped"
+}
+
+# finish_spinning_job SECONDS: waits for the job; sets rc; lets rank 1 go if it is still there.
+finish_spinning_job() {
+  wait_for "$1" gone "$job" || { kill -CONT "$stopped" 2>/dev/null; fail "horarun did not end within $1 s"; }
+  wait "$job"
+  rc=$?
+  kill -CONT "$stopped" 2>/dev/null
+  wait_for 10 pids_gone pids || fail "ranks left running"
+}
+
+case_hung_rank_named() {
+  # Rank 1 of 3 is SIGSTOPped inside its allreduces; the others time out (3 s) and fail. The
+  # verdict names rank 1 and its state, not the healthy rank that timed out (issue 15 item 3).
+  start_spinning_job --gloo-timeout-seconds 3
+  finish_spinning_job 60
+  [ $rc -ne 0 ] || fail "the job passed with a stopped rank"
+  grep -q "^horarun: rank 1 on localhost stopped responding (state T, stopped)" err ||
+    fail "the verdict does not name the stopped rank 1"
+  ok "a stopped rank is named when the others time out waiting for it (rc=$rc)"
+}
+
+case_stall_check_stopped_rank() {
+  # The launcher's stall check: with a Gloo timeout far away (300 s), rank 1 SIGSTOPped is
+  # warned about after --stall-check-warning-time-seconds and ends the job after
+  # --stall-check-shutdown-time-seconds, by name.
+  start_spinning_job --gloo-timeout-seconds 300 --stall-check-warning-time-seconds 1 \
+    --stall-check-shutdown-time-seconds 4
+  finish_spinning_job 100
+  [ $rc -eq 1 ] || fail "expected exit 1 from the stall shutdown, got $rc"
+  grep -q "stall check: rank 1 on localhost stopped responding (state T, stopped)" err ||
+    fail "no stall warning naming rank 1"
+  grep -q "^horarun: rank 1 on localhost stopped responding (state T, stopped) for .*--stall-check-shutdown-time-seconds" err ||
+    fail "the verdict does not name rank 1 and the stall shutdown"
+  ok "the stall check warns about and ends a job with a stopped rank"
+}
+
 "case_${1//-/_}" "${@:2}"
