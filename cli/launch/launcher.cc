@@ -1,5 +1,7 @@
 #include "cli/launch/launcher.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,6 +31,7 @@
 #include "cli/spawn/ssh_rank_process.h"
 #include "cli/spawn/supervisor.h"
 #include "common/fd_limit.h"
+#include "common/unique_fd.h"
 #include "ssh/known_hosts.h"
 
 namespace hora::cli {
@@ -75,9 +78,31 @@ std::string self_path() {
   return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
+// --ssh-config is checked even when every host is local (it is read only for remote ones): a
+// directory, a device or a FIFO is a mistake worth saying at once, like a bad --hostfile.
+void check_ssh_config_file(const std::string& path) {
+  if (path.empty() || path == "/dev/null") return;
+  hora::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) {
+    throw UsageError(fmt::format("--ssh-config {}: cannot open the file ({}); check the path",
+                                 path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw UsageError(fmt::format(
+        "--ssh-config {}: is {}, not a regular file; give an ssh_config file (or /dev/null)",
+        path,
+        S_ISDIR(st.st_mode)    ? "a directory"
+        : S_ISFIFO(st.st_mode) ? "a FIFO"
+        : S_ISSOCK(st.st_mode) ? "a socket"
+                               : "a device"));
+  }
+}
+
 RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
   RemoteOptions ro;
   ro.force_ssh = options.force_ssh;
+  check_ssh_config_file(options.ssh_config);
   if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
   ro.overrides.port = options.ssh_port;
   if (!options.ssh_identity_file.empty()) {
