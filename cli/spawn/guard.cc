@@ -298,6 +298,9 @@ class Guard {
     if (term_sent_) return;
     term_sent_ = true;
     signal_all(SIGTERM);
+    // A stopped rank (SIGSTOP, Ctrl-Z) handles SIGTERM only once it runs again: continue it,
+    // as systemd does, rather than waiting out the grace for SIGKILL.
+    signal_all(SIGCONT);
     deadline_ = Clock::now() + grace_;
   }
 
