@@ -59,7 +59,11 @@ std::optional<char> parse_stat_state(std::string_view stat_line) {
   return s->state;
 }
 
-std::optional<StuckProcess> stuck_process_of_guard(pid_t guard_pid, const std::string& proc_root) {
+std::map<pid_t, StuckProcess> stuck_processes_of_guards(const std::vector<pid_t>& guard_pids,
+                                                        const std::string& proc_root) {
+  std::map<pid_t, StuckProcess> found;
+  if (guard_pids.empty()) return found;
+  const std::set<pid_t> guards(guard_pids.begin(), guard_pids.end());
   std::vector<Stat> all;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(proc_root, ec)) {
@@ -70,17 +74,28 @@ std::optional<StuckProcess> stuck_process_of_guard(pid_t guard_pid, const std::s
     if (!std::getline(in, line)) continue;  // gone meanwhile
     if (auto s = parse_stat(line)) all.push_back(*s);
   }
-  // The rank: the guard's children, each the leader of its own process group.
-  std::set<pid_t> groups;
+  // Each rank: a guard's children, each the leader of its own process group.
+  std::map<pid_t, pid_t> guard_of_group;
   for (const Stat& s : all) {
-    if (s.ppid == guard_pid) groups.insert(s.pid);
+    if (guards.count(s.ppid) != 0) guard_of_group[s.pid] = s.ppid;
   }
   for (const Stat& s : all) {
-    if ((s.ppid == guard_pid || groups.count(s.pgrp) != 0) && is_stuck(s.state)) {
-      return StuckProcess{s.pid, s.state};
+    if (!is_stuck(s.state)) continue;
+    pid_t guard = -1;
+    if (guards.count(s.ppid) != 0) {
+      guard = s.ppid;
+    } else if (const auto it = guard_of_group.find(s.pgrp); it != guard_of_group.end()) {
+      guard = it->second;
     }
+    if (guard > 0) found.emplace(guard, StuckProcess{s.pid, s.state});
   }
-  return std::nullopt;
+  return found;
+}
+
+std::optional<StuckProcess> stuck_process_of_guard(pid_t guard_pid, const std::string& proc_root) {
+  const auto found = stuck_processes_of_guards({guard_pid}, proc_root);
+  if (found.empty()) return std::nullopt;
+  return found.begin()->second;
 }
 
 }  // namespace hora::cli

@@ -6,9 +6,11 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hora::cli {
 
@@ -28,5 +30,10 @@ std::optional<char> parse_stat_state(std::string_view stat_line);
 // one is running or sleeping normally (or the guard is gone). Reads /proc under `proc_root`.
 std::optional<StuckProcess> stuck_process_of_guard(pid_t guard_pid,
                                                    const std::string& proc_root = "/proc");
+
+// The same for several guards with one pass over /proc: guard pid -> its rank's stuck process,
+// for the guards that have one.
+std::map<pid_t, StuckProcess> stuck_processes_of_guards(const std::vector<pid_t>& guard_pids,
+                                                        const std::string& proc_root = "/proc");
 
 }  // namespace hora::cli

@@ -277,13 +277,25 @@ struct Supervisor::Impl {
   // A running local rank other than `except` whose process is stopped, traced or in
   // uninterruptible sleep (process_state.h), with what the kernel says; nullopt if none.
   std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) {
-    for (int o = 0; o < table.size(); ++o) {
-      if (o == except || !running(o)) continue;
-      const int guard = at(o).process->local_guard_pid();
-      if (guard <= 0) continue;
-      if (auto p = stuck_process_of_guard(guard)) return std::make_pair(o, *p);
+    const auto stuck = stuck_ranks();
+    for (const auto& [r, p] : stuck) {
+      if (r != except) return std::make_pair(r, p);
     }
     return std::nullopt;
+  }
+
+  // Every running local rank whose process is stuck, by rank (one pass over /proc).
+  std::map<int, StuckProcess> stuck_ranks() {
+    std::map<pid_t, int> rank_of_guard;
+    for (int r = 0; r < table.size(); ++r) {
+      const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
+      if (guard > 0) rank_of_guard.emplace(guard, r);
+    }
+    std::vector<pid_t> guards;
+    for (const auto& [g, r] : rank_of_guard) guards.push_back(g);
+    std::map<int, StuckProcess> out;
+    for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(rank_of_guard[g], p);
+    return out;
   }
 
   // A stall setting: -x NAME=V, else the value the flags set (the ranks' view); nullopt if unset.
@@ -316,13 +328,14 @@ struct Supervisor::Impl {
         stall_setting("HORA_STALL_CHECK_SECONDS").value_or(60.0));
     const double shutdown_s = stall_setting("HORA_STALL_SHUTDOWN_SECONDS").value_or(0.0);
     const auto now = Clock::now();
+    const std::map<int, StuckProcess> stuck_now = stuck_ranks();
     for (int r = 0; r < table.size(); ++r) {
-      const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
-      const auto stuck = guard > 0 ? stuck_process_of_guard(guard) : std::nullopt;
-      if (!stuck) {
+      const auto found = stuck_now.find(r);
+      if (found == stuck_now.end()) {
         stuck_since.erase(r);
         continue;
       }
+      const StuckProcess* stuck = &found->second;
       const auto it = stuck_since.emplace(r, std::make_pair(now, false)).first;
       const auto stalled = now - it->second.first;
       if (shutdown_s > 0 && stalled >= std::chrono::duration<double>(shutdown_s)) {
