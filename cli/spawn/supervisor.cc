@@ -274,12 +274,15 @@ struct Supervisor::Impl {
     maybe_finish();
   }
 
-  // A running local rank other than `except` whose process is stopped, traced or in
-  // uninterruptible sleep (process_state.h), with what the kernel says; nullopt if none.
+  // A running local rank other than `except` whose process is stopped or traced, or in
+  // uninterruptible sleep since an earlier look of the stall check (a moment of D is only disk
+  // I/O) (process_state.h), with what the kernel says; nullopt if none.
   std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) {
     const auto stuck = stuck_ranks();
     for (const auto& [r, p] : stuck) {
-      if (r != except) return std::make_pair(r, p);
+      if (r != except && (p.state != 'D' || stuck_since.count(r) != 0)) {
+        return std::make_pair(r, p);
+      }
     }
     return std::nullopt;
   }
