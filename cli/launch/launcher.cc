@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -158,6 +160,28 @@ std::string describe_hosts(const RankTable& table, const LocalHost& local,
   return out;
 }
 
+// The stall settings the ranks will see: -x NAME=V, else the flags (tuning), else horarun's own
+// environment, which local ranks inherit.
+SupervisorConfig::StallCheck stall_check(const JobFacts& facts, const Environment& env) {
+  auto setting = [&](const char* name) -> std::optional<double> {
+    for (const EnvBlock* block : {&facts.forwarded, &facts.tuning}) {
+      for (const auto& [k, v] : *block) {
+        if (k == name) return std::strtod(v.c_str(), nullptr);
+      }
+    }
+    if (const auto it = env.find(name); it != env.end()) {
+      return std::strtod(it->second.c_str(), nullptr);
+    }
+    return std::nullopt;
+  };
+  SupervisorConfig::StallCheck stall;
+  stall.enabled = setting("HORA_STALL_CHECK_DISABLE").value_or(0) == 0;
+  stall.warning_seconds = setting("HORA_STALL_CHECK_SECONDS").value_or(stall.warning_seconds);
+  stall.shutdown_seconds = setting("HORA_STALL_SHUTDOWN_SECONDS").value_or(0);
+  if (!(stall.warning_seconds > 0)) stall.enabled = false;
+  return stall;
+}
+
 // Step 5: what the supervisor needs besides the rank table, from the options and the network.
 SupervisorConfig supervisor_config(const Options& options, const LaunchContext& ctx,
                                    const RankTable& table, const JobNetwork& network,
@@ -173,6 +197,7 @@ SupervisorConfig supervisor_config(const Options& options, const LaunchContext& 
   config.facts.forwarded = options.env_forward;
   config.horovod_rendezvous = options.horovod_rendezvous;
   apply_launcher_environment(ctx.env, options, table, config.facts);
+  config.stall = stall_check(config.facts, ctx.env);
   for (const auto& [name, value] : options.env_forward) {
     if (is_contract_variable(name)) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include <array>
-#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -301,23 +300,12 @@ struct Supervisor::Impl {
     return out;
   }
 
-  // A stall setting: -x NAME=V, else the value the flags set (the ranks' view); nullopt if unset.
-  std::optional<double> stall_setting(const char* name) const {
-    for (const auto& [k, v] : config.facts.forwarded) {
-      if (k == name) return std::strtod(v.c_str(), nullptr);
-    }
-    for (const auto& [k, v] : config.facts.tuning) {
-      if (k == name) return std::strtod(v.c_str(), nullptr);
-    }
-    return std::nullopt;
-  }
-
   // The launcher's half of the stall check: once a second, every local rank's processes are
   // looked at; one stopped, traced or in D for the stall warning time (HORA_STALL_CHECK_SECONDS,
   // 60 s) is named in a warning, and for the shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when
   // above 0) it ends the job. Remote ranks are not looked at (docs/launcher.md).
   void arm_stall_check() {
-    if (stall_setting("HORA_STALL_CHECK_DISABLE").value_or(0) != 0) return;
+    if (!config.stall.enabled) return;
     stall_timer.expires_after(std::chrono::seconds(1));
     stall_timer.async_wait([this](const boost::system::error_code& ec) {
       if (ec || ending || finished) return;
@@ -327,9 +315,8 @@ struct Supervisor::Impl {
   }
 
   void check_stalls() {
-    const auto warn_after = std::chrono::duration<double>(
-        stall_setting("HORA_STALL_CHECK_SECONDS").value_or(60.0));
-    const double shutdown_s = stall_setting("HORA_STALL_SHUTDOWN_SECONDS").value_or(0.0);
+    const auto warn_after = std::chrono::duration<double>(config.stall.warning_seconds);
+    const double shutdown_s = config.stall.shutdown_seconds;
     const auto now = Clock::now();
     const std::map<int, StuckProcess> stuck_now = stuck_ranks();
     for (int r = 0; r < table.size(); ++r) {
