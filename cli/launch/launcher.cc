@@ -1,11 +1,15 @@
 #include "cli/launch/launcher.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,13 +28,19 @@
 #include "cli/network/job_network.h"
 #include "cli/network/spec.h"
 #include "cli/output/log.h"
+#include "cli/output/log_sink.h"
 #include "cli/output/output.h"
 #include "cli/spawn/ssh_rank_process.h"
 #include "cli/spawn/supervisor.h"
+#include "common/fd_limit.h"
+#include "common/unique_fd.h"
 #include "ssh/known_hosts.h"
 
 namespace hora::cli {
 namespace {
+
+// Below this soft open-file limit a failure to raise it is worth a warning.
+constexpr std::uint64_t kFewDescriptors = 4096;
 
 // Writes all of `text` to `fd` (the launcher's own lines, before any rank output exists).
 void print(int fd, std::string_view text) {
@@ -70,9 +80,31 @@ std::string self_path() {
   return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
+// --ssh-config is checked even when every host is local (it is read only for remote ones): a
+// directory, a device or a FIFO is a mistake worth saying at once, like a bad --hostfile.
+void check_ssh_config_file(const std::string& path) {
+  if (path.empty() || path == "/dev/null") return;
+  hora::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) {
+    throw UsageError(fmt::format("--ssh-config {}: cannot open the file ({}); check the path",
+                                 path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw UsageError(fmt::format(
+        "--ssh-config {}: is {}, not a regular file; give an ssh_config file (or /dev/null)",
+        path,
+        S_ISDIR(st.st_mode)    ? "a directory"
+        : S_ISFIFO(st.st_mode) ? "a FIFO"
+        : S_ISSOCK(st.st_mode) ? "a socket"
+                               : "a device"));
+  }
+}
+
 RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
   RemoteOptions ro;
   ro.force_ssh = options.force_ssh;
+  check_ssh_config_file(options.ssh_config);
   if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
   ro.overrides.port = options.ssh_port;
   if (!options.ssh_identity_file.empty()) {
@@ -128,6 +160,28 @@ std::string describe_hosts(const RankTable& table, const LocalHost& local,
   return out;
 }
 
+// The stall settings the ranks will see: -x NAME=V, else the flags (tuning), else horarun's own
+// environment, which local ranks inherit.
+SupervisorConfig::StallCheck stall_check(const JobFacts& facts, const Environment& env) {
+  auto setting = [&](const char* name) -> std::optional<double> {
+    for (const EnvBlock* block : {&facts.forwarded, &facts.tuning}) {
+      for (const auto& [k, v] : *block) {
+        if (k == name) return std::strtod(v.c_str(), nullptr);
+      }
+    }
+    if (const auto it = env.find(name); it != env.end()) {
+      return std::strtod(it->second.c_str(), nullptr);
+    }
+    return std::nullopt;
+  };
+  SupervisorConfig::StallCheck stall;
+  stall.enabled = setting("HORA_STALL_CHECK_DISABLE").value_or(0) == 0;
+  stall.warning_seconds = setting("HORA_STALL_CHECK_SECONDS").value_or(stall.warning_seconds);
+  stall.shutdown_seconds = setting("HORA_STALL_SHUTDOWN_SECONDS").value_or(0);
+  if (!(stall.warning_seconds > 0)) stall.enabled = false;
+  return stall;
+}
+
 // Step 5: what the supervisor needs besides the rank table, from the options and the network.
 SupervisorConfig supervisor_config(const Options& options, const LaunchContext& ctx,
                                    const RankTable& table, const JobNetwork& network,
@@ -143,6 +197,7 @@ SupervisorConfig supervisor_config(const Options& options, const LaunchContext& 
   config.facts.forwarded = options.env_forward;
   config.horovod_rendezvous = options.horovod_rendezvous;
   apply_launcher_environment(ctx.env, options, table, config.facts);
+  config.stall = stall_check(config.facts, ctx.env);
   for (const auto& [name, value] : options.env_forward) {
     if (is_contract_variable(name)) {
       launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
@@ -190,12 +245,33 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
                 ctx.stdout_fd, ctx.stderr_fd, &io);
+  // horarun's own log lines take the same path from here on: a stalled stderr reader cannot
+  // block the event loop in a write (issue 15 item 1).
+  const LogSinkAttachment log_to_output(output);
   Supervisor supervisor(io, table, std::move(config), factory, output);
   const int rc = supervisor.run();
   // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
   // nothing for a minute (2 s after an interrupt: the user wants out) is given up on.
   output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
   return rc;
+}
+
+// The soft open-file limit up to the hard one: the launcher holds a connection or two per rank
+// and whatever strangers open to the rendezvous port (issue 15 item 2). Said at the default
+// level only when it matters: the limit stays low.
+void raise_open_file_limit() {
+  const hora::FdLimit limit = hora::raise_fd_limit();
+  if (limit.error.empty()) {
+    if (limit.soft != limit.soft_before) {
+      launcher_log()->info("raised the open-file limit from {} to {}", limit.soft_before,
+                           limit.soft);
+    }
+  } else if (limit.soft < kFewDescriptors) {
+    launcher_log()->warn("cannot raise the open-file limit ({}) from {}: a large job or many "
+                         "connections to the rendezvous port may run out of descriptors; raise "
+                         "it with `ulimit -n`",
+                         limit.error, limit.soft);
+  }
 }
 
 }  // namespace
@@ -211,6 +287,7 @@ int run_launcher(const LaunchContext& ctx) {
     return 0;
   }
   configure_logging(options.verbose);
+  raise_open_file_limit();
   return launch(options, ctx);
 }
 

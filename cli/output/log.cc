@@ -2,17 +2,31 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/logger.h"
+#include "cli/output/log_sink.h"
 
 namespace hora::cli {
 namespace {
 
-// The shared named logger (common/logger.h), given horarun's pattern and level when this is the
-// first to ask for it.
+// The logger `name` writing to LogSink (cli/output/log_sink.h), registered before any
+// component asks hora::named_logger (common/logger.h) for it, so theirs is this one; given
+// horarun's pattern and level when this is the first to ask for it.
 std::shared_ptr<spdlog::logger> make(const char* name, const char* pattern,
                                      spdlog::level::level_enum level) {
-  if (auto existing = spdlog::get(name)) return existing;
-  auto l = hora::named_logger(name);
+  if (auto existing = spdlog::get(name)) {
+    // Created by a component first (with a stderr sink): its lines must take the same path.
+    if (existing->sinks().size() != 1 ||
+        std::dynamic_pointer_cast<LogSink>(existing->sinks()[0]) == nullptr) {
+      existing->sinks() = {std::make_shared<LogSink>(2)};
+      existing->set_pattern(pattern);
+    }
+    return existing;
+  }
+  auto l = std::make_shared<spdlog::logger>(name, std::make_shared<LogSink>(2));
+  try {
+    spdlog::register_logger(l);
+  } catch (const spdlog::spdlog_ex&) {
+    return make(name, pattern, level);  // registered meanwhile by another thread
+  }
   l->set_pattern(pattern);
   l->set_level(level);
   l->flush_on(spdlog::level::trace);  // lines must not sit in a buffer behind rank output

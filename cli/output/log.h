@@ -1,4 +1,5 @@
-// horarun's loggers, on stderr: "launcher" (`horarun: <level>: <message>`) and the rendezvous
+// horarun's loggers, on stderr through LogSink (cli/output/log_sink.h: non-blocking and bounded
+// while a job runs): "launcher" (`horarun: <level>: <message>`) and the rendezvous
 // server's "rendezvous" (registered here first, so the server uses it; see rendezvous/log.h).
 // Without --verbose the launcher shows warnings and errors, and the rendezvous server only
 // errors: what it would warn about (a rank disconnecting, the abort) the launcher reports

@@ -225,6 +225,8 @@ void Output::raw(int rank, Stream stream, std::string_view data) {
   write_all(f.get(), data);
 }
 
+void Output::launcher_text(std::string_view text) { write_terminal(Stream::kStderr, text); }
+
 void Output::launcher_message(std::string_view message) {
   write_terminal(Stream::kStderr, fmt::format("horarun: {}\n", message));
 }

@@ -62,6 +62,8 @@ class Output {
 
   // horarun's own message, to its stderr, as `horarun: <message>`.
   void launcher_message(std::string_view message);
+  // A line of horarun's loggers, already formatted with its '\n' (cli/output/log_sink.h).
+  void launcher_text(std::string_view text);
 
   // Writes everything queued, waiting for the readers; gives up on a stream whose reader takes
   // nothing for `stall` (its queue is dropped and it is written no more).

@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +31,20 @@
 
 namespace hora::cli {
 namespace {
+
+// Marks every descriptor from `first` on close-on-exec (close_range, Linux 5.11; before that one
+// by one up to the open-file limit). Async-signal-safe: for the child between fork and exec.
+void close_on_exec_from(int first) {
+  if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  rlimit limit{};
+  const rlim_t last =
+      ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+          ? std::min<rlim_t>(limit.rlim_cur, 1u << 20)
+          : 65536;
+  for (rlim_t fd = static_cast<rlim_t>(first); fd < last; ++fd) {
+    ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -223,6 +239,8 @@ class Guard {
         ::dup2(devnull, 0);
         if (devnull != 0) ::close(devnull);
       }
+      // The rank gets 0, 1 and 2 only, whatever the guard inherited (from sshd remotely).
+      close_on_exec_from(3);
       ::execvp(argv[0], argv.data());
       const int err = errno;
       const char* path = std::getenv("PATH");
@@ -280,6 +298,9 @@ class Guard {
     if (term_sent_) return;
     term_sent_ = true;
     signal_all(SIGTERM);
+    // A stopped rank (SIGSTOP, Ctrl-Z) handles SIGTERM only once it runs again: continue it,
+    // as systemd does, rather than waiting out the grace for SIGKILL.
+    signal_all(SIGCONT);
     deadline_ = Clock::now() + grace_;
   }
 

@@ -89,6 +89,10 @@ void LocalRankProcess::start(const GuardRequest& request, Events events) {
   posix_spawn_file_actions_adddup2(&actions, in.read.get(), 0);
   posix_spawn_file_actions_adddup2(&actions, out.write.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, err.write.get(), 2);
+  // The guard gets 0, 1 and 2 only: not the rendezvous listening sockets (Horovod's HTTP one is
+  // opened by Asio without SOCK_CLOEXEC), another rank's pipes, or a descriptor horarun's caller
+  // left open (issue 15 item 5; test: integration rank_fds).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // horarun ignores SIGPIPE and the io_context may have handlers installed; the guard starts

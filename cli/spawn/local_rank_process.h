@@ -37,6 +37,7 @@ class LocalRankProcess : public RankProcess {
   bool running() const override { return pid_ > 0 && !exit_; }
 
   pid_t pid() const { return pid_; }
+  int local_guard_pid() const override { return running() ? pid_ : -1; }
 
  private:
   void read_output(Stream stream);

@@ -52,6 +52,9 @@ class RankProcess {
   // Stops reading output (a process the rank left behind keeps the stream open).
   virtual void close_output() = 0;
   virtual bool running() const = 0;
+  // The local guard's pid, for a look at its rank's process state (process_state.h); -1 for a
+  // remote rank (its state is not known here).
+  virtual int local_guard_pid() const { return -1; }
 };
 
 // Makes the RankProcess for one rank on one host (the seam that tests fill with fakes).

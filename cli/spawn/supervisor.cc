@@ -1,9 +1,11 @@
 #include "cli/spawn/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 
 #include <array>
+#include <map>
 #include <set>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -16,7 +18,9 @@
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "common/duration.h"
+#include "common/log_throttle.h"
 #include "cli/spawn/horovod_rendezvous.h"
+#include "cli/spawn/process_state.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -34,6 +38,9 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
   asio::ip::tcp::acceptor acceptor(io);
   const asio::ip::tcp::endpoint ep(asio::ip::make_address(address), 0);
   acceptor.open(ep.protocol());
+  // Asio opens sockets without SOCK_CLOEXEC; this one is closed before any guard starts, but
+  // every descriptor horarun opens is close-on-exec (issue 15 item 5).
+  ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor.bind(ep);
   return acceptor.local_endpoint().port();
 }
@@ -41,6 +48,17 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
 // "fe80::1" -> "[fe80::1]" for host:port; other addresses unchanged.
 std::string bracketed(const std::string& address) {
   return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
+}
+
+// "127.0.0.1" of "127.0.0.1:40312", "::1" of "[::1]:40312".
+std::string peer_host(const std::string& peer) {
+  const auto colon = peer.rfind(':');
+  if (colon == std::string::npos) return peer;
+  std::string host = peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
 }
 
 // A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
@@ -77,6 +95,13 @@ struct Supervisor::Impl {
   asio::steady_timer start_timer{io};
   asio::steady_timer end_timer{io};    // abort grace, then kill grace
   asio::steady_timer drain_timer{io};
+  asio::steady_timer stall_timer{io};  // the launcher's stall check of local ranks
+  // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
+  // warned about.
+  std::map<int, std::pair<Clock::time_point, bool>> stuck_since;
+  hora::LogThrottle throttle;  // repeated rejection warnings: one line per host per second
+  asio::steady_timer throttle_timer{io};
+  bool throttle_armed = false;
   bool ending = false;
   // The first rank that exited 0 while others were still running (-1: none), and whether it had
   // reached the rendezvous.
@@ -125,7 +150,7 @@ struct Supervisor::Impl {
       on_disconnected(rank, clean, reason);
     };
     events.on_rejected = [this](const std::string& peer, const std::string& reason) {
-      log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
+      on_rejected(peer, reason);
     };
     try {
       server = std::make_unique<rdv::Server>(io, options, std::move(events));
@@ -192,6 +217,7 @@ struct Supervisor::Impl {
       }
     }
 
+    arm_stall_check();
     start_timer.expires_after(config.facts.start_timeout);
     start_timer.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) on_start_timeout();
@@ -232,10 +258,95 @@ struct Supervisor::Impl {
       }
     }
     if (!status.success() && !ending) {
-      end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
-              status.exit_code());
+      // A rank that times out waiting usually waited for a peer that stopped: name that one.
+      if (const auto stuck = stuck_rank(r)) {
+        end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
+                            "waiting for it",
+                            who(stuck->first), stuck->second.describe(), who(r),
+                            status.describe()),
+                status.exit_code());
+      } else {
+        end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
+                status.exit_code());
+      }
     }
     maybe_finish();
+  }
+
+  // A running local rank other than `except` whose process is stopped or traced, or in
+  // uninterruptible sleep since an earlier look of the stall check (a moment of D is only disk
+  // I/O) (process_state.h), with what the kernel says; nullopt if none.
+  std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) {
+    const auto stuck = stuck_ranks();
+    for (const auto& [r, p] : stuck) {
+      if (r != except && (p.state != 'D' || stuck_since.count(r) != 0)) {
+        return std::make_pair(r, p);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Every running local rank whose process is stuck, by rank (one pass over /proc).
+  std::map<int, StuckProcess> stuck_ranks() {
+    std::map<pid_t, int> rank_of_guard;
+    for (int r = 0; r < table.size(); ++r) {
+      const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
+      if (guard > 0) rank_of_guard.emplace(guard, r);
+    }
+    std::vector<pid_t> guards;
+    for (const auto& [g, r] : rank_of_guard) guards.push_back(g);
+    std::map<int, StuckProcess> out;
+    for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(rank_of_guard[g], p);
+    return out;
+  }
+
+  // The launcher's half of the stall check: once a second, every local rank's processes are
+  // looked at; one stopped, traced or in D for the stall warning time (HORA_STALL_CHECK_SECONDS,
+  // 60 s) is named in a warning, and for the shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when
+  // above 0) it ends the job. Remote ranks are not looked at (docs/launcher.md).
+  void arm_stall_check() {
+    if (!config.stall.enabled) return;
+    stall_timer.expires_after(std::chrono::seconds(1));
+    stall_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || ending || finished) return;
+      check_stalls();
+      if (!ending) arm_stall_check();
+    });
+  }
+
+  void check_stalls() {
+    const auto warn_after = std::chrono::duration<double>(config.stall.warning_seconds);
+    const double shutdown_s = config.stall.shutdown_seconds;
+    const auto now = Clock::now();
+    const std::map<int, StuckProcess> stuck_now = stuck_ranks();
+    for (int r = 0; r < table.size(); ++r) {
+      const auto found = stuck_now.find(r);
+      if (found == stuck_now.end()) {
+        stuck_since.erase(r);
+        continue;
+      }
+      const StuckProcess* stuck = &found->second;
+      const auto it = stuck_since.emplace(r, std::make_pair(now, false)).first;
+      const auto stalled = now - it->second.first;
+      if (shutdown_s > 0 && stalled >= std::chrono::duration<double>(shutdown_s)) {
+        end_job(fmt::format("{} stopped responding ({}) for {} "
+                            "(--stall-check-shutdown-time-seconds); the others cannot go on "
+                            "without it",
+                            who(r), stuck->describe(),
+                            hora::format_duration(
+                                std::chrono::duration_cast<std::chrono::milliseconds>(stalled))),
+                1);
+        return;
+      }
+      if (!it->second.second && stalled >= warn_after) {
+        it->second.second = true;
+        log->warn("stall check: {} stopped responding ({}) {} ago; the other ranks wait for it "
+                  "(--stall-check-warning-time-seconds)",
+                  who(r), stuck->describe(),
+                  hora::format_duration(
+                      std::chrono::duration_cast<std::chrono::milliseconds>(stalled)));
+      }
+    }
   }
 
   // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
@@ -262,6 +373,32 @@ struct Supervisor::Impl {
                           "later; treating it as failed",
                           who(r), reason, hora::format_duration(config.drop_grace)),
               1);
+    });
+  }
+
+  // A flood of junk connections costs one line per host per second, with a count.
+  void on_rejected(const std::string& peer, const std::string& reason) {
+    const std::string host = peer_host(peer);
+    if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s",
+                             n, host);
+        })) {
+      log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
+    }
+    arm_throttle();
+  }
+
+  // Summaries of throttled warnings are written when their window ends.
+  void arm_throttle() {
+    const auto next = throttle.next_flush();
+    if (throttle_armed || !next) return;
+    throttle_armed = true;
+    throttle_timer.expires_at(*next);
+    throttle_timer.async_wait([this](const boost::system::error_code& ec) {
+      throttle_armed = false;
+      if (ec) return;
+      for (const std::string& line : throttle.flush(Clock::now())) log->warn("{}", line);
+      arm_throttle();
     });
   }
 
@@ -384,6 +521,8 @@ struct Supervisor::Impl {
     start_timer.cancel();
     end_timer.cancel();
     drain_timer.cancel();
+    throttle_timer.cancel();
+    stall_timer.cancel();
     boost::system::error_code ignored;
     signals.cancel(ignored);
     if (server) server->stop();

@@ -61,6 +61,14 @@ struct SupervisorConfig {
   JobFacts facts;                    // start_timeout, log_level, tcp, forwarded; the rest is
                                      // filled in by the supervisor
   bool verbose = false;
+  // The launcher's stall check of local ranks (docs/launcher.md, "Failure policy"): the ranks'
+  // own HORA_STALL_* settings, as -x, the flags or horarun's environment give them.
+  struct StallCheck {
+    bool enabled = true;
+    double warning_seconds = 60;
+    double shutdown_seconds = 0;  // 0: never
+  };
+  StallCheck stall;
   // Serve Horovod's Gloo HTTP rendezvous (cli/horovod_rendezvous.h); --no-horovod-rendezvous.
   bool horovod_rendezvous = true;
 

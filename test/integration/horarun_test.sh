@@ -318,4 +318,120 @@ case_stalled_reader_sigint() {
   ok "a stalled reader does not keep horarun from handling SIGINT"
 }
 
+# The rendezvous port of a running job, from the file its rank 0 wrote ($HORA_RENDEZVOUS).
+rendezvous_port() { sed 's/.*://' "$WORK/rdv.0"; }
+
+case_log_flood_sigint() {
+  # stderr is a FIFO nobody reads; with --verbose every junk connection to the rendezvous port
+  # is a log line (far more than the FIFO holds). horarun must keep its event loop: SIGINT ends
+  # the job with 130 (it used to block in a write to stderr, issue 15 item 1).
+  mkfifo errfifo
+  sleep 300 <errfifo >/dev/null &
+  BACKGROUND+=($!)
+  "$HORARUN" --verbose -np 2 sh -c 'echo "$HORA_RENDEZVOUS" >"$0/rdv.$HORA_RANK"; exec sleep 299' "$WORK" >out 2>errfifo &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 rank_sleepers 2 || fail "the ranks did not get to sleep"
+  [ -s "$WORK/rdv.0" ] || fail "rank 0 did not write HORA_RENDEZVOUS"
+  timeout -s KILL 120 /usr/bin/python3 "$JUNK" "$(rendezvous_port)" 3000 flood >junk.out ||
+    fail "the junk connections did not finish"
+  kill -0 "$pid" 2>/dev/null || fail "horarun ended during the flood"
+  kill -INT "$pid"
+  wait_for 60 gone "$pid" || fail "horarun did not end within 60 s of SIGINT after the flood (blocked writing its log?)"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq 130 ] || fail "expected 130 after SIGINT, got $rc"
+  wait_for 5 no_rank_sleepers || fail "ranks left running"
+  ok "a log flood into an unread stderr does not keep horarun from handling SIGINT"
+}
+
+case_fd_flood_start() {
+  # Under `ulimit -Sn 1024` (the hard limit higher), 2000 idle connections to the rendezvous port opened before the ranks
+  # call hora::init(): the job still starts and passes (horarun raises its soft limit, the
+  # server caps strangers; issue 15 item 2).
+  (ulimit -Sn 1024 && exec "$HORARUN" -np 2 sh -c 'echo "$HORA_RENDEZVOUS" >"$0/rdv.$HORA_RANK"; while [ ! -e "$0/go" ]; do sleep 0.05; done; exec "$1" garbage' "$WORK" "$PROBE") >out 2>err &
+  local pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 test -s "$WORK/rdv.0" || fail "rank 0 did not write HORA_RENDEZVOUS"
+  # horarun raised its soft open-file limit to the hard one at start.
+  local soft hard
+  read -r soft hard < <(awk '/^Max open files/ {print $4, $5}' "/proc/$pid/limits")
+  [ "$soft" = "$hard" ] || fail "horarun's open-file limit is $soft (hard $hard): not raised"
+  mkfifo junkin
+  /usr/bin/python3 "$JUNK" "$(rendezvous_port)" 2000 idle <junkin >junk.out &
+  local junk=$!
+  BACKGROUND+=("$junk")
+  exec {hold}>junkin
+  wait_for 120 grep -q "^open" junk.out || fail "the idle connections were not opened"
+  touch "$WORK/go"
+  wait_for 120 gone "$pid" || fail "the job did not end within 120 s"
+  wait "$pid"
+  rc=$?
+  exec {hold}>&-
+  [ $rc -eq 0 ] || fail "the job failed with 2000 idle connections under ulimit -n 1024: rc=$rc"
+  [ "$(grep -c 'garbage rejected=1 allreduce_ok=1' out)" -eq 2 ] || fail "the ranks did not complete"
+  ok "a job starts under ulimit -n 1024 with 2000 idle connections to its rendezvous port ($(cat junk.out))"
+}
+
+case_rank_fds() {
+  # A local rank has only 0, 1 and 2 open: no listening socket, pipe or file of horarun's or the
+  # guard's leaks into it (issue 15 item 5), nor a descriptor horarun's caller left open (the
+  # test holds one on purpose).
+  exec {extra}</dev/null
+  run 60 -np 2 /usr/bin/python3 "$LIST_FDS"
+  exec {extra}<&-
+  [ $rc -eq 0 ] || fail "rc=$rc"
+  [ "$(grep -c '^\[[01]\]<stdout>:extra fds: none$' out)" -eq 2 ] ||
+    fail "a rank has descriptors besides 0, 1, 2: $(grep 'extra fds' out | grep -v none | head -1)"
+  ok "local ranks have only descriptors 0, 1 and 2"
+}
+
+# start_spinning_job ARGS...: horarun -np 3 ARGS rank_probe spin in the background (pid in
+# $job), stopping rank 1 with SIGSTOP once every rank is in its allreduces.
+start_spinning_job() {
+  mkdir -p pids
+  "$HORARUN" -np 3 "$@" "$PROBE" spin "$WORK/pids" >out 2>err &
+  job=$!
+  BACKGROUND+=("$job")
+  wait_for 60 have_pidfiles pids 3 || fail "the ranks did not start"
+  wait_for 30 grep -q "rank 2 ready" out || fail "the ranks are not ready"
+  stopped=$(cat pids/1.pid)
+  kill -STOP "$stopped"
+}
+
+# finish_spinning_job SECONDS: waits for the job; sets rc; lets rank 1 go if it is still there.
+finish_spinning_job() {
+  wait_for "$1" gone "$job" || { kill -CONT "$stopped" 2>/dev/null; fail "horarun did not end within $1 s"; }
+  wait "$job"
+  rc=$?
+  kill -CONT "$stopped" 2>/dev/null
+  wait_for 10 pids_gone pids || fail "ranks left running"
+}
+
+case_hung_rank_named() {
+  # Rank 1 of 3 is SIGSTOPped inside its allreduces; the others time out (3 s) and fail. The
+  # verdict names rank 1 and its state, not the healthy rank that timed out (issue 15 item 3).
+  start_spinning_job --gloo-timeout-seconds 3
+  finish_spinning_job 60
+  [ $rc -ne 0 ] || fail "the job passed with a stopped rank"
+  grep -q "^horarun: rank 1 on localhost stopped responding (state T, stopped)" err ||
+    fail "the verdict does not name the stopped rank 1"
+  ok "a stopped rank is named when the others time out waiting for it (rc=$rc)"
+}
+
+case_stall_check_stopped_rank() {
+  # The launcher's stall check: with a Gloo timeout far away (300 s), rank 1 SIGSTOPped is
+  # warned about after --stall-check-warning-time-seconds and ends the job after
+  # --stall-check-shutdown-time-seconds, by name.
+  start_spinning_job --gloo-timeout-seconds 300 --stall-check-warning-time-seconds 1 \
+    --stall-check-shutdown-time-seconds 4
+  finish_spinning_job 100
+  [ $rc -eq 1 ] || fail "expected exit 1 from the stall shutdown, got $rc"
+  grep -q "stall check: rank 1 on localhost stopped responding (state T, stopped)" err ||
+    fail "no stall warning naming rank 1"
+  grep -q "^horarun: rank 1 on localhost stopped responding (state T, stopped) for .*--stall-check-shutdown-time-seconds" err ||
+    fail "the verdict does not name rank 1 and the stall shutdown"
+  ok "the stall check warns about and ends a job with a stopped rank"
+}
+
 "case_${1//-/_}" "${@:2}"

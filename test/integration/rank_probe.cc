@@ -5,6 +5,8 @@
 //   exit CODE RANK      init(); rank RANK exits CODE; the others wait in allreduces until aborted
 //   kill-in-allreduce   init(); rank 1 SIGKILLs itself while the others are in an allreduce
 //   hang DIR            init(); write DIR/<rank>.pid; block in a barrier rank 0 never enters
+//   spin DIR            init(); write DIR/<rank>.pid; every rank in allreduces until aborted
+//                       (a test SIGSTOPs one of them)
 //   sleep DIR           no init(); write DIR/<rank>.pid; sleep (for signal tests of plain jobs)
 //   noinit RANK         rank RANK never calls init() (sleeps); the others init()
 //   garbage             rank 0 sends junk to the rendezvous port and sees it closed; then
@@ -157,6 +159,19 @@ int mode_hang(const std::string& dir) {
   }
 }
 
+int mode_spin(const std::string& dir) {
+  hora::init();
+  write_pid(dir);
+  std::printf("rank %d ready\n", hora::rank());
+  std::fflush(stdout);
+  try {
+    return wait_in_allreduces();
+  } catch (const hora::Error& e) {
+    std::fprintf(stderr, "rank %d: %s\n", hora::rank(), e.what());
+    return 1;
+  }
+}
+
 int mode_sleep(const std::string& dir) {
   write_pid(dir);
   std::printf("rank %s ready\n", env("HORA_RANK").c_str());
@@ -241,6 +256,7 @@ int main(int argc, char** argv) {
     if (mode == "kill-in-allreduce") return mode_kill_in_allreduce();
     if (mode == "hang") return mode_hang(arg(2));
     if (mode == "sleep") return mode_sleep(arg(2));
+    if (mode == "spin") return mode_spin(arg(2));
     if (mode == "noinit") return mode_noinit(std::atoi(arg(2).c_str()));
     if (mode == "garbage") return mode_garbage();
   } catch (const hora::Error& e) {
@@ -248,6 +264,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|hang DIR|"
-                       "sleep DIR|noinit RANK|garbage\n");
+                       "spin DIR|sleep DIR|noinit RANK|garbage\n");
   return 2;
 }
