@@ -1,6 +1,7 @@
 #include "cli/launch/launcher.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -277,6 +278,10 @@ void raise_open_file_limit() {
 }  // namespace
 
 int run_launcher(const LaunchContext& ctx) {
+  // A guard that exits just before its `terminate` line is written, or a closed terminal, gives
+  // EPIPE, handled where written; it must not kill the launcher (main.cc does the same, and
+  // launcher_test calls this directly).
+  ::signal(SIGPIPE, SIG_IGN);
   const Options options = parse_options(ctx.args, ctx.env);  // step 1
   if (!options.help_text.empty()) {
     print(ctx.stdout_fd, options.help_text);
