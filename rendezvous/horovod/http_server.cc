@@ -1,5 +1,7 @@
 #include "rendezvous/horovod/http_server.h"
 
+#include <fcntl.h>
+
 #include <fmt/format.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -14,6 +16,11 @@
 
 namespace hora::rdv::horovod {
 namespace {
+
+void set_close_on_exec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -82,6 +89,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
       auto acceptor = std::make_unique<tcp::acceptor>(io);
       const tcp::endpoint ep(addr, port);
       acceptor->open(ep.protocol(), ec);
+      // Asio opens sockets inheritable; nothing horarun starts may hold the listening socket.
+      if (!ec) set_close_on_exec(acceptor->native_handle());
       if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
       if (!ec) acceptor->bind(ep, ec);
       if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
@@ -105,7 +114,12 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   void accept(tcp::acceptor& acceptor) {
     acceptor.async_accept([self = shared_from_this(), &acceptor](error_code ec, tcp::socket s) {
       if (self->stopped || !acceptor.is_open()) return;
-      if (!ec) self->admit(std::move(s));
+      if (!ec) {
+        // Accepted on the event loop's thread, which is also the only one that starts processes:
+        // no child can be forked between accept() and this.
+        set_close_on_exec(s.native_handle());
+        self->admit(std::move(s));
+      }
       self->accept(acceptor);
     });
   }

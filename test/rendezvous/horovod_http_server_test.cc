@@ -1,6 +1,9 @@
 // Horovod's HTTP rendezvous served over real sockets on 127.0.0.1: clients that speak exactly
 // what Horovod's worker sends (horovod_http_client.h) form the three contexts and a process set
 // concurrently; broken requests are refused while the others are served.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -239,4 +242,29 @@ TEST_CASE("connections beyond the limit are closed at once") {
     std::this_thread::sleep_for(10ms);
   }
   FAIL("no connection served after the first closed");
+}
+
+TEST_CASE("the listening socket and accepted connections are close-on-exec") {
+  TestHttpServer ts(plan_of(1, 1));
+  std::string why;
+  auto client =
+      hora::rdv::net::connect_tcp("127.0.0.1", ts.port(), hora::rdv::net::Clock::now() + 5s, &why);
+  REQUIRE(client);
+  // The server side of that connection exists once a request has been answered on it.
+  const std::string get = "GET /global/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  REQUIRE(ts.client().raw(get));
+  // Every descriptor of this process whose local port is the server's: the listener and the
+  // server's end of each connection (a client's local port is never the server's).
+  int found = 0;
+  for (int fd = 0; fd < 1024; ++fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
+    if (ss.ss_family != AF_INET) continue;
+    if (ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port) != ts.port()) continue;
+    INFO("descriptor " << fd);
+    CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    ++found;
+  }
+  CHECK(found >= 2);  // the listener and the open client's connection
 }
