@@ -48,7 +48,7 @@ PY
 
 status=0
 meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
-summarize build "whole suite"
+summarize build "suite"
 
 # ---- sanitizers ----
 # Unit and integration suites of every folder, as a 2-core CI machine can afford them within
@@ -76,7 +76,7 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
     LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     "${selection[@]}" || rc=$?
-  summarize build-asan "sanitizers (build-asan)"
+  summarize build-asan "sanitizers"
   [ "$rc" -eq 0 ] || status=$rc
 fi
 exit "$status"
