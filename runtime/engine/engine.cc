@@ -384,7 +384,10 @@ bool Engine::cycle() {
     return true;
   }
   const bool backoff = idle_streak_ >= kIdleCyclesBeforeBackoff;
-  const auto deadline = cycle_start + options_.cycle_time * (backoff ? kIdleBackoff : 1);
+  // Timed from the end of the bit-vector exchange, which every rank leaves at about the same
+  // moment: the ranks' ticks stay in phase, so no engine thread waits most of a cycle in the
+  // next exchange for a rank that ticks later.
+  const auto deadline = agreed + options_.cycle_time * (backoff ? kIdleBackoff : 1);
   wake_.wait_until(lock, deadline, [&] {
     return shutdown_requested_ || hurry_ || (backoff && !incoming_.empty());
   });
