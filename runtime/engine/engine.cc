@@ -20,10 +20,12 @@ constexpr std::uint64_t kNothingToAnnounce = 1u << 0;
 constexpr std::uint64_t kNotStopping = 1u << 1;
 constexpr std::uint64_t kIdle = 1u << 2;
 
-// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff. Whether
-// stretched or not, a submission on this rank starts the next cycle at once instead of at the
-// next tick (ranks that still sleep just make the others wait inside the bit-vector exchange),
-// so a world of one never waits for a tick.
+// After this many cycles in which every rank was idle, cycles stretch by kIdleBackoff; a
+// submission ends a stretched wait at once. A thread that starts waiting for one of its ops
+// (synchronize) starts the next cycle at once too, so whatever was submitted before it (a whole
+// backward pass of gradients) goes into one cycle: one bit-vector exchange and one fused batch
+// per step in the cache's steady state, not one per tensor. Ranks that still sleep just make the
+// others wait inside the bit-vector exchange. A world of one never cycles (run_alone()).
 constexpr int kIdleCyclesBeforeBackoff = 100;
 constexpr int kIdleBackoff = 10;
 
@@ -56,9 +58,23 @@ Engine::Engine(Transport& transport, EngineOptions options, WarningSink warnings
       stall_(options_, rank_, warnings ? std::move(warnings) : WarningSink(log_warning)),
       executor_(transport_, options_, timeline_, counters_),
       who_("rank " + std::to_string(rank_) +
-           (options_.hostname.empty() ? std::string() : " on " + options_.hostname)) {}
+           (options_.hostname.empty() ? std::string() : " on " + options_.hostname)) {
+  alarm_->engine = this;
+}
 
-Engine::~Engine() { shutdown(); }
+void Engine::hurry() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hurry_ = true;
+  }
+  wake_.notify_one();
+}
+
+Engine::~Engine() {
+  shutdown();
+  std::lock_guard<std::mutex> lock(alarm_->mu);
+  alarm_->engine = nullptr;
+}
 
 void Engine::start() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -135,6 +151,12 @@ void Engine::validate(const Handle::State& s) const {
 Handle Engine::submit(std::shared_ptr<Handle::State> state) {
   validate(*state);
   state->submitted = Clock::now();
+  if (size_ > 1) {
+    state->on_wait = [alarm = alarm_] {
+      std::lock_guard<std::mutex> lock(alarm->mu);
+      if (alarm->engine != nullptr) alarm->engine->hurry();
+    };
+  }
   std::exception_ptr already_stopped;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -229,6 +251,7 @@ bool Engine::cycle() {
     std::lock_guard<std::mutex> lock(mu_);
     fresh.swap(incoming_);
     stopping = shutdown_requested_;
+    hurry_ = false;
   }
   // The vector covers the bits in use at the start of the cycle: the cache is replicated, so
   // every rank computes the same length.
@@ -361,9 +384,12 @@ bool Engine::cycle() {
     return true;
   }
   const bool backoff = idle_streak_ >= kIdleCyclesBeforeBackoff;
-  const auto deadline = cycle_start + options_.cycle_time * (backoff ? kIdleBackoff : 1);
+  // Timed from the end of the bit-vector exchange, which every rank leaves at about the same
+  // moment: the ranks' ticks stay in phase, so no engine thread waits most of a cycle in the
+  // next exchange for a rank that ticks later.
+  const auto deadline = agreed + options_.cycle_time * (backoff ? kIdleBackoff : 1);
   wake_.wait_until(lock, deadline, [&] {
-    return shutdown_requested_ || !incoming_.empty();
+    return shutdown_requested_ || hurry_ || (backoff && !incoming_.empty());
   });
   return true;
 }

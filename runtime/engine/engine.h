@@ -104,6 +104,8 @@ class Engine {
   void finish(ReadyOp& op, std::exception_ptr error);
   // Drops the op from in_flight_ and completes its handle (any thread).
   void release(ReadyOp& op, std::exception_ptr error);
+  // A thread waits for one of this rank's ops: start the next cycle now.
+  void hurry();
   // A world of one: there is nobody to negotiate with, so the submitting thread runs the op at
   // once (a local copy) and the engine thread only waits for shutdown.
   void run_alone(const std::shared_ptr<Handle::State>& state);
@@ -126,6 +128,14 @@ class Engine {
   std::exception_ptr stop_reason_;  // what later submissions fail with
   std::string stop_why_;
   std::thread thread_;
+  bool hurry_ = false;  // a thread waits for an op: the next cycle starts without a tick
+  // What submitted ops' on_wait reach the engine through; `engine` is cleared when it stops
+  // (a Handle may outlive its engine).
+  struct Alarm {
+    std::mutex mu;
+    Engine* engine = nullptr;
+  };
+  std::shared_ptr<Alarm> alarm_ = std::make_shared<Alarm>();
   // A world of one: serializes run_alone() (recursive: a completion callback may submit).
   std::recursive_mutex alone_mu_;
 

@@ -26,11 +26,13 @@ bool Handle::State::done() const {
 }
 
 bool Handle::State::wait_until(std::chrono::steady_clock::time_point deadline) const {
+  if (on_wait && !done()) on_wait();
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_until(lock, deadline, [this] { return done_; });
 }
 
 void Handle::State::wait() const {
+  if (on_wait && !done()) on_wait();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return done_; });
 }

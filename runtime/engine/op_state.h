@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,9 @@ struct Handle::State {
   OutputAllocator output;                     // allgather, alltoall
   Callback on_done;
   std::chrono::steady_clock::time_point submitted;
+  // Set by the engine at submission: called when a thread starts waiting for this op (wait(),
+  // wait_until()), so the engine runs its next cycle now instead of at the next tick.
+  std::function<void()> on_wait;
 
   // Filled by the engine before complete() (allgather, alltoall).
   std::vector<std::size_t> received_counts;
