@@ -770,7 +770,16 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     for (auto& r : replies) {
       auto it = conns.find(r.client);
       if (it == conns.end()) continue;
-      respond(it->second, r.op, r.id, r.status, std::move(r.payload));
+      if (r.header_room == wire::kHeaderBytes &&
+          r.payload.size() <= opts.max_frame_bytes) {
+        // Built with room for the header: the frame is the reply's own buffer, not a copy.
+        wire::frame_in_place(r.op, r.status, r.id, r.payload);
+        send(it->second, std::move(r.payload));
+      } else if (r.header_room != 0) {
+        respond(it->second, r.op, r.id, r.status, Bytes(r.body().begin(), r.body().end()));
+      } else {
+        respond(it->second, r.op, r.id, r.status, std::move(r.payload));
+      }
     }
   }
 
