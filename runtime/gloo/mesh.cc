@@ -15,6 +15,9 @@
 #include <hora/error.h>
 #include <hora/types.h>
 
+#include <sys/resource.h>
+
+#include "common/fd_limit.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/gloo/mesh_record.h"
@@ -78,6 +81,48 @@ std::vector<std::uint16_t> pair_ports(const WorldInfo& world, ::gloo::transport:
     }
   }
   return ports;
+}
+
+// Ranks whose device address is IPv4 loopback (127.0.0.0/8: every rank on this host) each take
+// an address of their own in that block, 127.64.0.0 + local rank. In this Gloo every pair binds
+// a listening port of its own on the device address, and Linux's ephemeral ports (28232 by
+// default) are per address: 128 ranks on 127.0.0.1 with 381 pairs each would need 48768 of them
+// at once, and binding gets slower as they fill. One address per rank gives each rank the whole
+// range. The kernel still connects from 127.0.0.1 (the source of the 127/8 route).
+void spread_loopback(const WorldInfo& world, DeviceAddress& address) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, address.address.c_str(), &v4) != 1) return;
+  const std::uint32_t host_order = ntohl(v4.s_addr);
+  if ((host_order >> 24) != 127 || world.local_rank < 0 || world.local_rank >= (1 << 22)) return;
+  const std::uint32_t own = (127u << 24) + (64u << 16) + static_cast<std::uint32_t>(world.local_rank);
+  v4.s_addr = htonl(own);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &v4, text, sizeof text);
+  address.reason = fmt::format("{} on loopback: the rank's own address in 127.64.0.0/10 instead of "
+                               "{} ({})",
+                               "local rank " + std::to_string(world.local_rank), address.address,
+                               address.reason);
+  address.address = text;
+}
+
+// Every pair holds a listening socket until it connects, then a connected one: up to two
+// descriptors each while the mesh forms. Raises the soft RLIMIT_NOFILE to the hard limit when
+// that is not enough, and fails naming the numbers when even the hard limit is too low, instead
+// of letting Gloo fail later with "Too many open files" on some pair.
+void ensure_fd_limit(const WorldInfo& world) {
+  const auto n = static_cast<std::uint64_t>(world.size);
+  const std::uint64_t pairs = 2 * (n - 1) + static_cast<std::uint64_t>(world.local_size - 1) +
+                              static_cast<std::uint64_t>(world.cross_size - 1);
+  const std::uint64_t need = 2 * pairs + 64;
+  FdLimit limit = fd_limit();
+  if (!limit.error.empty() || limit.soft == RLIM_INFINITY || limit.soft >= need) return;
+  limit = raise_fd_limit();
+  if (limit.soft >= need) return;
+  throw UsageError(fmt::format("{}: init(): the Gloo mesh of {} ranks needs up to {} open files "
+                               "in each rank ({} pairs), but RLIMIT_NOFILE is {} (hard limit "
+                               "{}); raise it (ulimit -n {}) where horarun starts",
+                               who(world), n, need, pairs, limit.soft, limit.hard, need),
+                   world.rank, world.hostname);
 }
 
 std::string gloo_name_of(const std::vector<char>& bytes) {
@@ -202,7 +247,9 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
                 Clock::time_point deadline) {
   const std::string start_hint = "raise --start-timeout (HORA_START_TIMEOUT)";
   Mesh mesh;
+  ensure_fd_limit(world);
   mesh.address = choose_device_address(world);
+  spread_loopback(world, mesh.address);
   mesh.device = create_device(world, mesh.address);
   log().debug("{}: Gloo device on {} ({})", who(world), mesh.address.address, mesh.address.reason);
 
