@@ -180,7 +180,7 @@ void Store::handle_barrier(Replies& out, const Wait& w) {
   std::vector<std::uint64_t> tokens;
   for (auto& [r, t] : b.entered) tokens.push_back(t);
   barriers_.erase(w.name);
-  for (auto t : tokens) complete_wait(out, t, {});
+  for (auto t : tokens) complete_wait(out, t, Bytes{});
 }
 
 void Store::handle_exchange(Replies& out, Wait w, Bytes payload, wire::ExchangeView m) {
@@ -223,7 +223,12 @@ void Store::handle_exchange(Replies& out, Wait w, Bytes payload, wire::ExchangeV
   }
   rows.clear();
   done.uploads.clear();
-  for (auto& [t, column] : columns) complete_wait(out, t, std::move(column), wire::kHeaderBytes);
+  for (auto& [t, column] : columns) {
+    Reply answer;
+    answer.payload = std::move(column);
+    answer.header_room = wire::kHeaderBytes;
+    complete_wait(out, t, std::move(answer));
+  }
 }
 
 void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView m) {
@@ -253,8 +258,8 @@ void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView 
   if (static_cast<int>(g.uploads.size()) < size_) return;
 
   // Everyone uploaded. The records part (count, then every record) is the same in every answer:
-  // built once, then each answer is that block plus the rank's column, written straight into its
-  // response frame after the header room. One allocation per answer, no per-slice allocation.
+  // built once and shared by all of them; each answer adds only its header room and its column
+  // (width, then one slice from every rank). No per-slice allocation.
   Gather done = std::move(g);
   gathers_.erase(m.name);
   const std::size_t width = done.width;
@@ -264,23 +269,24 @@ void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView 
   records.reserve(4 + 4 * static_cast<std::size_t>(size_) + record_bytes);
   records.u32(static_cast<std::uint32_t>(size_));
   for (const auto& [r, up] : done.uploads) records.bytes(up.record);
-  const Bytes block = records.take();
+  const auto block = std::make_shared<const Bytes>(records.take());
   std::vector<const GatherUpload*> rows;
   rows.reserve(size_);
   for (const auto& [r, up] : done.uploads) rows.push_back(&up);
-  const std::size_t answer_bytes =
-      wire::kHeaderBytes + block.size() + 4 + static_cast<std::size_t>(size_) * width;
-  std::vector<std::pair<std::uint64_t, Bytes>> answers;
+  std::vector<std::pair<std::uint64_t, Reply>> answers;
   answers.reserve(size_);
   for (int r = 0; r < size_; ++r) {
-    Bytes answer(answer_bytes);
-    std::uint8_t* at = answer.data() + wire::kHeaderBytes;
-    std::memcpy(at, block.data(), block.size());
-    at += block.size();
+    Reply answer;
+    answer.payload.resize(wire::kHeaderBytes);
+    answer.header_room = wire::kHeaderBytes;
+    answer.shared = block;
+    answer.tail.resize(4 + static_cast<std::size_t>(size_) * width);
+    std::uint8_t* at = answer.tail.data();
     const auto w32 = static_cast<std::uint32_t>(width);
     for (int i = 0; i < 4; ++i) *at++ = static_cast<std::uint8_t>(w32 >> (8 * i));
     const std::size_t offset = static_cast<std::size_t>(r) * width;
     for (const GatherUpload* row : rows) {
+      if (width == 0) break;
       std::memcpy(at, row->slices.data() + offset, width);
       at += width;
     }
@@ -288,7 +294,7 @@ void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView 
   }
   rows.clear();
   done.uploads.clear();
-  for (auto& [t, answer] : answers) complete_wait(out, t, std::move(answer), wire::kHeaderBytes);
+  for (auto& [t, answer] : answers) complete_wait(out, t, std::move(answer));
 }
 
 void Store::wake_getters(Replies& out, const std::string& key) {
@@ -319,14 +325,23 @@ void Store::unindex(std::uint64_t token, const Wait& w) {
 
 // Answers a wait with OK and forgets it. The caller has already taken it out of its
 // barrier/exchange/get list.
-void Store::complete_wait(Replies& out, std::uint64_t token, Bytes payload,
-                          std::size_t header_room) {
+void Store::complete_wait(Replies& out, std::uint64_t token, Reply answer) {
   auto it = waits_.find(token);
   if (it == waits_.end()) return;
   Wait w = std::move(it->second);
   waits_.erase(it);
   unindex(token, w);
-  out.push_back(Reply{w.client, w.op, w.id, Status::kOk, std::move(payload), header_room});
+  answer.client = w.client;
+  answer.op = w.op;
+  answer.id = w.id;
+  answer.status = Status::kOk;
+  out.push_back(std::move(answer));
+}
+
+void Store::complete_wait(Replies& out, std::uint64_t token, Bytes payload) {
+  Reply answer;
+  answer.payload = std::move(payload);
+  complete_wait(out, token, std::move(answer));
 }
 
 // Forgets a wait without answering it, taking it out of its barrier/exchange/get list.

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -38,11 +39,23 @@ class Store {
     wire::Status status = wire::Status::kOk;
     // The op's result (OK) or a message string, after `header_room` leading bytes left free for
     // the frame header (wire::kHeaderBytes in EXCHANGE and GATHER answers, so the server writes
-    // the header in place instead of copying the payload into a new frame; else 0).
+    // the header in place instead of copying the payload into a new frame; else 0). A GATHER
+    // answer continues with `shared` (the records, one block for every rank's answer) and
+    // `tail` (the rank's column).
     wire::Bytes payload;
     std::size_t header_room = 0;
-    std::span<const std::uint8_t> body() const {
-      return std::span<const std::uint8_t>(payload).subspan(header_room);
+    std::shared_ptr<const wire::Bytes> shared;
+    wire::Bytes tail;
+    // The whole payload, header room left out (a copy: for tests and the rare fallback).
+    wire::Bytes body() const {
+      wire::Bytes out(payload.begin() + static_cast<std::ptrdiff_t>(header_room), payload.end());
+      if (shared) out.insert(out.end(), shared->begin(), shared->end());
+      out.insert(out.end(), tail.begin(), tail.end());
+      return out;
+    }
+    // Bytes of the frame on the wire when sent with its header room.
+    std::size_t wire_bytes() const {
+      return payload.size() + (shared ? shared->size() : 0) + tail.size();
     }
   };
   using Replies = std::vector<Reply>;
@@ -134,8 +147,10 @@ class Store {
   void handle_gather(Replies& out, Wait w, wire::Bytes payload, wire::GatherView m);
   void wake_getters(Replies& out, const std::string& key);
   std::uint64_t add_wait(Wait w);
-  void complete_wait(Replies& out, std::uint64_t token, wire::Bytes payload,
-                     std::size_t header_room = 0);
+  // Answers OK with `answer` (its payload, header_room, shared and tail; client, op and id are
+  // the wait's).
+  void complete_wait(Replies& out, std::uint64_t token, Reply answer);
+  void complete_wait(Replies& out, std::uint64_t token, wire::Bytes payload);
   void remove_wait(std::uint64_t token);
   void unindex(std::uint64_t token, const Wait& w);
   std::string timeout_message(const Wait& w);

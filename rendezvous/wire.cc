@@ -149,7 +149,8 @@ Bytes encode_frame(Op op, Status status, std::uint32_t request_id,
   return frame;
 }
 
-void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame) {
+void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame,
+                    std::optional<std::size_t> payload_bytes) {
   if (frame.size() < kHeaderBytes) {
     throw std::logic_error("frame_in_place: no room for the header");
   }
@@ -157,7 +158,8 @@ void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame
   h.op = op;
   h.status = status;
   h.request_id = request_id;
-  h.payload_bytes = length_u32(frame.size() - kHeaderBytes, "a frame payload");
+  h.payload_bytes =
+      length_u32(payload_bytes.value_or(frame.size() - kHeaderBytes), "a frame payload");
   encode_header(h, frame.data());
 }
 

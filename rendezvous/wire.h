@@ -117,7 +117,10 @@ Status decode_header(std::span<const std::uint8_t, kHeaderBytes> bytes,
 
 // Writes the header of a frame in place: `frame` starts with kHeaderBytes bytes reserved for it,
 // followed by the payload (so a response built that way is sent without another copy).
-void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame);
+// `payload_bytes`: the payload's length when part of it is sent from other buffers after
+// `frame`; by default the rest of `frame`.
+void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame,
+                    std::optional<std::size_t> payload_bytes = std::nullopt);
 
 // A whole frame: header followed by payload.
 Bytes encode_frame(Op op, Status status, std::uint32_t request_id,

@@ -102,7 +102,8 @@ TEST_CASE("exchange hands every rank its column", "[store]") {
   for (const auto& r : replies) {
     REQUIRE(r.status == Status::kOk);
     CHECK(r.header_room == wire::kHeaderBytes);
-    wire::Reader col(r.body());
+    const auto body = r.body();
+    wire::Reader col(body);
     CHECK(col.u32() == 2);
     const std::string want = r.client == 1 ? "0" : "1";
     CHECK(col.bytes() == bytes_of("0" + want));
@@ -141,7 +142,10 @@ TEST_CASE("gather hands every rank every record and its column, built in place",
     CHECK(r.op == Op::kGather);
     CHECK(r.header_room == wire::kHeaderBytes);
     const int me = static_cast<int>(r.client) - 1;
-    auto view = wire::decode_gather_reply(r.body());
+    CHECK(r.shared == replies[0].shared);  // one records block for every answer
+    const auto body = r.body();
+    CHECK(body.size() + wire::kHeaderBytes == r.wire_bytes());
+    auto view = wire::decode_gather_reply(body);
     REQUIRE(view.records.size() == 3);
     CHECK(view.width == 2);
     for (int j = 0; j < 3; ++j) {
