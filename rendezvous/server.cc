@@ -82,13 +82,16 @@ constexpr std::chrono::milliseconds kAcceptRetry{100};
 constexpr std::uint64_t kFdReserveBase = 64;
 constexpr std::uint64_t kFdReservePerRank = 4;
 
-// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated,
-// lowered so that they can take at most half of the descriptors left after the reserve.
+// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated, or
+// the job's size if larger (every rank may connect at the same moment: a cap below that drops
+// legitimate ranks, which then retry with backoff), lowered so that they can take at most half
+// of the descriptors left after the reserve.
 std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
   const std::uint64_t reserve =
       kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
-  std::uint64_t cap = o.max_unauthenticated;
+  std::uint64_t cap = std::max<std::uint64_t>(o.max_unauthenticated,
+                                              static_cast<std::uint64_t>(o.size));
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
     cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
   }
