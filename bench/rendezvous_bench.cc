@@ -1,16 +1,23 @@
-// rendezvous_bench: N simulated ranks in one process do one exchange of 136-byte slices (the
-// size of a Gloo TCP address) against a real rendezvous server on 127.0.0.1, the step
-// hora::init() uses to connect its Gloo mesh. Prints, per N: the time to connect and
-// authenticate all ranks, the exchange's wall time (first upload to last column received), and
-// the bytes each rank sends and receives (whole frames, headers included). Every received
-// column is checked (outside the timed part).
+// rendezvous_bench: N simulated ranks in one process connect to a real rendezvous server on
+// 127.0.0.1 and do the address exchange hora::init() uses to connect its Gloo mesh. Prints, per
+// N: the time until every rank has connected and authenticated (all ranks connect at once, as
+// in a job), the time until every rank has its answers, and the bytes each rank sends and
+// receives (whole frames, headers included). Every answer is checked (outside the timed part).
 //
-// Each rank is one thread blocked in Client::exchange (plus its client's reader thread), so the
-// server sees N independent connections, as in a real job.
+// Two modes:
+//   mesh (default)  what libhora does now (runtime/gloo/mesh.cc): two GATHERs, "layout" with a
+//                   kRecordBytes record per rank and 4 bytes (two ports) per peer, then "groups"
+//                   with no record and 4 bytes per peer.
+//   --legacy        what it did before: one EXCHANGE of 136-byte slices (a whole Gloo TCP
+//                   address) per rank pair.
 //
-//   rendezvous_bench [N ...]      default: 64 256 1024
+// Each rank is one thread (plus its client's reader thread), so the server sees N independent
+// connections, as in a real job.
+//
+//   rendezvous_bench [--legacy] [N ...]      default: 64 256 1024
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,8 +45,23 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t kSliceBytes = 136;
-constexpr auto kTimeout = 60s;
+constexpr std::size_t kSliceBytes = 136;  // legacy: a Gloo TCP address
+// mesh: a RankRecord (runtime/gloo/mesh_record.h) with an IPv4 address and a 14-byte host name.
+constexpr std::size_t kRecordBytes = 50;
+constexpr std::size_t kPortBytes = 4;
+constexpr auto kTimeout = 120s;
+
+rdv::Bytes make_record(int rank) {
+  rdv::Bytes s(kRecordBytes);
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::uint8_t>(rank * 13 + i);
+  std::memcpy(s.data(), &rank, sizeof rank);
+  return s;
+}
+
+// The 4 bytes rank `from` addresses to rank `to` in gather number `round`.
+std::uint8_t port_byte(int round, int from, int to, std::size_t k) {
+  return static_cast<std::uint8_t>(round * 101 + from * 31 + to * 7 + static_cast<int>(k));
+}
 
 // Slice from rank `from` to rank `to`: both ranks in the first bytes, the rest a pattern.
 rdv::Bytes make_slice(int from, int to) {
@@ -48,10 +70,6 @@ rdv::Bytes make_slice(int from, int to) {
   std::memcpy(s.data(), &from, sizeof from);
   std::memcpy(s.data() + sizeof from, &to, sizeof to);
   return s;
-}
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
 // Each rank needs a client socket and a server socket, plus some slack.
@@ -74,13 +92,23 @@ void raise_fd_limit(int n) {
 struct Result {
   int n;
   double connect_ms;
-  double exchange_ms;
+  double total_ms;
   std::size_t up_bytes;
   std::size_t down_bytes;
   long wrong;
 };
 
-Result run(int n) {
+// Per rank: connect, then the exchange(s). Returns nothing; fills the rank's results.
+struct Rank {
+  std::unique_ptr<rdv::Client> client;
+  Clock::time_point connected;
+  Clock::time_point done;
+  std::vector<rdv::Bytes> column;        // legacy
+  std::vector<rdv::GatherResult> gathers;  // mesh: layout, groups
+  std::string error;
+};
+
+Result run(int n, bool legacy) {
   raise_fd_limit(n);
   boost::asio::io_context io;
   auto work = boost::asio::make_work_guard(io);
@@ -90,74 +118,131 @@ Result run(int n) {
   rdv::Server server(io, so);
   std::thread io_thread([&] { io.run(); });
 
-  std::vector<std::unique_ptr<rdv::Client>> clients(n);
-  auto t0 = Clock::now();
+  // Everything a rank uploads is made before the clock starts.
+  std::vector<std::vector<rdv::Bytes>> rows(legacy ? n : 0);
+  std::vector<std::vector<rdv::Bytes>> ports(legacy ? 0 : n);
   for (int r = 0; r < n; ++r) {
-    rdv::ClientOptions co;
-    co.host = "127.0.0.1";
-    co.port = server.port();
-    co.rank = r;
-    co.size = n;
-    co.secret = so.secret;
-    clients[r] = rdv::Client::connect(co);
+    if (legacy) {
+      rows[r].reserve(n);
+      for (int to = 0; to < n; ++to) rows[r].push_back(make_slice(r, to));
+      continue;
+    }
+    for (int round = 0; round < 2; ++round) {
+      rdv::Bytes slices(static_cast<std::size_t>(n) * kPortBytes);
+      for (int to = 0; to < n; ++to) {
+        for (std::size_t k = 0; k < kPortBytes; ++k) {
+          slices[to * kPortBytes + k] = port_byte(round, r, to, k);
+        }
+      }
+      ports[r].push_back(std::move(slices));
+    }
   }
-  double connect_ms = ms_since(t0);
-
-  std::vector<std::vector<rdv::Bytes>> rows(n);
-  for (int r = 0; r < n; ++r) {
-    rows[r].reserve(n);
-    for (int to = 0; to < n; ++to) rows[r].push_back(make_slice(r, to));
-  }
-  std::vector<std::vector<rdv::Bytes>> columns(n);
-  std::vector<std::string> errors(n);
+  std::vector<Rank> ranks(n);
   std::latch ready(n + 1);
   std::latch go(1);
-  std::vector<std::thread> ranks;
-  ranks.reserve(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
   for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
+    threads.emplace_back([&, r] {
+      Rank& me = ranks[r];
       ready.count_down();
       go.wait();
       try {
-        columns[r] = clients[r]->exchange("bench", rows[r], kTimeout);
+        rdv::ClientOptions co;
+        co.host = "127.0.0.1";
+        co.port = server.port();
+        co.rank = r;
+        co.size = n;
+        co.secret = so.secret;
+        co.connect_timeout = kTimeout;
+        me.client = rdv::Client::connect(co);
+        me.connected = Clock::now();
+        if (legacy) {
+          me.column = me.client->exchange("bench", rows[r], kTimeout);
+        } else {
+          const rdv::Bytes record = make_record(r);
+          me.gathers.push_back(
+              me.client->gather("hora/mesh/layout", record, kPortBytes, ports[r][0], kTimeout));
+          me.gathers.push_back(
+              me.client->gather("hora/mesh/groups", {}, kPortBytes, ports[r][1], kTimeout));
+        }
+        me.done = Clock::now();
       } catch (const std::exception& e) {
-        errors[r] = e.what();
+        me.error = e.what();
       }
     });
   }
   ready.arrive_and_wait();  // every rank thread exists and waits at the start line
-  auto t1 = Clock::now();
+  auto t0 = Clock::now();
   go.count_down();
-  for (auto& t : ranks) t.join();
-  double exchange_ms = ms_since(t1);
+  for (auto& t : threads) t.join();
+  Clock::time_point last_connected = t0;
+  Clock::time_point last_done = t0;
   long wrong = 0;
   for (int r = 0; r < n; ++r) {
-    if (!errors[r].empty()) throw std::runtime_error(errors[r]);
+    if (!ranks[r].error.empty()) throw std::runtime_error(ranks[r].error);
+    last_connected = std::max(last_connected, ranks[r].connected);
+    last_done = std::max(last_done, ranks[r].done);
     for (int j = 0; j < n; ++j) {
-      if (columns[r][j] != rows[j][r]) wrong++;
+      if (legacy) {
+        if (ranks[r].column[j] != rows[j][r]) wrong++;
+        continue;
+      }
+      const auto& layout = ranks[r].gathers[0];
+      const auto& record = layout.records[j];
+      if (rdv::Bytes(record.begin(), record.end()) != make_record(j)) wrong++;
+      for (int round = 0; round < 2; ++round) {
+        auto slice = ranks[r].gathers[round].slice(j);
+        for (std::size_t k = 0; k < kPortBytes; ++k) {
+          if (slice[k] != port_byte(round, j, r, k)) {
+            wrong++;
+            break;
+          }
+        }
+      }
     }
   }
 
-  rdv::wire::ExchangeRequest req{"bench", 0, rows[0]};
-  std::size_t up = rdv::wire::kHeaderBytes + rdv::wire::encode(req).size();
-  std::size_t down = rdv::wire::kHeaderBytes + rdv::wire::slices_wire_bytes(rows[0]);
+  std::size_t up = 0;
+  std::size_t down = 0;
+  if (legacy) {
+    rdv::wire::ExchangeRequest req{"bench", 0, rows[0]};
+    up = rdv::wire::kHeaderBytes + rdv::wire::encode(req).size();
+    down = rdv::wire::kHeaderBytes + rdv::wire::slices_wire_bytes(rows[0]);
+  } else {
+    const rdv::Bytes record = make_record(0);
+    up = 2 * rdv::wire::kHeaderBytes +
+         rdv::wire::encode_gather("hora/mesh/layout", 0, record, kPortBytes, n, ports[0][0]).size() +
+         rdv::wire::encode_gather("hora/mesh/groups", 0, {}, kPortBytes, n, ports[0][1]).size();
+    down = 2 * rdv::wire::kHeaderBytes + ranks[0].gathers[0].payload.size() +
+           ranks[0].gathers[1].payload.size();
+  }
 
-  for (auto& c : clients) c->goodbye();
-  clients.clear();
+  for (auto& rank : ranks) rank.client->goodbye();
+  ranks.clear();
   server.stop();
   work.reset();
   io_thread.join();
-  return {n, connect_ms, exchange_ms, up, down, wrong};
+  auto ms = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - t0).count();
+  };
+  return {n, ms(last_connected), ms(last_done), up, down, wrong};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> sizes;
+  bool legacy = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--legacy") == 0) {
+      legacy = true;
+      continue;
+    }
     int n = std::atoi(argv[i]);
     if (n < 1) {
-      std::fprintf(stderr, "usage: %s [N ...]   (N >= 1; default 64 256 1024)\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--legacy] [N ...]   (N >= 1; default 64 256 1024)\n",
+                   argv[0]);
       return 2;
     }
     sizes.push_back(n);
@@ -166,15 +251,21 @@ int main(int argc, char** argv) {
   // Per-connection info lines would swamp the table.
   hora::rdv::logger()->set_level(spdlog::level::warn);
 
-  std::printf("# one exchange of %zu-byte slices per rank pair, 127.0.0.1, one process\n",
-              kSliceBytes);
-  std::printf("%6s %12s %13s %16s %16s %8s\n", "N", "connect(ms)", "exchange(ms)",
+  if (legacy) {
+    std::printf("# legacy: one EXCHANGE of %zu-byte slices per rank pair, 127.0.0.1, one process\n",
+                kSliceBytes);
+  } else {
+    std::printf("# mesh: GATHER of a %zu-byte record + %zu bytes per peer, then GATHER of %zu "
+                "bytes per peer; 127.0.0.1, one process\n",
+                kRecordBytes, kPortBytes, kPortBytes);
+  }
+  std::printf("%6s %12s %22s %14s %14s %8s\n", "N", "connect(ms)", "connect+exchange(ms)",
               "up B/rank", "down B/rank", "#wrong");
   int status = 0;
   for (int n : sizes) {
     try {
-      auto r = run(n);
-      std::printf("%6d %12.1f %13.1f %16zu %16zu %8ld\n", r.n, r.connect_ms, r.exchange_ms,
+      auto r = run(n, legacy);
+      std::printf("%6d %12.1f %22.1f %14zu %14zu %8ld\n", r.n, r.connect_ms, r.total_ms,
                   r.up_bytes, r.down_bytes, r.wrong);
       std::fflush(stdout);
       if (r.wrong != 0) status = 1;

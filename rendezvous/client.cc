@@ -562,6 +562,41 @@ std::vector<Bytes> Client::exchange(const std::string& name, const std::vector<B
   return column;
 }
 
+GatherResult Client::gather(const std::string& name, std::span<const std::uint8_t> record,
+                            std::size_t width, std::span<const std::uint8_t> slices,
+                            std::chrono::milliseconds timeout) {
+  auto what = quoted("gather", name);
+  const int size = impl(this).opts_.size;
+  if (width > 0xFFFFFFFFu || slices.size() != width * static_cast<std::size_t>(size)) {
+    throw Error(fmt::format("rank {}: {} needs one {}-byte slice per rank ({} bytes), got {}",
+                            rank(), what, width, width * static_cast<std::size_t>(size),
+                            slices.size()));
+  }
+  GatherResult out;
+  out.payload = impl(this).call(
+      Op::kGather,
+      wire::encode_gather(name, static_cast<std::uint64_t>(timeout.count()), record,
+                          static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(size),
+                          slices),
+      timeout, what);
+  wire::GatherReplyView view;
+  try {
+    view = wire::decode_gather_reply(out.payload);
+  } catch (const wire::DecodeError& e) {
+    throw ProtocolError(fmt::format("rank {}: malformed answer to {} from {}: {}", rank(), what,
+                                    server(), e.what()));
+  }
+  if (static_cast<int>(view.records.size()) != size || view.width != width) {
+    throw ProtocolError(fmt::format("rank {}: {} returned {} records of {}-byte slices for a job "
+                                    "of {} ranks and {}-byte slices",
+                                    rank(), what, view.records.size(), view.width, size, width));
+  }
+  out.records = std::move(view.records);
+  out.width = width;
+  out.column = view.column;
+  return out;
+}
+
 void Client::goodbye() { impl(this).goodbye(); }
 
 void Client::set_abort_handler(std::function<void(const std::string& reason)> handler) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,19 @@ struct ClientOptions {
   std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
 };
 
+// What Client::gather returns: every rank's record and this rank's column of fixed-width
+// slices, as views into the answer it owns (moving the result keeps them valid).
+struct GatherResult {
+  Bytes payload;
+  std::vector<std::span<const std::uint8_t>> records;  // records[j]: rank j's record
+  std::size_t width = 0;
+  std::span<const std::uint8_t> column;  // size x width bytes
+  // What rank j addressed to this rank.
+  std::span<const std::uint8_t> slice(int j) const {
+    return column.subspan(static_cast<std::size_t>(j) * width, width);
+  }
+};
+
 class Client {
  public:
   // Connects, authenticates and starts the reader thread. Throws ConnectError (with host:port,
@@ -60,6 +74,13 @@ class Client {
   // Completes once every rank has uploaded for this name.
   std::vector<Bytes> exchange(const std::string& name, const std::vector<Bytes>& slices,
                               std::chrono::milliseconds timeout);
+  // Every rank uploads one record (for everyone) and one `width`-byte slice per rank (`slices`:
+  // size x width bytes, slice i addressed to rank i). Returns every rank's record and the column
+  // addressed to this rank. Completes once every rank has uploaded for this name; the server
+  // refuses (rdv::Error) a slice width that differs from other ranks'.
+  GatherResult gather(const std::string& name, std::span<const std::uint8_t> record,
+                      std::size_t width, std::span<const std::uint8_t> slices,
+                      std::chrono::milliseconds timeout);
   // Tells the server this rank is leaving on purpose, then closes the connection.
   void goodbye();
 

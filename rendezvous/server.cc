@@ -82,13 +82,16 @@ constexpr std::chrono::milliseconds kAcceptRetry{100};
 constexpr std::uint64_t kFdReserveBase = 64;
 constexpr std::uint64_t kFdReservePerRank = 4;
 
-// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated,
-// lowered so that they can take at most half of the descriptors left after the reserve.
+// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated, or
+// the job's size if larger (every rank may connect at the same moment: a cap below that drops
+// legitimate ranks, which then retry with backoff), lowered so that they can take at most half
+// of the descriptors left after the reserve.
 std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
   const std::uint64_t reserve =
       kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
-  std::uint64_t cap = o.max_unauthenticated;
+  std::uint64_t cap = std::max<std::uint64_t>(o.max_unauthenticated,
+                                              static_cast<std::uint64_t>(o.size));
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
     cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
   }
@@ -137,6 +140,15 @@ std::string peer_host(const std::string& peer) {
 constexpr std::size_t kReadChunk = 64u << 10;
 
 enum class Phase { kHandshake, kJoined, kClosing, kClosed };
+
+// A frame queued for writing: its own bytes (header first), then optionally a block shared with
+// other connections' frames (a GATHER's records) and bytes of its own again.
+struct OutFrame {
+  Bytes head;
+  std::shared_ptr<const Bytes> shared;
+  Bytes tail;
+  std::size_t size() const { return head.size() + (shared ? shared->size() : 0) + tail.size(); }
+};
 enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
 
 struct Connection {
@@ -166,7 +178,7 @@ struct Connection {
   std::array<std::uint8_t, wire::kHeaderBytes> header_buf{};
   wire::Header header;
   Bytes payload;
-  std::deque<Bytes> out;  // front() is being written while not empty
+  std::deque<OutFrame> out;  // front() is being written while not empty
 };
 using ConnPtr = std::shared_ptr<Connection>;
 
@@ -587,7 +599,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- writing --------------------------------------------------------------------------------
 
-  void send(const ConnPtr& c, Bytes frame) {
+  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}}); }
+
+  void send(const ConnPtr& c, OutFrame frame) {
     if (c->phase == Phase::kClosed) return;
     c->out.push_back(std::move(frame));
     if (c->out.size() == 1) write_next(c);
@@ -603,7 +617,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       self->drop(c, fmt::format("{} did not read a {}-byte frame within {}", c->label(),
                                 c->out.front().size(), format_duration(self->opts.io_timeout)));
     });
-    asio::async_write(c->socket, asio::buffer(c->out.front()),
+    const OutFrame& f = c->out.front();
+    const std::array<asio::const_buffer, 3> parts{
+        asio::buffer(f.head), f.shared ? asio::buffer(*f.shared) : asio::const_buffer(),
+        asio::buffer(f.tail)};
+    asio::async_write(c->socket, parts,
                       [self = shared_from_this(), c](error_code ec, std::size_t) {
                         c->write_timer.cancel();
                         if (c->phase == Phase::kClosed) return;
@@ -770,7 +788,16 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     for (auto& r : replies) {
       auto it = conns.find(r.client);
       if (it == conns.end()) continue;
-      respond(it->second, r.op, r.id, r.status, std::move(r.payload));
+      if (r.header_room == wire::kHeaderBytes && r.wire_bytes() <= opts.max_frame_bytes) {
+        // Built with room for the header: the frame is the reply's own buffers (and a block
+        // shared with other replies), not a copy.
+        wire::frame_in_place(r.op, r.status, r.id, r.payload, r.wire_bytes() - wire::kHeaderBytes);
+        send(it->second, OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.tail)});
+      } else if (r.header_room != 0) {
+        respond(it->second, r.op, r.id, r.status, r.body());
+      } else {
+        respond(it->second, r.op, r.id, r.status, std::move(r.payload));
+      }
     }
   }
 

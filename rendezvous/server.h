@@ -36,8 +36,9 @@ struct ServerOptions {
   // Once a frame's header has arrived its payload must follow within this; a queued response
   // must be taken by the peer within this. Otherwise the connection is dropped.
   std::chrono::milliseconds io_timeout = kDefaultIoTimeout;
-  // At most this many connections may wait to authenticate at once (lowered so they take at
-  // most half of the open-file limit left after a reserve for the launcher and its ranks); a
+  // At most this many connections (or the job's size, if larger) may wait to authenticate at
+  // once (lowered so they take at most half of the open-file limit left after a reserve for the
+  // launcher and its ranks); a
   // new one beyond it makes the server drop the one that has waited longest.
   std::size_t max_unauthenticated = kDefaultMaxUnauthenticated;
 };

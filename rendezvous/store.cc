@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 #include "common/duration.h"
 #include "rendezvous/format.h"
@@ -43,6 +45,9 @@ void check_payload(Op op, const Bytes& payload) {
       break;
     case Op::kExchange:
       wire::decode_exchange_view(payload);
+      break;
+    case Op::kGather:
+      wire::decode_gather_view(payload);
       break;
     default:
       break;
@@ -143,6 +148,12 @@ Store::Replies Store::handle(ClientId client, int rank, Op op, std::uint32_t id,
       handle_exchange(out, std::move(w), std::move(payload), std::move(m));
       break;
     }
+    case Op::kGather: {
+      auto m = wire::decode_gather_view(payload);
+      auto w = wait(WaitKind::kGather, m.name, clamp(m.timeout_ms));
+      handle_gather(out, std::move(w), std::move(payload), std::move(m));
+      break;
+    }
     default:
       // The server only passes request ops.
       reply(Status::kInvalid,
@@ -169,7 +180,7 @@ void Store::handle_barrier(Replies& out, const Wait& w) {
   std::vector<std::uint64_t> tokens;
   for (auto& [r, t] : b.entered) tokens.push_back(t);
   barriers_.erase(w.name);
-  for (auto t : tokens) complete_wait(out, t, {});
+  for (auto t : tokens) complete_wait(out, t, Bytes{});
 }
 
 void Store::handle_exchange(Replies& out, Wait w, Bytes payload, wire::ExchangeView m) {
@@ -190,8 +201,9 @@ void Store::handle_exchange(Replies& out, Wait w, Bytes payload, wire::ExchangeV
   ex.uploads[rank] = Upload{token, std::move(payload), std::move(m.slices)};
   if (static_cast<int>(ex.uploads.size()) < size_) return;
 
-  // Everyone uploaded: hand each rank its column, copied out of the rows. The exchange is
-  // forgotten and its rows freed here; the columns are freed as their writes complete.
+  // Everyone uploaded: hand each rank its column, copied out of the rows straight into its
+  // response frame (header room first). The exchange is forgotten and its rows freed here; the
+  // columns are freed as their writes complete.
   Exchange done = std::move(ex);
   exchanges_.erase(m.name);
   std::vector<const Upload*> rows;
@@ -200,17 +212,89 @@ void Store::handle_exchange(Replies& out, Wait w, Bytes payload, wire::ExchangeV
   std::vector<std::pair<std::uint64_t, Bytes>> columns;
   columns.reserve(size_);
   for (int r = 0; r < size_; ++r) {
-    std::size_t bytes = 4;
+    std::size_t bytes = wire::kHeaderBytes + 4;
     for (const Upload* row : rows) bytes += 4 + row->slices[r].size();
     wire::Writer col;
     col.reserve(bytes);
+    col.raw(std::array<std::uint8_t, wire::kHeaderBytes>{});
     col.u32(static_cast<std::uint32_t>(size_));
     for (const Upload* row : rows) col.bytes(row->slices[r]);
     columns.emplace_back(rows[r]->token, col.take());
   }
   rows.clear();
   done.uploads.clear();
-  for (auto& [t, column] : columns) complete_wait(out, t, std::move(column));
+  for (auto& [t, column] : columns) {
+    Reply answer;
+    answer.payload = std::move(column);
+    answer.header_room = wire::kHeaderBytes;
+    complete_wait(out, t, std::move(answer));
+  }
+}
+
+void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView m) {
+  if (static_cast<std::int64_t>(m.count) != size_) {
+    return refuse(out, w,
+                  fmt::format("gather '{}': rank {} uploaded {} slices, but the job has {} ranks "
+                              "(one slice per rank)",
+                              m.name, w.rank, m.count, size_));
+  }
+  auto& g = gathers_[m.name];
+  if (g.uploads.count(w.rank)) {
+    return refuse(out, w,
+                  fmt::format("rank {} entered gather '{}' again while already waiting in it",
+                              w.rank, m.name));
+  }
+  if (!g.uploads.empty() && g.width != m.width) {
+    const int first = g.uploads.begin()->first;
+    return refuse(out, w,
+                  fmt::format("gather '{}': rank {} uploaded slices of {} bytes, but rank {} "
+                              "uploaded {}-byte slices (every rank must run the same libhora)",
+                              m.name, w.rank, m.width, first, g.width));
+  }
+  if (g.uploads.empty()) g.width = m.width;
+  int rank = w.rank;
+  auto token = add_wait(std::move(w));
+  g.uploads[rank] = GatherUpload{token, std::move(payload), m.record, m.slices};
+  if (static_cast<int>(g.uploads.size()) < size_) return;
+
+  // Everyone uploaded. The records part (count, then every record) is the same in every answer:
+  // built once and shared by all of them; each answer adds only its header room and its column
+  // (width, then one slice from every rank). No per-slice allocation.
+  Gather done = std::move(g);
+  gathers_.erase(m.name);
+  const std::size_t width = done.width;
+  std::size_t record_bytes = 0;
+  for (const auto& [r, up] : done.uploads) record_bytes += up.record.size();
+  wire::Writer records;
+  records.reserve(4 + 4 * static_cast<std::size_t>(size_) + record_bytes);
+  records.u32(static_cast<std::uint32_t>(size_));
+  for (const auto& [r, up] : done.uploads) records.bytes(up.record);
+  const auto block = std::make_shared<const Bytes>(records.take());
+  std::vector<const GatherUpload*> rows;
+  rows.reserve(size_);
+  for (const auto& [r, up] : done.uploads) rows.push_back(&up);
+  std::vector<std::pair<std::uint64_t, Reply>> answers;
+  answers.reserve(size_);
+  for (int r = 0; r < size_; ++r) {
+    Reply answer;
+    answer.payload.resize(wire::kHeaderBytes);
+    answer.header_room = wire::kHeaderBytes;
+    answer.shared = block;
+    answer.tail.resize(4 + static_cast<std::size_t>(size_) * width);
+    std::uint8_t* at = answer.tail.data();
+    const auto w32 = static_cast<std::uint32_t>(width);
+    for (int i = 0; i < 4; ++i) *at++ = static_cast<std::uint8_t>(w32 >> (8 * i));
+    const std::size_t offset = static_cast<std::size_t>(r) * width;
+    for (const GatherUpload* row : rows) {
+      if (width == 0) break;
+      std::memcpy(at, row->slices.data() + offset, width);
+      at += width;
+    }
+    answers.emplace_back(rows[r]->token, std::move(answer));
+  }
+  rows.clear();
+  done.uploads.clear();
+  for (auto& [t, answer] : answers) complete_wait(out, t, std::move(answer));
 }
 
 void Store::wake_getters(Replies& out, const std::string& key) {
@@ -241,13 +325,23 @@ void Store::unindex(std::uint64_t token, const Wait& w) {
 
 // Answers a wait with OK and forgets it. The caller has already taken it out of its
 // barrier/exchange/get list.
-void Store::complete_wait(Replies& out, std::uint64_t token, Bytes payload) {
+void Store::complete_wait(Replies& out, std::uint64_t token, Reply answer) {
   auto it = waits_.find(token);
   if (it == waits_.end()) return;
   Wait w = std::move(it->second);
   waits_.erase(it);
   unindex(token, w);
-  out.push_back(Reply{w.client, w.op, w.id, Status::kOk, std::move(payload)});
+  answer.client = w.client;
+  answer.op = w.op;
+  answer.id = w.id;
+  answer.status = Status::kOk;
+  out.push_back(std::move(answer));
+}
+
+void Store::complete_wait(Replies& out, std::uint64_t token, Bytes payload) {
+  Reply answer;
+  answer.payload = std::move(payload);
+  complete_wait(out, token, std::move(answer));
 }
 
 // Forgets a wait without answering it, taking it out of its barrier/exchange/get list.
@@ -269,6 +363,9 @@ void Store::remove_wait(std::uint64_t token) {
       break;
     case WaitKind::kExchange:
       leave_group(exchanges_, w.name, w.rank, &Exchange::uploads);
+      break;
+    case WaitKind::kGather:
+      leave_group(gathers_, w.name, w.rank, &Gather::uploads);
       break;
   }
   unindex(token, w);
@@ -305,6 +402,11 @@ std::string Store::timeout_message(const Wait& w) {
       const Exchange& e = exchanges_[w.name];
       return fmt::format("exchange '{}' timed out after {} {}", w.name, format_duration(w.timeout),
                          describe_missing(e.uploads, e.left));
+    }
+    case WaitKind::kGather: {
+      const Gather& g = gathers_[w.name];
+      return fmt::format("gather '{}' timed out after {} {}", w.name, format_duration(w.timeout),
+                         describe_missing(g.uploads, g.left));
     }
   }
   return {};
@@ -348,10 +450,11 @@ void Store::clear() {
   get_waiters_.clear();
   barriers_.clear();
   exchanges_.clear();
+  gathers_.clear();
 }
 
 Store::Stats Store::stats() const {
-  return Stats{kv_.size(), waits_.size(), barriers_.size(), exchanges_.size()};
+  return Stats{kv_.size(), waits_.size(), barriers_.size(), exchanges_.size() + gathers_.size()};
 }
 
 }  // namespace hora::rdv

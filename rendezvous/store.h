@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -36,7 +37,26 @@ class Store {
     wire::Op op = wire::Op::kSet;
     std::uint32_t id = 0;
     wire::Status status = wire::Status::kOk;
-    wire::Bytes payload;  // the op's result (OK) or a message string
+    // The op's result (OK) or a message string, after `header_room` leading bytes left free for
+    // the frame header (wire::kHeaderBytes in EXCHANGE and GATHER answers, so the server writes
+    // the header in place instead of copying the payload into a new frame; else 0). A GATHER
+    // answer continues with `shared` (the records, one block for every rank's answer) and
+    // `tail` (the rank's column).
+    wire::Bytes payload;
+    std::size_t header_room = 0;
+    std::shared_ptr<const wire::Bytes> shared;
+    wire::Bytes tail;
+    // The whole payload, header room left out (a copy: for tests and the rare fallback).
+    wire::Bytes body() const {
+      wire::Bytes out(payload.begin() + static_cast<std::ptrdiff_t>(header_room), payload.end());
+      if (shared) out.insert(out.end(), shared->begin(), shared->end());
+      out.insert(out.end(), tail.begin(), tail.end());
+      return out;
+    }
+    // Bytes of the frame on the wire when sent with its header room.
+    std::size_t wire_bytes() const {
+      return payload.size() + (shared ? shared->size() : 0) + tail.size();
+    }
   };
   using Replies = std::vector<Reply>;
 
@@ -52,7 +72,7 @@ class Store {
 
   explicit Store(int size);
 
-  // A request (SET, GET, ADD, DEL, BARRIER, EXCHANGE) from `rank` over `client`. Returns the
+  // A request (SET, GET, ADD, DEL, BARRIER, EXCHANGE, GATHER) from `rank` over `client`. Returns the
   // replies it produced: none while it waits, one, or one per rank when it completes a barrier
   // or exchange. After abort() every request is answered ABORTED. Throws wire::DecodeError on a
   // malformed payload (the caller rejects the connection).
@@ -79,7 +99,7 @@ class Store {
   Stats stats() const;
 
  private:
-  enum class WaitKind { kGet, kBarrier, kExchange };
+  enum class WaitKind { kGet, kBarrier, kExchange, kGather };
   struct Wait {
     WaitKind kind;
     ClientId client;
@@ -108,12 +128,28 @@ class Store {
     std::map<int, Upload> uploads;  // rank -> its row
     std::set<int> left;
   };
+  // A GATHER upload: the payload as received, with views of its record and fixed-width slices.
+  struct GatherUpload {
+    std::uint64_t token;
+    wire::Bytes payload;
+    std::span<const std::uint8_t> record;
+    std::span<const std::uint8_t> slices;
+  };
+  struct Gather {
+    std::uint32_t width = 0;  // the first upload's; every other must match
+    std::map<int, GatherUpload> uploads;
+    std::set<int> left;
+  };
 
   static void refuse(Replies& out, const Wait& w, const std::string& why);
   void handle_barrier(Replies& out, const Wait& w);
   void handle_exchange(Replies& out, Wait w, wire::Bytes payload, wire::ExchangeView m);
+  void handle_gather(Replies& out, Wait w, wire::Bytes payload, wire::GatherView m);
   void wake_getters(Replies& out, const std::string& key);
   std::uint64_t add_wait(Wait w);
+  // Answers OK with `answer` (its payload, header_room, shared and tail; client, op and id are
+  // the wait's).
+  void complete_wait(Replies& out, std::uint64_t token, Reply answer);
   void complete_wait(Replies& out, std::uint64_t token, wire::Bytes payload);
   void remove_wait(std::uint64_t token);
   void unindex(std::uint64_t token, const Wait& w);
@@ -131,6 +167,7 @@ class Store {
   std::unordered_map<std::string, std::vector<std::uint64_t>> get_waiters_;
   std::unordered_map<std::string, Barrier> barriers_;
   std::unordered_map<std::string, Exchange> exchanges_;
+  std::unordered_map<std::string, Gather> gathers_;
 };
 
 }  // namespace hora::rdv

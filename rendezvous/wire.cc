@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -41,6 +42,7 @@ const char* op_name(Op op) {
     case Op::kDel: return "DEL";
     case Op::kBarrier: return "BARRIER";
     case Op::kExchange: return "EXCHANGE";
+    case Op::kGather: return "GATHER";
   }
   return "UNKNOWN";
 }
@@ -66,7 +68,7 @@ const char* status_name(Status status) {
 }
 
 bool is_known_op(std::uint8_t op) {
-  return (op >= 0x01 && op <= 0x05) || (op >= 0x10 && op <= 0x15);
+  return (op >= 0x01 && op <= 0x05) || (op >= 0x10 && op <= 0x16);
 }
 
 bool is_known_status(std::uint8_t status) {
@@ -75,7 +77,7 @@ bool is_known_status(std::uint8_t status) {
 
 bool is_request_op(Op op) {
   return op == Op::kGoodbye || (static_cast<std::uint8_t>(op) >= 0x10 &&
-                                static_cast<std::uint8_t>(op) <= 0x15);
+                                static_cast<std::uint8_t>(op) <= 0x16);
 }
 
 void encode_header(const Header& header, std::uint8_t* out) {
@@ -145,6 +147,20 @@ Bytes encode_frame(Op op, Status status, std::uint32_t request_id,
   encode_header(h, frame.data());
   if (!payload.empty()) std::memcpy(frame.data() + kHeaderBytes, payload.data(), payload.size());
   return frame;
+}
+
+void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame,
+                    std::optional<std::size_t> payload_bytes) {
+  if (frame.size() < kHeaderBytes) {
+    throw std::logic_error("frame_in_place: no room for the header");
+  }
+  Header h;
+  h.op = op;
+  h.status = status;
+  h.request_id = request_id;
+  h.payload_bytes =
+      length_u32(payload_bytes.value_or(frame.size() - kHeaderBytes), "a frame payload");
+  encode_header(h, frame.data());
 }
 
 Writer& Writer::u8(std::uint8_t v) {
@@ -300,6 +316,8 @@ std::vector<Bytes> read_slices(Reader& r) {
 }
 }  // namespace
 
+std::span<const std::uint8_t> Reader::fixed(std::size_t n) { return take(n, "fixed-size field"); }
+
 std::span<const std::uint8_t> Reader::view() {
   std::uint32_t n = u32();
   return take(n, "length-prefixed field");
@@ -315,6 +333,62 @@ ExchangeView decode_exchange_view(std::span<const std::uint8_t> payload) {
   for (std::uint32_t i = 0; i < n; ++i) m.slices.push_back(r.view());
   r.expect_end();
   return m;
+}
+
+Bytes encode_gather(std::string_view name, std::uint64_t timeout_ms,
+                    std::span<const std::uint8_t> record, std::uint32_t width, std::uint32_t count,
+                    std::span<const std::uint8_t> slices) {
+  if (slices.size() != std::size_t{width} * count) {
+    throw std::invalid_argument(fmt::format("encode_gather: {} slice bytes for {} slices of {} bytes",
+                                            slices.size(), count, width));
+  }
+  Writer w;
+  w.reserve(4 + name.size() + 8 + 4 + record.size() + 8 + slices.size());
+  w.str(name).u64(timeout_ms).bytes(record).u32(width).u32(count).raw(slices);
+  return w.take();
+}
+
+namespace {
+// count x width bytes must be exactly what is left; checked before anything is allocated.
+std::span<const std::uint8_t> read_fixed_slices(Reader& r, std::uint32_t width,
+                                                std::uint32_t count) {
+  const std::uint64_t bytes = std::uint64_t{width} * count;
+  if (bytes != r.remaining()) {
+    throw DecodeError(fmt::format("{} slices of {} bytes need {} bytes, but {} follow", count,
+                                  width, bytes, r.remaining()));
+  }
+  return r.fixed(static_cast<std::size_t>(bytes));
+}
+}  // namespace
+
+GatherView decode_gather_view(std::span<const std::uint8_t> payload) {
+  Reader r(payload);
+  GatherView m;
+  m.name = r.str();
+  m.timeout_ms = r.u64();
+  m.record = r.view();
+  m.width = r.u32();
+  m.count = r.u32();
+  m.slices = read_fixed_slices(r, m.width, m.count);
+  r.expect_end();
+  return m;
+}
+
+GatherReplyView decode_gather_reply(std::span<const std::uint8_t> payload) {
+  Reader r(payload);
+  GatherReplyView m;
+  const std::uint32_t n = read_slice_count(r);
+  m.records.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) m.records.push_back(r.view());
+  m.width = r.u32();
+  m.column = read_fixed_slices(r, m.width, n);
+  r.expect_end();
+  return m;
+}
+
+std::size_t gather_reply_bytes(std::size_t record_bytes_total, std::size_t count,
+                               std::size_t width) {
+  return 4 + 4 * count + record_bytes_total + 4 + count * width;
 }
 
 ExchangeRequest decode_exchange(std::span<const std::uint8_t> payload) {

@@ -70,6 +70,7 @@ enum class Op : std::uint8_t {
   kDel = 0x13,       // key -> existed
   kBarrier = 0x14,   // name, timeout_ms
   kExchange = 0x15,  // name, timeout_ms, slices -> column
+  kGather = 0x16,    // name, timeout_ms, record, width, fixed-width slices -> records, column
 };
 
 enum class Status : std::uint8_t {
@@ -114,6 +115,13 @@ void encode_header(const Header& header, std::uint8_t* out /* kHeaderBytes */);
 Status decode_header(std::span<const std::uint8_t, kHeaderBytes> bytes,
                      std::size_t max_frame_bytes, Header* out, std::string* why);
 
+// Writes the header of a frame in place: `frame` starts with kHeaderBytes bytes reserved for it,
+// followed by the payload (so a response built that way is sent without another copy).
+// `payload_bytes`: the payload's length when part of it is sent from other buffers after
+// `frame`; by default the rest of `frame`.
+void frame_in_place(Op op, Status status, std::uint32_t request_id, Bytes& frame,
+                    std::optional<std::size_t> payload_bytes = std::nullopt);
+
 // A whole frame: header followed by payload.
 Bytes encode_frame(Op op, Status status, std::uint32_t request_id,
                    std::span<const std::uint8_t> payload);
@@ -155,6 +163,8 @@ class Reader {
   Bytes bytes();
   // A length-prefixed field as a view into the payload (no copy).
   std::span<const std::uint8_t> view();
+  // The next n bytes as a view (no length prefix, no copy).
+  std::span<const std::uint8_t> fixed(std::size_t n);
   std::string str();
   std::size_t remaining() const { return rest_.size(); }
   // Throws DecodeError if bytes are left over.
@@ -213,6 +223,33 @@ struct ExchangeView {
   std::vector<std::span<const std::uint8_t>> slices;
 };
 ExchangeView decode_exchange_view(std::span<const std::uint8_t> payload);
+
+// GATHER: one record for every rank plus one fixed-width slice per rank (`slices` holds
+// count x width bytes, slice i addressed to rank i). The answer holds every rank's record and
+// this rank's column (count x width bytes, entry j from rank j).
+Bytes encode_gather(std::string_view name, std::uint64_t timeout_ms,
+                    std::span<const std::uint8_t> record, std::uint32_t width, std::uint32_t count,
+                    std::span<const std::uint8_t> slices);
+struct GatherView {
+  std::string name;
+  std::uint64_t timeout_ms = 0;
+  std::span<const std::uint8_t> record;
+  std::uint32_t width = 0;
+  std::uint32_t count = 0;
+  std::span<const std::uint8_t> slices;  // count x width bytes
+};
+// Throws DecodeError; count x width must be exactly the bytes that follow.
+GatherView decode_gather_view(std::span<const std::uint8_t> payload);
+// The OK answer to GATHER, decoded as views into `payload`.
+struct GatherReplyView {
+  std::vector<std::span<const std::uint8_t>> records;  // records[j]: rank j's record
+  std::uint32_t width = 0;
+  std::span<const std::uint8_t> column;  // records.size() x width bytes
+};
+GatherReplyView decode_gather_reply(std::span<const std::uint8_t> payload);
+// Bytes of a GATHER answer (OK payload) for these record sizes and slice width.
+std::size_t gather_reply_bytes(std::size_t record_bytes_total, std::size_t count,
+                               std::size_t width);
 
 Hello decode_hello(std::span<const std::uint8_t> payload);
 AuthRequest decode_auth(std::span<const std::uint8_t> payload);

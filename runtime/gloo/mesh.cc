@@ -15,8 +15,12 @@
 #include <hora/error.h>
 #include <hora/types.h>
 
+#include <sys/resource.h>
+
+#include "common/fd_limit.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
+#include "runtime/gloo/mesh_record.h"
 
 namespace hora::detail::gloo {
 namespace {
@@ -24,103 +28,101 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using rdv::Bytes;
 
-// Slice byte layout (little-endian), version 1:
-//   layout slice:  u8 version | u32 host_index | u32 local_rank | u32 local_size | u32 cross_rank
-//                  | u32 cross_size | u16 n + n bytes host name | u16 n + n bytes Gloo address
-//                  (the sender's global pair for the recipient)
-//   groups slice:  u8 version | u8 count | count x (u8 scope: 1 local, 2 cross, 3 engine | u16
-//                  n + n bytes Gloo address of the sender's pair for the recipient there)
-// A Gloo TCP address is gloo::transport::tcp::Address::bytes(): a sockaddr_storage and a
-// sequence number, opaque here.
-constexpr std::uint8_t kSliceVersion = 1;
-constexpr std::uint8_t kLocalRecord = 1;
-constexpr std::uint8_t kCrossRecord = 2;
-constexpr std::uint8_t kEngineRecord = 3;
+// The two exchanges are GATHERs (docs/rendezvous.md): each rank uploads one record and a
+// fixed-width slice per peer.
+//   "hora/mesh/layout": record = RankRecord (runtime/gloo/mesh_record.h: layout, the base of
+//                       the rank's pair addresses); slice for rank j = u16 port of the sender's
+//                       global pair for j | u16 port of its engine pair for j.
+//   "hora/mesh/groups": empty record; slice for rank j = u16 port of the sender's local pair
+//                       for j | u16 port of its cross pair for j, 0 where j is not in that group.
+// Ports are little-endian; 0 means "no pair" (a listening port is never 0).
+constexpr std::size_t kPortSliceBytes = 4;
 
-class Writer {
- public:
-  void u8(std::uint8_t v) { out_.push_back(v); }
-  void u16(std::uint16_t v) {
-    for (int i = 0; i < 2; ++i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  template <typename Container>
-  void blob(const Container& data) {
-    u16(static_cast<std::uint16_t>(data.size()));
-    out_.insert(out_.end(), data.begin(), data.end());
-  }
-  Bytes take() { return std::move(out_); }
-
- private:
-  Bytes out_;
+struct Layout : RankRecord {
+  // The sender's pairs for this rank.
+  std::uint16_t global_port = 0;
+  std::uint16_t engine_port = 0;
+  std::vector<char> global_address;
+  std::vector<char> engine_address;
 };
 
-class Reader {
- public:
-  Reader(const Bytes& in, int from) : in_(in), from_(from) {}
-  std::uint8_t u8() { need(1); return in_[at_++]; }
-  std::uint16_t u16() {
-    need(2);
-    std::uint16_t v = static_cast<std::uint16_t>(in_[at_] | in_[at_ + 1] << 8);
-    at_ += 2;
-    return v;
-  }
-  std::uint32_t u32() {
-    need(4);
-    std::uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = v << 8 | in_[at_ + i];
-    at_ += 4;
-    return v;
-  }
-  std::vector<char> blob() {
-    const std::size_t n = u16();
-    need(n);
-    std::vector<char> out(in_.begin() + at_, in_.begin() + at_ + n);
-    at_ += n;
-    return out;
-  }
+void put_ports(std::vector<std::uint8_t>& slices, int to, std::uint16_t first,
+               std::uint16_t second) {
+  std::uint8_t* at = slices.data() + static_cast<std::size_t>(to) * kPortSliceBytes;
+  at[0] = static_cast<std::uint8_t>(first);
+  at[1] = static_cast<std::uint8_t>(first >> 8);
+  at[2] = static_cast<std::uint8_t>(second);
+  at[3] = static_cast<std::uint8_t>(second >> 8);
+}
 
- private:
-  void need(std::size_t n) {
-    if (at_ + n > in_.size()) {
-      throw Error(fmt::format("malformed mesh slice from rank {} ({} bytes): is every rank running "
-                              "the same version of libhora?",
-                              from_, in_.size()));
+std::pair<std::uint16_t, std::uint16_t> get_ports(std::span<const std::uint8_t> slice) {
+  return {static_cast<std::uint16_t>(slice[0] | slice[1] << 8),
+          static_cast<std::uint16_t>(slice[2] | slice[3] << 8)};
+}
+
+// The port of every pair of `transport` (by peer), checking that they all share `base`: the
+// assumption that lets a rank publish its address once (runtime/gloo/mesh_record.h).
+std::vector<std::uint16_t> pair_ports(const WorldInfo& world, ::gloo::transport::Context& transport,
+                                      int size, int self, PairAddressBase* base, bool* have_base) {
+  std::vector<std::uint16_t> ports(static_cast<std::size_t>(size), 0);
+  for (int j = 0; j < size; ++j) {
+    if (j == self) continue;
+    PairAddressBase b;
+    ports[j] = split_pair_address(transport.getPair(j)->address().bytes(), &b);
+    if (!*have_base) {
+      *base = b;
+      *have_base = true;
+    } else if (!(b == *base)) {
+      throw Error(fmt::format("{}: init(): this Gloo's pairs do not share one address and sequence "
+                              "number (pair for rank {}: {}); hora's mesh exchange needs pairs "
+                              "that differ only in their port",
+                              who(world), j, format_pair_endpoint(b, ports[j])),
+                  world.rank, world.hostname);
     }
   }
-  const Bytes& in_;
-  int from_;
-  std::size_t at_ = 0;
-};
+  return ports;
+}
 
-struct Layout {
-  int host_index = 0;
-  int local_rank = 0;
-  int local_size = 1;
-  int cross_rank = 0;
-  int cross_size = 1;
-  std::string hostname;
-  std::vector<char> global_address;  // the sender's pair for this rank
-};
+// Ranks whose device address is IPv4 loopback (127.0.0.0/8: every rank on this host) each take
+// an address of their own in that block, 127.64.0.0 + local rank. In this Gloo every pair binds
+// a listening port of its own on the device address, and Linux's ephemeral ports (28232 by
+// default) are per address: 128 ranks on 127.0.0.1 with 381 pairs each would need 48768 of them
+// at once, and binding gets slower as they fill. One address per rank gives each rank the whole
+// range. The kernel still connects from 127.0.0.1 (the source of the 127/8 route).
+void spread_loopback(const WorldInfo& world, DeviceAddress& address) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, address.address.c_str(), &v4) != 1) return;
+  const std::uint32_t host_order = ntohl(v4.s_addr);
+  if ((host_order >> 24) != 127 || world.local_rank < 0 || world.local_rank >= (1 << 22)) return;
+  const std::uint32_t own = (127u << 24) + (64u << 16) + static_cast<std::uint32_t>(world.local_rank);
+  v4.s_addr = htonl(own);
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &v4, text, sizeof text);
+  address.reason = fmt::format("{} on loopback: the rank's own address in 127.64.0.0/10 instead of "
+                               "{} ({})",
+                               "local rank " + std::to_string(world.local_rank), address.address,
+                               address.reason);
+  address.address = text;
+}
 
-// "10.0.0.2:40123" / "[fe80::1]:40123" from Gloo's opaque address bytes.
-std::string endpoint_of(const std::vector<char>& bytes) {
-  const ::gloo::transport::tcp::Address address(bytes);
-  const sockaddr_storage& ss = address.getSockaddr();
-  char text[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-    return fmt::format("{}:{}", text, ntohs(in->sin_port));
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
-    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-    return fmt::format("[{}]:{}", text, ntohs(in6->sin6_port));
-  }
-  return "?";
+// Every pair holds a listening socket until it connects, then a connected one: up to two
+// descriptors each while the mesh forms. Raises the soft RLIMIT_NOFILE to the hard limit when
+// that is not enough, and fails naming the numbers when even the hard limit is too low, instead
+// of letting Gloo fail later with "Too many open files" on some pair.
+void ensure_fd_limit(const WorldInfo& world) {
+  const auto n = static_cast<std::uint64_t>(world.size);
+  const std::uint64_t pairs = 2 * (n - 1) + static_cast<std::uint64_t>(world.local_size - 1) +
+                              static_cast<std::uint64_t>(world.cross_size - 1);
+  const std::uint64_t need = 2 * pairs + 64;
+  FdLimit limit = fd_limit();
+  if (!limit.error.empty() || limit.soft == RLIM_INFINITY || limit.soft >= need) return;
+  limit = raise_fd_limit();
+  if (limit.soft >= need) return;
+  throw UsageError(fmt::format("{}: init(): the Gloo mesh of {} ranks needs up to {} open files "
+                               "in each rank ({} pairs), but RLIMIT_NOFILE is {} (hard limit "
+                               "{}); raise it (ulimit -n {}) where horarun starts",
+                               who(world), n, need, pairs, limit.soft, limit.hard, need),
+                   world.rank, world.hostname);
 }
 
 std::string gloo_name_of(const std::vector<char>& bytes) {
@@ -134,38 +136,6 @@ std::string gloo_name_of(const std::vector<char>& bytes) {
 std::chrono::milliseconds remaining(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return std::max(left, std::chrono::milliseconds(1));
-}
-
-Bytes encode_layout(const WorldInfo& world, const std::vector<char>& address) {
-  Writer w;
-  w.u8(kSliceVersion);
-  w.u32(static_cast<std::uint32_t>(world.host_index));
-  w.u32(static_cast<std::uint32_t>(world.local_rank));
-  w.u32(static_cast<std::uint32_t>(world.local_size));
-  w.u32(static_cast<std::uint32_t>(world.cross_rank));
-  w.u32(static_cast<std::uint32_t>(world.cross_size));
-  w.blob(world.hostname.substr(0, 1024));
-  w.blob(address);
-  return w.take();
-}
-
-Layout decode_layout(const Bytes& slice, int from) {
-  Reader r(slice, from);
-  if (const auto version = r.u8(); version != kSliceVersion) {
-    throw Error(fmt::format("rank {} speaks mesh slice version {}, this rank {}: every rank must "
-                            "run the same libhora",
-                            from, version, kSliceVersion));
-  }
-  Layout layout;
-  layout.host_index = static_cast<int>(r.u32());
-  layout.local_rank = static_cast<int>(r.u32());
-  layout.local_size = static_cast<int>(r.u32());
-  layout.cross_rank = static_cast<int>(r.u32());
-  layout.cross_size = static_cast<int>(r.u32());
-  const auto name = r.blob();
-  layout.hostname.assign(name.begin(), name.end());
-  layout.global_address = r.blob();
-  return layout;
 }
 
 // Members of one group, indexed by their rank within it; checks the launcher's numbering.
@@ -277,55 +247,96 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
                 Clock::time_point deadline) {
   const std::string start_hint = "raise --start-timeout (HORA_START_TIMEOUT)";
   Mesh mesh;
+  ensure_fd_limit(world);
   mesh.address = choose_device_address(world);
+  spread_loopback(world, mesh.address);
   mesh.device = create_device(world, mesh.address);
   log().debug("{}: Gloo device on {} ({})", who(world), mesh.address.address, mesh.address.reason);
 
   const auto pair_timeout = std::max(std::chrono::milliseconds(200), remaining(deadline) / 5);
   const int n = world.size;
-  std::vector<int> everyone(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) everyone[i] = i;
+  auto fail_on = [&](const std::string& why) {
+    throw Error(fmt::format("{}: init(): {}", who(world), why), world.rank, world.hostname);
+  };
 
-  // Step 1: the global context's pairs. Its members' names are filled in after the layout
-  // exchange, so build it with placeholder layouts first.
-  std::vector<Layout> layouts(static_cast<std::size_t>(n));
-  layouts[world.rank] = {world.host_index, world.local_rank, world.local_size, world.cross_rank,
-                         world.cross_size, world.hostname, {}};
-
-  std::vector<std::vector<char>> my_global(static_cast<std::size_t>(n));
+  // Step 1: the global and engine contexts' pairs. Their members' names are filled in after the
+  // layout exchange.
   auto global_transport = mesh.device->createContext(world.rank, n);
   global_transport->setTimeout(pair_timeout);
+  std::shared_ptr<::gloo::transport::Context> engine_transport;
   for (int j = 0; j < n; ++j) {
-    if (j != world.rank) my_global[j] = global_transport->createPair(j)->address().bytes();
+    if (j != world.rank) global_transport->createPair(j);
+  }
+  if (n > 1) {
+    engine_transport = mesh.device->createContext(world.rank, n);
+    engine_transport->setTimeout(pair_timeout);
+    for (int j = 0; j < n; ++j) {
+      if (j != world.rank) engine_transport->createPair(j);
+    }
+  }
+  RankRecord mine{world.host_index, world.local_rank, world.local_size, world.cross_rank,
+                  world.cross_size, world.hostname.substr(0, kMaxHostnameBytes), {}};
+  bool have_base = false;
+  const auto global_ports =
+      pair_ports(world, *global_transport, n, world.rank, &mine.base, &have_base);
+  std::vector<std::uint16_t> engine_ports(static_cast<std::size_t>(n), 0);
+  if (engine_transport) {
+    engine_ports = pair_ports(world, *engine_transport, n, world.rank, &mine.base, &have_base);
+  }
+  if (!have_base) {
+    // A world of one: no pair, so the record carries the device's address with no port.
+    sockaddr_storage ss{};
+    if (inet_pton(AF_INET, mesh.address.address.c_str(),
+                  &reinterpret_cast<sockaddr_in&>(ss).sin_addr) == 1) {
+      ss.ss_family = AF_INET;
+    } else if (inet_pton(AF_INET6, mesh.address.address.c_str(),
+                         &reinterpret_cast<sockaddr_in6&>(ss).sin6_addr) == 1) {
+      ss.ss_family = AF_INET6;
+    }
+    mine.base.sockaddr = ss;
   }
 
-  // Step 2: layout exchange.
-  std::vector<Bytes> slices(static_cast<std::size_t>(n));
+  // Step 2: layout exchange: one record per rank, 4 bytes per peer.
+  std::vector<std::uint8_t> slices(static_cast<std::size_t>(n) * kPortSliceBytes, 0);
   for (int j = 0; j < n; ++j) {
-    if (j != world.rank) slices[j] = encode_layout(world, my_global[j]);
+    if (j != world.rank) put_ports(slices, j, global_ports[j], engine_ports[j]);
   }
-  std::vector<Bytes> column;
+  rdv::GatherResult gathered;
   try {
-    column = client.exchange("hora/mesh/layout", slices, remaining(deadline));
+    gathered = client.gather("hora/mesh/layout", encode_record(mine), kPortSliceBytes, slices,
+                             remaining(deadline));
   } catch (...) {
     rethrow_translated(world, "init(): exchanging Gloo addresses through the rendezvous", abort,
                        start_hint);
   }
-  if (static_cast<int>(column.size()) != n) {
-    throw Error(fmt::format("{}: init(): the rendezvous exchange returned {} slices for {} ranks",
-                            who(world), column.size(), n),
-                world.rank, world.hostname);
-  }
+  std::vector<Layout> layouts(static_cast<std::size_t>(n));
+  static_cast<RankRecord&>(layouts[world.rank]) = mine;
   for (int j = 0; j < n; ++j) {
-    if (j != world.rank) layouts[j] = decode_layout(column[j], j);
+    if (j == world.rank) continue;
+    try {
+      static_cast<RankRecord&>(layouts[j]) = decode_record(gathered.records[j], j);
+    } catch (const Error& e) {
+      fail_on(e.what());
+    }
+    const auto [global_port, engine_port] = get_ports(gathered.slice(j));
+    if (global_port == 0 || (n > 1 && engine_port == 0)) {
+      fail_on(fmt::format("rank {} sent no Gloo port for this rank (global {}, engine {}); is "
+                          "every rank running the same version of libhora?",
+                          j, global_port, engine_port));
+    }
+    layouts[j].global_port = global_port;
+    layouts[j].engine_port = engine_port;
+    layouts[j].global_address = join_pair_address(layouts[j].base, global_port);
+    layouts[j].engine_address = join_pair_address(layouts[j].base, engine_port);
   }
+  gathered = {};
 
   std::vector<MeshPeer> global_peers(static_cast<std::size_t>(n));
   for (int j = 0; j < n; ++j) {
     global_peers[j].global_rank = j;
     global_peers[j].hostname = layouts[j].hostname;
     if (j != world.rank) {
-      global_peers[j].endpoint = endpoint_of(layouts[j].global_address);
+      global_peers[j].endpoint = format_pair_endpoint(layouts[j].base, layouts[j].global_port);
       global_peers[j].gloo_names.push_back(gloo_name_of(layouts[j].global_address));
     }
   }
@@ -335,6 +346,24 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   abort.on_abort([context = global.context](const std::string& reason) {
     context->fail("job aborted by launcher: " + reason);
   });
+
+  PendingContext engine;
+  if (engine_transport) {
+    std::vector<MeshPeer> peers(static_cast<std::size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      peers[j].global_rank = j;
+      peers[j].hostname = layouts[j].hostname;
+    }
+    engine.context = std::make_shared<MeshContext>(world.rank, std::move(peers));
+    engine.context->attach(mesh.device, std::move(engine_transport));
+    engine.peer_addresses.resize(static_cast<std::size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      if (j == world.rank) continue;
+      engine.peer_addresses[j] = layouts[j].engine_address;
+      engine.context->describe_peer(j, format_pair_endpoint(layouts[j].base, layouts[j].engine_port),
+                                    gloo_name_of(layouts[j].engine_address));
+    }
+  }
 
   // Step 3: groups.
   const auto local_members = group_members(
@@ -348,8 +377,6 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
 
   PendingContext local;
   PendingContext cross;
-  PendingContext engine;
-  if (n > 1) engine.context = make_context(everyone, world.rank, layouts, mesh, pair_timeout);
   if (local_members.size() > 1) {
     local.context = make_context(local_members, world.local_rank, layouts, mesh, pair_timeout);
   }
@@ -363,72 +390,61 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     });
   }
 
-  // Step 4: group exchange. slot_of maps a global rank to its scope rank (or -1).
-  std::map<int, int> local_slot;
-  std::map<int, int> cross_slot;
+  // Step 4: group exchange, when some rank has a local or cross group (every rank knows every
+  // layout by now, so all of them make the same choice). slot maps a global rank to its scope
+  // rank, or -1.
+  std::vector<int> local_slot(static_cast<std::size_t>(n), -1);
+  std::vector<int> cross_slot(static_cast<std::size_t>(n), -1);
   for (std::size_t i = 0; i < local_members.size(); ++i) local_slot[local_members[i]] = static_cast<int>(i);
   for (std::size_t i = 0; i < cross_members.size(); ++i) cross_slot[cross_members[i]] = static_cast<int>(i);
-  for (int j = 0; j < n; ++j) {
-    slices[j].clear();
-    if (j == world.rank) continue;
-    Writer w;
-    w.u8(kSliceVersion);
-    const bool in_local = local.context && local_slot.count(j);
-    const bool in_cross = cross.context && cross_slot.count(j);
-    const bool in_engine = static_cast<bool>(engine.context);
-    w.u8(static_cast<std::uint8_t>(in_local + in_cross + in_engine));
-    if (in_engine) {
-      w.u8(kEngineRecord);
-      w.blob(engine.context->transport().getPair(j)->address().bytes());
+  bool any_group = false;
+  for (const Layout& l : layouts) any_group = any_group || l.local_size > 1 || l.cross_size > 1;
+  if (any_group) {
+    std::fill(slices.begin(), slices.end(), 0);
+    auto port_of = [](PendingContext& pending, int slot) -> std::uint16_t {
+      if (!pending.context || slot < 0) return 0;
+      PairAddressBase base;
+      return split_pair_address(pending.context->transport().getPair(slot)->address().bytes(),
+                                &base);
+    };
+    for (int j = 0; j < n; ++j) {
+      if (j == world.rank) continue;
+      put_ports(slices, j, port_of(local, local_slot[j]), port_of(cross, cross_slot[j]));
     }
-    if (in_local) {
-      w.u8(kLocalRecord);
-      w.blob(local.context->transport().getPair(local_slot[j])->address().bytes());
+    try {
+      gathered = client.gather("hora/mesh/groups", {}, kPortSliceBytes, slices,
+                               remaining(deadline));
+    } catch (...) {
+      rethrow_translated(world,
+                         "init(): exchanging local/cross Gloo addresses through the rendezvous",
+                         abort, start_hint);
     }
-    if (in_cross) {
-      w.u8(kCrossRecord);
-      w.blob(cross.context->transport().getPair(cross_slot[j])->address().bytes());
-    }
-    slices[j] = w.take();
   }
-  try {
-    column = client.exchange("hora/mesh/groups", slices, remaining(deadline));
-  } catch (...) {
-    rethrow_translated(world, "init(): exchanging local/cross Gloo addresses through the rendezvous",
-                       abort, start_hint);
-  }
-  for (PendingContext* pending : {&engine, &local, &cross}) {
+  for (PendingContext* pending : {&local, &cross}) {
     if (pending->context) pending->peer_addresses.resize(pending->context->size);
   }
-  auto fill_peer = [](PendingContext& pending, int slot, const std::vector<char>& address) {
-    pending.peer_addresses[slot] = address;
-    pending.context->describe_peer(slot, endpoint_of(address), gloo_name_of(address));
-  };
-  for (int j = 0; j < n; ++j) {
-    if (j == world.rank) continue;
-    Reader r(column.at(j), j);
-    if (const auto version = r.u8(); version != kSliceVersion) {
-      throw Error(fmt::format("{}: rank {} speaks mesh slice version {}, this rank {}", who(world),
-                              j, version, kSliceVersion),
-                  world.rank, world.hostname);
+  auto fill_peer = [&](PendingContext& pending, const char* scope, int j, int slot,
+                       std::uint16_t port) {
+    const bool member = pending.context && slot >= 0;
+    if (member != (port != 0)) {
+      throw MismatchError(fmt::format("{}: rank {} {} a {} address, but it is {}in this rank's {} "
+                                      "group; the ranks disagree about the layout",
+                                      who(world), j, port != 0 ? "sent" : "did not send", scope,
+                                      member ? "" : "not ", scope),
+                          world.rank, world.hostname);
     }
-    const int count = r.u8();
-    for (int k = 0; k < count; ++k) {
-      const auto scope = r.u8();
-      const auto address = r.blob();
-      if (scope == kEngineRecord && engine.context) {
-        fill_peer(engine, j, address);
-      } else if (scope == kLocalRecord && local.context && local_slot.count(j)) {
-        fill_peer(local, local_slot[j], address);
-      } else if (scope == kCrossRecord && cross.context && cross_slot.count(j)) {
-        fill_peer(cross, cross_slot[j], address);
-      } else {
-        throw MismatchError(fmt::format("{}: rank {} sent a {} address, but it is not in this "
-                                        "rank's {} group; the ranks disagree about the layout",
-                                        who(world), j, scope == kLocalRecord ? "local" : "cross",
-                                        scope == kLocalRecord ? "local" : "cross"),
-                            world.rank, world.hostname);
-      }
+    if (!member) return;
+    auto address = join_pair_address(layouts[j].base, port);
+    pending.context->describe_peer(slot, format_pair_endpoint(layouts[j].base, port),
+                                   gloo_name_of(address));
+    pending.peer_addresses[slot] = std::move(address);
+  };
+  if (any_group) {
+    for (int j = 0; j < n; ++j) {
+      if (j == world.rank) continue;
+      const auto [local_port, cross_port] = get_ports(gathered.slice(j));
+      fill_peer(local, "local", j, local_slot[j], local_port);
+      fill_peer(cross, "cross", j, cross_slot[j], cross_port);
     }
   }
 

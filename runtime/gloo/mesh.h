@@ -1,23 +1,26 @@
 // Forming a rank's Gloo contexts through the rendezvous, without connectFullMesh.
 //
 // Protocol (every rank of the job runs it once, in init()):
-//   1. Create the TCP device and one pair per peer for the global context. Each pair listens on
-//      its own port of the device's address.
-//   2. Exchange "hora/mesh/layout" (rdv::Client::exchange, one slice per peer): the slice for
-//      rank j carries this rank's layout (host index, local and cross rank and size, host name)
-//      and the address of this rank's pair for j. Each rank downloads only the column addressed
-//      to it: O(n) bytes per rank, where connectFullMesh reads O(n^2).
+//   1. Create the TCP device and one pair per peer for the global context and for the engine
+//      context (a second global context, for the async engine's background thread). Each pair
+//      listens on its own port of the device's address; ranks on loopback each use their own
+//      address in 127.64.0.0/10 (one ephemeral port range per rank).
+//   2. GATHER "hora/mesh/layout" (rdv::Client::gather): this rank's record, once for everyone
+//      (runtime/gloo/mesh_record.h: host index, local and cross rank and size, host name, and the
+//      address its pairs share), and for each peer j 4 bytes: the ports of its global and engine
+//      pairs for j. Each rank receives every record and the ports addressed to it, and rebuilds
+//      each peer's pair addresses: O(n) bytes per rank, ~60 per peer (connectFullMesh: O(n^2)).
 //   3. From everyone's layout, form the local group (same host index, ordered by local rank) and
 //      the cross group (same local rank, ordered by cross rank), checking that the launcher's
 //      numbers agree across ranks (else hora::MismatchError). Create their pairs.
-//   4. Exchange "hora/mesh/groups": the slice for rank j carries this rank's engine pair address
-//      for j (a second global context, for the async engine's background thread) and its local
-//      and/or cross pair address for j when j shares that group.
+//   4. If some rank has a local or cross group, GATHER "hora/mesh/groups": no record; for each
+//      peer j the ports of this rank's local and cross pairs for j (0 where j is not in that
+//      group).
 //   5. Connect every pair: global, engine, local, then cross, each in increasing peer order. Gloo's
 //      pair with the lower address waits for the other to connect; with every rank walking
 //      peers in the same order no cycle of waits can form (the same argument as Gloo's own
 //      connectFullMesh).
-// Slices are versioned; see mesh.cc for the byte layout.
+// docs/rendezvous.md ("The mesh exchange") has the byte layout.
 #pragma once
 
 #include <chrono>

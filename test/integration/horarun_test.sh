@@ -1,7 +1,7 @@
 #!/bin/bash
 # Integration tests of horarun with real ranks: `horarun_test.sh CASE [ARGS]`.
 # Environment: HORARUN (the launcher), PROBE (rank_probe), COLLECTIVES (collectives_check),
-# DROPPER (connection_dropper).
+# DROPPER (connection_dropper), ALLREDUCE_ONCE (allreduce_once).
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
 WORK=$(mktemp -d /tmp/horarun_test.XXXXXX)
@@ -432,6 +432,21 @@ case_stall_check_stopped_rank() {
   grep -q "^horarun: rank 1 on localhost stopped responding (state T, stopped) for .*--stall-check-shutdown-time-seconds" err ||
     fail "the verdict does not name rank 1 and the stall shutdown"
   ok "the stall check warns about and ends a job with a stopped rank"
+
+case_scale() {
+  # NP ranks on this host with a full Gloo mesh (3 contexts of NP - 1 pairs per rank: about
+  # NP x 381 sockets at NP = 128). A loaded 2-core machine needs tens of seconds: the deadlines
+  # are generous, and no time is asserted (bench/bench_scale.sh prints it).
+  local np=$1
+  local need=$((np * 6 + 128))  # per rank: up to 2 descriptors for each of 3 (np - 1) pairs
+  [ "$(ulimit -n)" -ge "$need" ] || ulimit -n "$need" 2>/dev/null ||
+    fail "-np $np needs ulimit -n >= $need (is $(ulimit -n), hard $(ulimit -Hn))"
+  run 500 --start-timeout 300 -np "$np" -H "localhost:$np" "$ALLREDUCE_ONCE"
+  [ $rc -eq 0 ] || fail "-np $np exited $rc: $(grep -v OMP_NUM_THREADS err | head -5)"
+  grep -qx "\[0\]<stdout>:allreduce_once: $np ranks, sum $((np * (np + 1) / 2)) ok" out ||
+    fail "rank 0 did not report the right sum: $(head -3 out)"
+  ! grep -q "allreduce_once: rank" err || fail "a rank got a wrong sum: $(grep 'allreduce_once: rank' err | head -3)"
+  ok "-np $np on one host: init(), one allreduce and shutdown() complete with the right sum"
 }
 
 "case_${1//-/_}" "${@:2}"

@@ -110,6 +110,23 @@ TEST_CASE("a flood of rejected connections costs one line per second, with a cou
   CHECK(wait_log([&] { return counted() + full_lines >= kFlood; }));
 }
 
+TEST_CASE("a job's ranks may all wait to authenticate at once, past the cap", "[limits]") {
+  log_sink();
+  auto o = test_options(8);
+  o.max_unauthenticated = 4;
+  o.auth_timeout = 60s;
+  TestServer ts(o);
+  std::vector<std::unique_ptr<RawPeer>> peers;
+  for (int i = 0; i < 9; ++i) {
+    peers.push_back(std::make_unique<RawPeer>(ts.port()));
+    peers.back()->read_hello();
+  }
+  // The cap is the job's size (8): the ninth makes the server drop the oldest, and only it.
+  REQUIRE(ts.wait_stats([](const Server::Stats& s) { return s.connections == 8; }));
+  CHECK(peers[0]->closed_by_server());
+  CHECK(ts.stats().connections == 8);
+}
+
 TEST_CASE("connections waiting to authenticate are capped, the oldest dropped first", "[limits]") {
   log_sink();
   auto o = test_options(1);

@@ -221,6 +221,66 @@ TEST_CASE("exchange hands every rank its column", "[server]") {
   });
 }
 
+TEST_CASE("gather hands every rank every record and its column", "[server]") {
+  const int n = GENERATE(1, 2, 3, 8);
+  const std::size_t width = GENERATE(0, 1, 3);
+  TestServer ts(test_options(n));
+  auto clients = connect_all(ts, n);
+  // Record sizes vary (including empty); slice bytes encode sender and recipient.
+  auto record = [](int r) { return bytes_of(std::string(static_cast<std::size_t>(r) * 5, 'a' + r)); };
+  auto byte = [](int from, int to, std::size_t k) {
+    return static_cast<std::uint8_t>(from * 31 + to * 7 + static_cast<int>(k));
+  };
+  std::vector<GatherResult> results(n);
+  on_threads(n, [&](int r) {
+    Bytes slices;
+    for (int i = 0; i < n; ++i) {
+      for (std::size_t k = 0; k < width; ++k) slices.push_back(byte(r, i, k));
+    }
+    results[r] = clients[r]->gather("mesh", record(r), width, slices, 10s);
+  });
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(results[r].records.size() == static_cast<std::size_t>(n));
+    REQUIRE(results[r].column.size() == n * width);
+    for (int j = 0; j < n; ++j) {
+      INFO("rank " << r << " entry from rank " << j);
+      CHECK(Bytes(results[r].records[j].begin(), results[r].records[j].end()) == record(j));
+      auto slice = results[r].slice(j);
+      for (std::size_t k = 0; k < width; ++k) CHECK(slice[k] == byte(j, r, k));
+    }
+  }
+  auto st = ts.stats();
+  CHECK(st.exchanges == 0);
+  CHECK(st.waits == 0);
+}
+
+TEST_CASE("gather with a width other ranks do not use is refused by the server", "[server]") {
+  TestServer ts(test_options(2));
+  auto clients = connect_all(ts, 2);
+  std::string first_error;
+  auto waiting = std::async(std::launch::async, [&] {
+    return clients[0]->gather("g", {}, 2, Bytes(4), 2s);
+  });
+  // Rank 0's upload is there once the store holds a wait for it.
+  const auto until = Clock::now() + 10s;
+  while (ts.stats().waits == 0 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  CHECK_THROWS_WITH(clients[1]->gather("g", {}, 3, Bytes(6), 2s),
+                    Catch::Contains("rank 1 uploaded slices of 3 bytes, but rank 0 uploaded "
+                                    "2-byte slices"));
+  CHECK_THROWS_MATCHES(waiting.get(), TimeoutError,
+                       Catch::Matchers::Message(
+                           "gather 'g' timed out after 2 s waiting for rank 1 of 2"));
+  CHECK(ts.stats().exchanges == 0);
+}
+
+TEST_CASE("gather with the wrong amount of slice bytes is refused before sending", "[server]") {
+  TestServer ts(test_options(2));
+  auto c = ts.connect(0);
+  CHECK_THROWS_WITH(c->gather("g", {}, 2, Bytes(3), 1s),
+                    Catch::Contains("needs one 2-byte slice per rank (4 bytes), got 3"));
+  CHECK(ts.stats().waits == 0);
+}
+
 TEST_CASE("exchange timeout names the missing ranks and drops the upload", "[server]") {
   TestServer ts(test_options(3));
   auto clients = connect_all(ts, 3);

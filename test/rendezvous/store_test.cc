@@ -101,12 +101,102 @@ TEST_CASE("exchange hands every rank its column", "[store]") {
   CHECK(s.stats().exchanges == 0);
   for (const auto& r : replies) {
     REQUIRE(r.status == Status::kOk);
-    wire::Reader col(r.payload);
+    CHECK(r.header_room == wire::kHeaderBytes);
+    const auto body = r.body();
+    wire::Reader col(body);
     CHECK(col.u32() == 2);
     const std::string want = r.client == 1 ? "0" : "1";
     CHECK(col.bytes() == bytes_of("0" + want));
     CHECK(col.bytes() == bytes_of("1" + want));
   }
+}
+
+namespace {
+// A GATHER upload of rank `from` in a job of `n`: record "r<from>", slice for rank i = the two
+// bytes {from, i} (or `width` bytes of them).
+wire::Bytes gather_req(const std::string& name, int from, int n, std::uint32_t width = 2,
+                       std::chrono::milliseconds timeout = 1s) {
+  wire::Bytes slices;
+  for (int i = 0; i < n; ++i) {
+    for (std::uint32_t k = 0; k < width; ++k) {
+      slices.push_back(static_cast<std::uint8_t>(k % 2 == 0 ? from : i));
+    }
+  }
+  return wire::encode_gather(name, static_cast<std::uint64_t>(timeout.count()),
+                             bytes_of("r" + std::to_string(from)), width,
+                             static_cast<std::uint32_t>(n), slices);
+}
+}  // namespace
+
+TEST_CASE("gather hands every rank every record and its column, built in place", "[store]") {
+  Store s(3);
+  CHECK(s.handle(1, 0, Op::kGather, 5, gather_req("g", 0, 3), t0).empty());
+  CHECK(s.handle(2, 1, Op::kGather, 6, gather_req("g", 1, 3), t0).empty());
+  CHECK(s.stats().exchanges == 1);
+  auto replies = s.handle(3, 2, Op::kGather, 7, gather_req("g", 2, 3), t0);
+  REQUIRE(replies.size() == 3);
+  CHECK(s.stats().exchanges == 0);
+  CHECK(s.stats().waits == 0);
+  for (const auto& r : replies) {
+    REQUIRE(r.status == Status::kOk);
+    CHECK(r.op == Op::kGather);
+    CHECK(r.header_room == wire::kHeaderBytes);
+    const int me = static_cast<int>(r.client) - 1;
+    CHECK(r.shared == replies[0].shared);  // one records block for every answer
+    const auto body = r.body();
+    CHECK(body.size() + wire::kHeaderBytes == r.wire_bytes());
+    auto view = wire::decode_gather_reply(body);
+    REQUIRE(view.records.size() == 3);
+    CHECK(view.width == 2);
+    for (int j = 0; j < 3; ++j) {
+      CHECK(wire::Bytes(view.records[j].begin(), view.records[j].end()) ==
+            bytes_of("r" + std::to_string(j)));
+      CHECK(view.column[2 * j] == j);
+      CHECK(view.column[2 * j + 1] == me);
+    }
+  }
+}
+
+TEST_CASE("gather refuses a wrong slice count, a different width and re-entry", "[store]") {
+  Store s(2);
+  auto wrong_count = s.handle(1, 0, Op::kGather, 1, gather_req("g", 0, 3), t0);
+  REQUIRE(wrong_count.size() == 1);
+  CHECK(wrong_count[0].status == Status::kInvalid);
+  CHECK(message(wrong_count[0]) ==
+        "gather 'g': rank 0 uploaded 3 slices, but the job has 2 ranks (one slice per rank)");
+
+  CHECK(s.handle(1, 0, Op::kGather, 2, gather_req("g", 0, 2, 2), t0).empty());
+  auto wider = s.handle(2, 1, Op::kGather, 3, gather_req("g", 1, 2, 4), t0);
+  REQUIRE(wider.size() == 1);
+  CHECK(wider[0].status == Status::kInvalid);
+  CHECK(message(wider[0]) ==
+        "gather 'g': rank 1 uploaded slices of 4 bytes, but rank 0 uploaded 2-byte slices "
+        "(every rank must run the same libhora)");
+
+  auto again = s.handle(1, 0, Op::kGather, 4, gather_req("g", 0, 2, 2), t0);
+  REQUIRE(again.size() == 1);
+  CHECK(message(again[0]) == "rank 0 entered gather 'g' again while already waiting in it");
+}
+
+TEST_CASE("gather times out naming the ranks that never came and those that left", "[store]") {
+  Store s(3);
+  CHECK(s.handle(1, 0, Op::kGather, 1, gather_req("g", 0, 3, 2, 1s), t0).empty());
+  CHECK(s.handle(2, 1, Op::kGather, 1, gather_req("g", 1, 3, 2, 5s), t0).empty());
+  s.forget(1);
+  auto replies = s.expire(t0 + 5s);
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].status == Status::kTimeout);
+  CHECK(message(replies[0]) ==
+        "gather 'g' timed out after 5 s waiting for rank 2 of 3 (rank 0 entered but left: timed "
+        "out or disconnected)");
+  CHECK(s.stats().exchanges == 0);
+}
+
+TEST_CASE("a malformed gather payload is refused before anything is held", "[store]") {
+  Store s(2);
+  auto bad = wire::Writer().str("g").u64(1000).bytes(bytes_of("r")).u32(2).u32(2).u8(0).take();
+  CHECK_THROWS_AS(s.handle(1, 0, Op::kGather, 1, bad, t0), wire::DecodeError);
+  CHECK(s.stats().waits == 0);
 }
 
 TEST_CASE("a client that goes away leaves its barrier: the timeout says it entered and left",

@@ -240,6 +240,59 @@ TEST_CASE("a slice count larger than the payload can hold is refused up front", 
   CHECK_THROWS_AS(wire::decode_slices(col), wire::DecodeError);
 }
 
+TEST_CASE("gather request and answer round-trip as views", "[wire]") {
+  const wire::Bytes record = bytes_of("record");
+  const wire::Bytes slices = bytes_of("aabbcc");
+  auto p = wire::encode_gather("mesh", 1234, record, 2, 3, slices);
+  auto m = wire::decode_gather_view(p);
+  CHECK(m.name == "mesh");
+  CHECK(m.timeout_ms == 1234);
+  CHECK(wire::Bytes(m.record.begin(), m.record.end()) == record);
+  CHECK(m.width == 2);
+  CHECK(m.count == 3);
+  CHECK(wire::Bytes(m.slices.begin(), m.slices.end()) == slices);
+  // The views point into the payload: no copy.
+  CHECK(m.slices.data() >= p.data());
+  CHECK(m.slices.data() + m.slices.size() == p.data() + p.size());
+
+  auto answer = wire::Writer()
+                    .u32(2)
+                    .bytes(bytes_of("r0"))
+                    .bytes(bytes_of(""))
+                    .u32(3)
+                    .raw(bytes_of("xyzXYZ"))
+                    .take();
+  CHECK(answer.size() == wire::gather_reply_bytes(2, 2, 3));
+  auto v = wire::decode_gather_reply(answer);
+  REQUIRE(v.records.size() == 2);
+  CHECK(wire::Bytes(v.records[0].begin(), v.records[0].end()) == bytes_of("r0"));
+  CHECK(v.records[1].empty());
+  CHECK(v.width == 3);
+  CHECK(wire::Bytes(v.column.begin(), v.column.end()) == bytes_of("xyzXYZ"));
+}
+
+TEST_CASE("gather slices that do not fill count x width exactly are refused", "[wire]") {
+  auto short_by_one = wire::Writer().str("g").u64(1).bytes({}).u32(2).u32(3).raw(bytes_of("12345")).take();
+  CHECK_THROWS_WITH(wire::decode_gather_view(short_by_one),
+                    Catch::Contains("3 slices of 2 bytes need 6 bytes, but 5 follow"));
+  auto one_more = wire::Writer().str("g").u64(1).bytes({}).u32(2).u32(3).raw(bytes_of("1234567")).take();
+  CHECK_THROWS_AS(wire::decode_gather_view(one_more), wire::DecodeError);
+  // A huge count x width is refused without allocating it.
+  auto huge = wire::Writer().str("g").u64(1).bytes({}).u32(0xFFFFFFFF).u32(0xFFFFFFFF).take();
+  CHECK_THROWS_AS(wire::decode_gather_view(huge), wire::DecodeError);
+  auto answer = wire::Writer().u32(1).bytes(bytes_of("r")).u32(4).raw(bytes_of("abc")).take();
+  CHECK_THROWS_AS(wire::decode_gather_reply(answer), wire::DecodeError);
+  CHECK_THROWS_AS(wire::encode_gather("g", 1, {}, 2, 3, bytes_of("12345")), std::invalid_argument);
+}
+
+TEST_CASE("a frame's header is written in place in front of its payload", "[wire]") {
+  wire::Bytes frame(wire::kHeaderBytes);
+  auto payload = bytes_of("payload");
+  frame.insert(frame.end(), payload.begin(), payload.end());
+  wire::frame_in_place(Op::kGather, Status::kOk, 42, frame);
+  CHECK(frame == wire::encode_frame(Op::kGather, Status::kOk, 42, payload));
+}
+
 TEST_CASE("a string length past the end is refused", "[wire]") {
   auto p = wire::Writer().u32(1000).raw(bytes_of("short")).take();
   CHECK_THROWS_WITH(wire::decode_del(p), Catch::Contains("truncated"));
@@ -252,7 +305,9 @@ TEST_CASE("op and status classification", "[wire]") {
   CHECK_FALSE(wire::is_request_op(Op::kAbort));
   CHECK_FALSE(wire::is_known_op(0x00));
   CHECK_FALSE(wire::is_known_op(0x06));
-  CHECK_FALSE(wire::is_known_op(0x16));
+  CHECK(wire::is_known_op(0x16));
+  CHECK(wire::is_request_op(Op::kGather));
+  CHECK_FALSE(wire::is_known_op(0x17));
   CHECK(wire::is_known_status(25));
   CHECK_FALSE(wire::is_known_status(4));
   CHECK_FALSE(wire::is_known_status(26));
