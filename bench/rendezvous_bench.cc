@@ -2,7 +2,9 @@
 // 127.0.0.1 and do the address exchange hora::init() uses to connect its Gloo mesh. Prints, per
 // N: the time until every rank has connected and authenticated (all ranks connect at once, as
 // in a job), the time until every rank has its answers, and the bytes each rank sends and
-// receives (whole frames, headers included). Every answer is checked (outside the timed part).
+// receives (whole frames, headers included), and the CPU time the server's io thread used
+// meanwhile (the part a real job pays on the launcher; the rest is the simulated ranks, 2N
+// threads of this one process, waiting for a core). Every answer is checked (outside the timed part).
 //
 // Two modes:
 //   mesh (default)  what libhora does now (runtime/gloo/mesh.cc): two GATHERs, "layout" with a
@@ -15,7 +17,9 @@
 // connections, as in a real job.
 //
 //   rendezvous_bench [--legacy] [N ...]      default: 64 256 1024
+#include <pthread.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -89,10 +93,19 @@ void raise_fd_limit(int n) {
   }
 }
 
+// CPU time a thread has used so far, in ms.
+double thread_cpu_ms(std::thread& t) {
+  clockid_t id;
+  timespec ts{};
+  if (pthread_getcpuclockid(t.native_handle(), &id) != 0 || clock_gettime(id, &ts) != 0) return 0;
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 struct Result {
   int n;
   double connect_ms;
   double total_ms;
+  double server_cpu_ms;
   std::size_t up_bytes;
   std::size_t down_bytes;
   long wrong;
@@ -173,9 +186,11 @@ Result run(int n, bool legacy) {
     });
   }
   ready.arrive_and_wait();  // every rank thread exists and waits at the start line
+  const double cpu0 = thread_cpu_ms(io_thread);
   auto t0 = Clock::now();
   go.count_down();
   for (auto& t : threads) t.join();
+  const double server_cpu = thread_cpu_ms(io_thread) - cpu0;
   Clock::time_point last_connected = t0;
   Clock::time_point last_done = t0;
   long wrong = 0;
@@ -226,7 +241,7 @@ Result run(int n, bool legacy) {
   auto ms = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(t - t0).count();
   };
-  return {n, ms(last_connected), ms(last_done), up, down, wrong};
+  return {n, ms(last_connected), ms(last_done), server_cpu, up, down, wrong};
 }
 
 }  // namespace
@@ -259,14 +274,14 @@ int main(int argc, char** argv) {
                 "bytes per peer; 127.0.0.1, one process\n",
                 kRecordBytes, kPortBytes, kPortBytes);
   }
-  std::printf("%6s %12s %22s %14s %14s %8s\n", "N", "connect(ms)", "connect+exchange(ms)",
-              "up B/rank", "down B/rank", "#wrong");
+  std::printf("%6s %12s %22s %16s %14s %14s %8s\n", "N", "connect(ms)", "connect+exchange(ms)",
+              "server CPU(ms)", "up B/rank", "down B/rank", "#wrong");
   int status = 0;
   for (int n : sizes) {
     try {
       auto r = run(n, legacy);
-      std::printf("%6d %12.1f %22.1f %14zu %14zu %8ld\n", r.n, r.connect_ms, r.total_ms,
-                  r.up_bytes, r.down_bytes, r.wrong);
+      std::printf("%6d %12.1f %22.1f %16.1f %14zu %14zu %8ld\n", r.n, r.connect_ms, r.total_ms,
+                  r.server_cpu_ms, r.up_bytes, r.down_bytes, r.wrong);
       std::fflush(stdout);
       if (r.wrong != 0) status = 1;
     } catch (const std::exception& e) {

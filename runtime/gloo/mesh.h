@@ -4,7 +4,8 @@
 //   1. Create the TCP device and one pair per peer for the global context and for the engine
 //      context (a second global context, for the async engine's background thread). Each pair
 //      listens on its own port of the device's address; ranks on loopback each use their own
-//      address in 127.64.0.0/10 (one ephemeral port range per rank).
+//      address in 127.64.0.0/10 (one ephemeral port range per rank) once the host's ranks would
+//      hold more than 4096 listening ports.
 //   2. GATHER "hora/mesh/layout" (rdv::Client::gather): this rank's record, once for everyone
 //      (runtime/gloo/mesh_record.h: host index, local and cross rank and size, host name, and the
 //      address its pairs share), and for each peer j 4 bytes: the ports of its global and engine
