@@ -72,11 +72,11 @@ enum class Collective { kAllreduce, kAllgather, kBroadcast, kAlltoall, kReducesc
 constexpr Collective kAllCollectives[] = {Collective::kAllreduce, Collective::kAllgather,
                                           Collective::kBroadcast, Collective::kAlltoall,
                                           Collective::kReducescatter};
-constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,
-                                  DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16,
+constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                                  DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
                                   DataType::kFloat32, DataType::kFloat64};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
-                                ReduceOp::kMax, ReduceOp::kProduct};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kProduct};
 
 const char* name_of(Collective c) {
   switch (c) {
@@ -142,7 +142,8 @@ constexpr const char* kUsage =
     "  -n, --iters N         timed calls per row (default 20; fewer above 1M unless --full-iters)\n"
     "  -w, --warmup_iters N  untimed calls before them (default 5; scaled the same way)\n"
     "  -c, --check 0|1       check the results and count wrong elements (default 1)\n"
-    "  -a, --average 0..3    time printed: 0 rank 0's, 1 mean over ranks, 2 min, 3 max (default 1)\n"
+    "  -a, --average 0..3    time printed: 0 rank 0's, 1 mean over ranks, 2 min, 3 max (default "
+    "1)\n"
     "  -r, --root N          root rank of broadcast (default 0)\n"
     "  -o, --op OP           sum, avg, min, max, prod or all (default sum)\n"
     "  -d, --dtype TYPE      uint8, int8, int32, int64, float16, bfloat16, float32, float64\n"
@@ -168,10 +169,14 @@ std::size_t parse_bytes(std::string_view flag, const std::string& text) {
   unsigned long long value = std::strtoull(text.c_str(), &end, 10);
   unsigned long long scale = 1;
   std::string_view suffix(end);
-  if (suffix == "K" || suffix == "k") scale = 1ull << 10;
-  else if (suffix == "M" || suffix == "m") scale = 1ull << 20;
-  else if (suffix == "G" || suffix == "g") scale = 1ull << 30;
-  else if (!suffix.empty()) scale = 0;
+  if (suffix == "K" || suffix == "k")
+    scale = 1ull << 10;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1ull << 20;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1ull << 30;
+  else if (!suffix.empty())
+    scale = 0;
   if (text.empty() || text[0] == '-' || end == text.c_str() || scale == 0 || errno == ERANGE ||
       value > (1ull << 40) / scale) {
     throw UsageError(std::string(flag) + " wants a size in bytes such as 4, 64K or 64M, got '" +
@@ -313,8 +318,12 @@ void put(void* buffer, DataType t, std::size_t i, double v) {
     case DataType::kInt8: static_cast<std::int8_t*>(buffer)[i] = std::int8_t(v); break;
     case DataType::kInt32: static_cast<std::int32_t*>(buffer)[i] = std::int32_t(v); break;
     case DataType::kInt64: static_cast<std::int64_t*>(buffer)[i] = std::int64_t(v); break;
-    case DataType::kFloat16: static_cast<hora::float16*>(buffer)[i] = hora::to_float16(float(v)); break;
-    case DataType::kBFloat16: static_cast<hora::bfloat16*>(buffer)[i] = hora::to_bfloat16(float(v)); break;
+    case DataType::kFloat16:
+      static_cast<hora::float16*>(buffer)[i] = hora::to_float16(float(v));
+      break;
+    case DataType::kBFloat16:
+      static_cast<hora::bfloat16*>(buffer)[i] = hora::to_bfloat16(float(v));
+      break;
     case DataType::kFloat32: static_cast<float*>(buffer)[i] = float(v); break;
     case DataType::kFloat64: static_cast<double*>(buffer)[i] = v; break;
   }
@@ -393,9 +402,9 @@ bool matches(double got, double expected, DataType t, ReduceOp op) {
 // ---------------------------------------------------------------------------------------------
 
 struct Shape {
-  std::size_t count;       // elements the "size" column counts
-  std::size_t per_rank;    // allgather: elements each rank sends; alltoall: per peer;
-                           // reducescatter: elements each rank receives
+  std::size_t count;     // elements the "size" column counts
+  std::size_t per_rank;  // allgather: elements each rank sends; alltoall: per peer;
+                         // reducescatter: elements each rank receives
 };
 
 // count is rounded down to a multiple of the ranks where the collective splits it evenly, and
@@ -423,9 +432,8 @@ struct CudaError : std::runtime_error {
 #if HORA_EXAMPLE_CUDA
 void check_cuda(cudaError_t status, const std::string& what) {
   if (status == cudaSuccess) return;
-  throw CudaError("rank " + std::to_string(hora::rank()) + " on " + hora::hostname() + ": " +
-                  what + " failed: " + cudaGetErrorString(status) + " (" +
-                  cudaGetErrorName(status) + ")");
+  throw CudaError("rank " + std::to_string(hora::rank()) + " on " + hora::hostname() + ": " + what +
+                  " failed: " + cudaGetErrorString(status) + " (" + cudaGetErrorName(status) + ")");
 }
 #endif
 
@@ -450,7 +458,8 @@ class Buffers {
       check_cuda(cudaMalloc(reinterpret_cast<void**>(&dev_send_), bytes),
                  "cudaMalloc of " + std::to_string(bytes) + " bytes (send buffer)");
       const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&dev_recv_), bytes);
-      if (status != cudaSuccess) cudaFree(dev_send_);  // no destructor runs for a failed constructor
+      if (status != cudaSuccess)
+        cudaFree(dev_send_);  // no destructor runs for a failed constructor
       check_cuda(status, "cudaMalloc of " + std::to_string(bytes) + " bytes (receive buffer)");
     }
 #endif
@@ -481,11 +490,13 @@ class Buffers {
     if (!device_.cuda) return;
     auto stream = static_cast<cudaStream_t>(device_.stream);
     const auto kind = to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-    const std::string what = to_device ? "cudaMemcpyAsync host to device" : "cudaMemcpyAsync device to host";
-    for (auto [host, dev] : {std::pair{send.data(), dev_send_}, std::pair{recv.data(), dev_recv_}}) {
+    const std::string what =
+        to_device ? "cudaMemcpyAsync host to device" : "cudaMemcpyAsync device to host";
+    for (auto [host, dev] :
+         {std::pair{send.data(), dev_send_}, std::pair{recv.data(), dev_recv_}}) {
       check_cuda(cudaMemcpyAsync(to_device ? static_cast<void*>(dev) : host,
-                                 to_device ? static_cast<const void*>(host) : dev, send.size(), kind,
-                                 stream),
+                                 to_device ? static_cast<const void*>(host) : dev, send.size(),
+                                 kind, stream),
                  what + " of " + std::to_string(send.size()) + " bytes");
     }
     check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize after " + what);
@@ -509,32 +520,42 @@ void run_once(Collective c, const Shape& s, DataType t, ReduceOp op, int root, b
   switch (c) {
     case Collective::kAllreduce: {
       const void* src = in_place ? recv : send;
-      if (d.cuda) hora::allreduce(src, recv, s.count, t, op, d.stream);
-      else hora::allreduce(src, recv, s.count, t, op);
+      if (d.cuda)
+        hora::allreduce(src, recv, s.count, t, op, d.stream);
+      else
+        hora::allreduce(src, recv, s.count, t, op);
       break;
     }
     case Collective::kAllgather: {
       std::vector<std::size_t> counts(std::size_t(n), s.per_rank);
       const void* src = in_place ? recv + std::size_t(me) * s.per_rank * es : send;
-      if (d.cuda) hora::allgather(src, s.per_rank, recv, counts, t, d.stream);
-      else hora::allgather(src, s.per_rank, recv, counts, t);
+      if (d.cuda)
+        hora::allgather(src, s.per_rank, recv, counts, t, d.stream);
+      else
+        hora::allgather(src, s.per_rank, recv, counts, t);
       break;
     }
     case Collective::kBroadcast:
-      if (d.cuda) hora::broadcast(recv, s.count, t, root, d.stream);
-      else hora::broadcast(recv, s.count, t, root);
+      if (d.cuda)
+        hora::broadcast(recv, s.count, t, root, d.stream);
+      else
+        hora::broadcast(recv, s.count, t, root);
       break;
     case Collective::kAlltoall: {
       std::vector<std::size_t> splits(std::size_t(n), s.per_rank);
       const void* src = in_place ? recv : send;
-      if (d.cuda) hora::alltoall(src, splits, recv, splits, t, d.stream);
-      else hora::alltoall(src, splits, recv, splits, t);
+      if (d.cuda)
+        hora::alltoall(src, splits, recv, splits, t, d.stream);
+      else
+        hora::alltoall(src, splits, recv, splits, t);
       break;
     }
     case Collective::kReducescatter: {
       void* dst = in_place ? send + std::size_t(me) * s.per_rank * es : recv;
-      if (d.cuda) hora::reducescatter(send, s.count, dst, t, op, d.stream);
-      else hora::reducescatter(send, s.count, dst, t, op);
+      if (d.cuda)
+        hora::reducescatter(send, s.count, dst, t, op, d.stream);
+      else
+        hora::reducescatter(send, s.count, dst, t, op);
       break;
     }
   }
@@ -558,8 +579,10 @@ void fill_inputs(Collective c, const Shape& s, DataType t, ReduceOp op, int root
       for (std::size_t i = 0; i < s.count; ++i) put(b.recv.data(), t, i, 99.0);
       for (std::size_t i = 0; i < s.per_rank; ++i) {
         const double v = input_value(c, op, me, n, i);
-        if (in_place) put(b.recv.data(), t, std::size_t(me) * s.per_rank + i, v);
-        else put(b.send.data(), t, i, v);
+        if (in_place)
+          put(b.recv.data(), t, std::size_t(me) * s.per_rank + i, v);
+        else
+          put(b.send.data(), t, i, v);
       }
       break;
     case Collective::kBroadcast:
@@ -580,7 +603,8 @@ void fill_inputs(Collective c, const Shape& s, DataType t, ReduceOp op, int root
       }
       break;
     case Collective::kReducescatter:
-      for (std::size_t i = 0; i < s.count; ++i) put(b.send.data(), t, i, input_value(c, op, me, n, i));
+      for (std::size_t i = 0; i < s.count; ++i)
+        put(b.send.data(), t, i, input_value(c, op, me, n, i));
       for (std::size_t i = 0; i < s.per_rank; ++i) put(b.recv.data(), t, i, 99.0);
       break;
   }
@@ -619,8 +643,8 @@ std::int64_t count_wrong(Collective c, const Shape& s, DataType t, ReduceOp op, 
       break;
     case Collective::kReducescatter: {
       const std::size_t offset = std::size_t(me) * s.per_rank;
-      const unsigned char* result = in_place ? b.send.data() + offset * hora::size_of(t)
-                                             : b.recv.data();
+      const unsigned char* result =
+          in_place ? b.send.data() + offset * hora::size_of(t) : b.recv.data();
       for (std::size_t i = 0; i < s.per_rank; ++i) {
         wrong += !matches(get(result, t, i), reduce_inputs(c, op, n, offset + i, t), t, op);
       }
@@ -665,8 +689,10 @@ Result measure(const Options& o, Collective c, const Shape& s, DataType t, Reduc
     warmup = std::min(o.warmup, std::max(1, int(o.warmup * scale)));
   }
   for (int i = 0; i < warmup; ++i) run_once(c, s, t, op, o.root, in_place, b, d);
-  if (d.cuda) hora::barrier(d.stream);
-  else hora::barrier();
+  if (d.cuda)
+    hora::barrier(d.stream);
+  else
+    hora::barrier();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) run_once(c, s, t, op, o.root, in_place, b, d);
   const double local_usec =
@@ -685,7 +711,9 @@ Result measure(const Options& o, Collective c, const Shape& s, DataType t, Reduc
     wrong_total += all[2 * std::size_t(i) + 1];
     switch (o.time_mode) {
       case TimeAcrossRanks::kRank0: break;
-      case TimeAcrossRanks::kAverage: if (i > 0) usec += u; break;
+      case TimeAcrossRanks::kAverage:
+        if (i > 0) usec += u;
+        break;
       case TimeAcrossRanks::kMin: usec = std::min(usec, u); break;
       case TimeAcrossRanks::kMax: usec = std::max(usec, u); break;
     }
@@ -702,8 +730,8 @@ std::vector<std::size_t> sizes(const Options& o) {
   std::vector<std::size_t> out;
   for (std::size_t b = o.min_bytes; b <= o.max_bytes;) {
     out.push_back(b);
-    std::size_t next = o.increment != 0 ? b + o.increment
-                                        : std::size_t(std::ceil(double(b) * o.factor));
+    std::size_t next =
+        o.increment != 0 ? b + o.increment : std::size_t(std::ceil(double(b) * o.factor));
     if (next <= b) next = b + 1;
     b = next;
   }
@@ -716,8 +744,10 @@ void print_result(const Result& r) {
     return;
   }
   char wrong[32];
-  if (r.wrong < 0) std::snprintf(wrong, sizeof wrong, "N/A");
-  else std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
+  if (r.wrong < 0)
+    std::snprintf(wrong, sizeof wrong, "N/A");
+  else
+    std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
   // nccl-tests' precision: fewer decimals as the time grows, so the column keeps its width.
   const char* time_format = r.usec >= 10000.0 ? "  %7.0f" : r.usec >= 100.0 ? "  %7.1f" : "  %7.2f";
   std::printf(time_format, r.usec);
@@ -740,9 +770,8 @@ void run_collective(const Options& o, const Device& d, Collective c, Totals& tot
     std::printf("# %10s %12s %8s %6s %6s  %7s %7s %7s %6s  %7s %7s %7s %6s\n", "size", "count",
                 "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
                 "busbw", "#wrong");
-    std::printf("# %10s %12s %8s %6s %6s  %7s %7s %7s %6s  %7s %7s %7s %6s\n", "(B)",
-                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                "(GB/s)", "");
+    std::printf("# %10s %12s %8s %6s %6s  %7s %7s %7s %6s  %7s %7s %7s %6s\n", "(B)", "(elements)",
+                "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   }
   const std::vector<ReduceOp> no_op = {ReduceOp::kSum};
   for (DataType t : o.types) {
@@ -802,8 +831,10 @@ std::string cuda_unavailable_reason() {
 // The stream the benchmark's GPU collectives are enqueued on; destroyed with this object.
 class CudaStream {
  public:
-  CudaStream() { check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                            "cudaStreamCreateWithFlags"); }
+  CudaStream() {
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+               "cudaStreamCreateWithFlags");
+  }
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
   // Nothing waits on the stream any more (every collective and copy was synchronized); a
@@ -872,15 +903,17 @@ int run(const Options& o) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     const std::string line = "#  Rank " + std::to_string(hora::rank()) + " Pid " +
-                             std::to_string(getpid()) + " on " + host + " device " +
-                             device_name + "\n";
+                             std::to_string(getpid()) + " on " + host + " device " + device_name +
+                             "\n";
     const std::vector<std::uint8_t> all =
         hora::allgather(std::vector<std::uint8_t>(line.begin(), line.end()));
     if (leader) {
       std::printf("# hora allreduce_bench: %d rank%s  minBytes %zu  maxBytes %zu  step: ", n,
                   n == 1 ? "" : "s", o.min_bytes, o.max_bytes);
-      if (o.increment != 0) std::printf("%zu(bytes)", o.increment);
-      else std::printf("%g(factor)", o.factor);
+      if (o.increment != 0)
+        std::printf("%zu(bytes)", o.increment);
+      else
+        std::printf("%g(factor)", o.factor);
       std::printf("  warmup iters: %d  iters: %d%s  validation: %d\n", o.warmup, o.iters,
                   o.full_iters ? "" : " (scaled down above 1 MiB)", o.check ? 1 : 0);
       std::printf("#\n# Using devices\n");
@@ -891,7 +924,9 @@ int run(const Options& o) {
   for (Collective c : o.collectives) run_collective(o, device, c, totals);
   if (leader) {
     std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(totals.wrong),
-                !o.check ? "(not checked)" : totals.wrong == 0 ? "OK" : "FAILED");
+                !o.check            ? "(not checked)"
+                : totals.wrong == 0 ? "OK"
+                                    : "FAILED");
     std::printf("# Avg bus bandwidth    : %g\n#\n",
                 totals.busbw_rows > 0 ? totals.busbw_sum / totals.busbw_rows : 0.0);
   }

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -68,17 +68,27 @@ Options parse(int argc, char** argv) {
     auto number = [&](const std::string& v) {
       char* end = nullptr;
       double d = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || d <= 0) usage(a + " needs a positive number, got '" + v + "'");
+      if (end == v.c_str() || *end != '\0' || d <= 0)
+        usage(a + " needs a positive number, got '" + v + "'");
       return d;
     };
-    if (a == "--steps") o.steps = static_cast<int>(number(next()));
-    else if (a == "--warmup") { std::string v = next(); o.warmup = v == "0" ? 0 : static_cast<int>(number(v)); }
-    else if (a == "--tensors") o.tensors = static_cast<int>(number(next()));
-    else if (a == "--min-kib") o.min_kib = number(next());
-    else if (a == "--max-kib") o.max_kib = number(next());
-    else if (a == "--np") o.np = static_cast<int>(number(next()));
-    else if (a == "--horarun") o.horarun = next();
-    else if (a == "--launch") o.launch = true;
+    if (a == "--steps")
+      o.steps = static_cast<int>(number(next()));
+    else if (a == "--warmup") {
+      std::string v = next();
+      o.warmup = v == "0" ? 0 : static_cast<int>(number(v));
+    } else if (a == "--tensors")
+      o.tensors = static_cast<int>(number(next()));
+    else if (a == "--min-kib")
+      o.min_kib = number(next());
+    else if (a == "--max-kib")
+      o.max_kib = number(next());
+    else if (a == "--np")
+      o.np = static_cast<int>(number(next()));
+    else if (a == "--horarun")
+      o.horarun = next();
+    else if (a == "--launch")
+      o.launch = true;
     else if (a == "--modes") {
       o.modes.clear();
       std::stringstream ss(next());
@@ -134,13 +144,15 @@ std::vector<double> run_mode(const std::string& mode, const Options& o,
       std::vector<hora::Handle> handles;
       handles.reserve(grads.size());
       for (std::size_t k = grads.size(); k-- > 0;) {
-        handles.push_back(hora::allreduce_async("grad/" + std::to_string(k), grads[k], hora::ReduceOp::kSum));
+        handles.push_back(
+            hora::allreduce_async("grad/" + std::to_string(k), grads[k], hora::ReduceOp::kSum));
       }
       for (const hora::Handle& h : handles) hora::synchronize(h);
     } else {
       for (std::size_t k = grads.size(); k-- > 0;) hora::allreduce(grads[k], hora::ReduceOp::kSum);
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     hora::allreduce(&seconds, &seconds, 1, hora::DataType::kFloat64, hora::ReduceOp::kMax);
     if (step >= 0) times.push_back(seconds);
     const float expect = static_cast<float>(n * (n + 1) / 2);
@@ -161,9 +173,9 @@ int worker(const Options& o) {
     bytes += c * sizeof(float);
   }
   const char* threshold = std::getenv("HORA_FUSION_THRESHOLD");
-  const std::string fusion = threshold == nullptr || *threshold == '\0'
-                                 ? std::string("default")
-                                 : std::string(threshold) == "0" ? "off" : std::string(threshold) + " B";
+  const std::string fusion = threshold == nullptr || *threshold == '\0' ? std::string("default")
+                             : std::string(threshold) == "0"            ? "off"
+                                                             : std::string(threshold) + " B";
   int failures = 0;
   for (const std::string& mode : o.modes) {
     std::size_t wrong = 0;
@@ -171,12 +183,13 @@ int worker(const Options& o) {
     if (wrong > 0) ++failures;
     if (hora::rank() == 0) {
       const double med = median(t);
-      std::printf("FUSION_BENCH_ROW %-8s fusion=%-8s np=%d tensors=%zu MiB=%.1f step_ms=%.2f "
-                  "min_ms=%.2f max_ms=%.2f algbw_GBps=%.3f wrong=%zu\n",
-                  mode.c_str(), mode == "blocking" ? "n/a" : fusion.c_str(), hora::size(),
-                  counts.size(), static_cast<double>(bytes) / (1 << 20), med * 1e3,
-                  *std::min_element(t.begin(), t.end()) * 1e3,
-                  *std::max_element(t.begin(), t.end()) * 1e3, bytes / med / 1e9, wrong);
+      std::printf(
+          "FUSION_BENCH_ROW %-8s fusion=%-8s np=%d tensors=%zu MiB=%.1f step_ms=%.2f "
+          "min_ms=%.2f max_ms=%.2f algbw_GBps=%.3f wrong=%zu\n",
+          mode.c_str(), mode == "blocking" ? "n/a" : fusion.c_str(), hora::size(), counts.size(),
+          static_cast<double>(bytes) / (1 << 20), med * 1e3,
+          *std::min_element(t.begin(), t.end()) * 1e3, *std::max_element(t.begin(), t.end()) * 1e3,
+          bytes / med / 1e9, wrong);
       std::fflush(stdout);
     }
   }
@@ -190,7 +203,8 @@ std::string find_horarun(const Options& o, const char* argv0) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", ec);
   if (!ec) {
-    for (std::filesystem::path p = self.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    for (std::filesystem::path p = self.parent_path(); !p.empty() && p != p.root_path();
+         p = p.parent_path()) {
       if (std::filesystem::exists(p / "cli" / "horarun")) return (p / "cli" / "horarun").string();
     }
   }
@@ -246,8 +260,9 @@ int launch(const Options& o, const char* argv0) {
   const auto& sizes = gradient_sizes(o);
   std::size_t bytes = 0;
   for (std::size_t c : sizes) bytes += c * 4;
-  std::printf("# fusion_bench: %zu float32 gradients, %.1f MiB per step, -np %d, median of %d steps\n",
-              sizes.size(), static_cast<double>(bytes) / (1 << 20), o.np, o.steps);
+  std::printf(
+      "# fusion_bench: %zu float32 gradients, %.1f MiB per step, -np %d, median of %d steps\n",
+      sizes.size(), static_cast<double>(bytes) / (1 << 20), o.np, o.steps);
   std::printf("%-36s %12s %12s %10s\n", "variant", "step (ms)", "algbw GB/s", "speedup");
   const double base = step_ms.count("blocking, one by one") ? step_ms["blocking, one by one"] : 0;
   for (const char* key : {"async, fused (default threshold)", "async, HORA_FUSION_THRESHOLD=0",

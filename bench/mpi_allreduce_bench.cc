@@ -29,16 +29,11 @@ enum class Collective { kAllreduce, kAllgather, kBroadcast, kAlltoall, kReducesc
 
 const char* name_of(Collective c) {
   switch (c) {
-    case Collective::kAllreduce:
-      return "allreduce";
-    case Collective::kAllgather:
-      return "allgather";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kAlltoall:
-      return "alltoall";
-    case Collective::kReducescatter:
-      return "reducescatter";
+    case Collective::kAllreduce: return "allreduce";
+    case Collective::kAllgather: return "allgather";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAlltoall: return "alltoall";
+    case Collective::kReducescatter: return "reducescatter";
   }
   return "?";
 }
@@ -133,12 +128,9 @@ Shape shape_for(Collective c, std::size_t bytes, int n) {
 
 double bus_factor(Collective c, int n) {
   switch (c) {
-    case Collective::kAllreduce:
-      return 2.0 * (n - 1) / n;
-    case Collective::kBroadcast:
-      return 1.0;
-    default:
-      return double(n - 1) / n;
+    case Collective::kAllreduce: return 2.0 * (n - 1) / n;
+    case Collective::kBroadcast: return 1.0;
+    default: return double(n - 1) / n;
   }
 }
 

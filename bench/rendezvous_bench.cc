@@ -4,7 +4,8 @@
 // in a job), the time until every rank has its answers, and the bytes each rank sends and
 // receives (whole frames, headers included), and the CPU time the server's io thread used
 // meanwhile (the part a real job pays on the launcher; the rest is the simulated ranks, 2N
-// threads of this one process, waiting for a core). Every answer is checked (outside the timed part).
+// threads of this one process, waiting for a core). Every answer is checked (outside the timed
+// part).
 //
 // Two modes:
 //   mesh (default)  what libhora does now (runtime/gloo/mesh.cc): two GATHERs, "layout" with a
@@ -32,10 +33,10 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include "rendezvous/client.h"
 #include "rendezvous/log.h"
@@ -70,7 +71,8 @@ std::uint8_t port_byte(int round, int from, int to, std::size_t k) {
 // Slice from rank `from` to rank `to`: both ranks in the first bytes, the rest a pattern.
 rdv::Bytes make_slice(int from, int to) {
   rdv::Bytes s(kSliceBytes);
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::uint8_t>(from * 31 + to * 7 + i);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    s[i] = static_cast<std::uint8_t>(from * 31 + to * 7 + i);
   std::memcpy(s.data(), &from, sizeof from);
   std::memcpy(s.data() + sizeof from, &to, sizeof to);
   return s;
@@ -87,9 +89,10 @@ void raise_fd_limit(int n) {
     getrlimit(RLIMIT_NOFILE, &rl);
   }
   if (rl.rlim_cur < want) {
-    throw std::runtime_error(fmt::format("N = {} needs {} file descriptors, but RLIMIT_NOFILE is "
-                                         "{} (hard limit {}); raise it with ulimit -n",
-                                         n, want, rl.rlim_cur, rl.rlim_max));
+    throw std::runtime_error(
+        fmt::format("N = {} needs {} file descriptors, but RLIMIT_NOFILE is "
+                    "{} (hard limit {}); raise it with ulimit -n",
+                    n, want, rl.rlim_cur, rl.rlim_max));
   }
 }
 
@@ -116,7 +119,7 @@ struct Rank {
   std::unique_ptr<rdv::Client> client;
   Clock::time_point connected;
   Clock::time_point done;
-  std::vector<rdv::Bytes> column;        // legacy
+  std::vector<rdv::Bytes> column;          // legacy
   std::vector<rdv::GatherResult> gathers;  // mesh: layout, groups
   std::string error;
 };
@@ -226,9 +229,10 @@ Result run(int n, bool legacy) {
     down = rdv::wire::kHeaderBytes + rdv::wire::slices_wire_bytes(rows[0]);
   } else {
     const rdv::Bytes record = make_record(0);
-    up = 2 * rdv::wire::kHeaderBytes +
-         rdv::wire::encode_gather("hora/mesh/layout", 0, record, kPortBytes, n, ports[0][0]).size() +
-         rdv::wire::encode_gather("hora/mesh/groups", 0, {}, kPortBytes, n, ports[0][1]).size();
+    up =
+        2 * rdv::wire::kHeaderBytes +
+        rdv::wire::encode_gather("hora/mesh/layout", 0, record, kPortBytes, n, ports[0][0]).size() +
+        rdv::wire::encode_gather("hora/mesh/groups", 0, {}, kPortBytes, n, ports[0][1]).size();
     down = 2 * rdv::wire::kHeaderBytes + ranks[0].gathers[0].payload.size() +
            ranks[0].gathers[1].payload.size();
   }
@@ -270,9 +274,10 @@ int main(int argc, char** argv) {
     std::printf("# legacy: one EXCHANGE of %zu-byte slices per rank pair, 127.0.0.1, one process\n",
                 kSliceBytes);
   } else {
-    std::printf("# mesh: GATHER of a %zu-byte record + %zu bytes per peer, then GATHER of %zu "
-                "bytes per peer; 127.0.0.1, one process\n",
-                kRecordBytes, kPortBytes, kPortBytes);
+    std::printf(
+        "# mesh: GATHER of a %zu-byte record + %zu bytes per peer, then GATHER of %zu "
+        "bytes per peer; 127.0.0.1, one process\n",
+        kRecordBytes, kPortBytes, kPortBytes);
   }
   std::printf("%6s %12s %22s %16s %14s %14s %8s\n", "N", "connect(ms)", "connect+exchange(ms)",
               "server CPU(ms)", "up B/rank", "down B/rank", "#wrong");

@@ -8,14 +8,14 @@
 #include <cstdlib>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/common.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/errors.h"
+#include "cli/horovod_flags.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
-#include "cli/horovod_flags.h"
 
 namespace hora::cli {
 namespace {
@@ -146,8 +146,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                 "-prefix-timestamp: prefix each output line with the time it was received");
   app->add_option("--log-level", raw.log_level,
                   "trace, debug, info, warning or error (sets HORA_LOG_LEVEL in every rank)");
-  app->add_flag("--check-build", raw.check_build,
-                "-cb: print which backends were built and exit");
+  app->add_flag("--check-build", raw.check_build, "-cb: print which backends were built and exit");
   app->add_flag("--dry-run", raw.dry_run,
                 "check the hosts, print the rank table and each host's interface, and exit "
                 "without starting ranks");
@@ -296,11 +295,11 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
   // remaining() is the tail of the arguments from the command on (with a leading `--`), unless
   // an unknown option came first: CLI11 sets those aside and goes on parsing.
   std::vector<std::string> rest = app->remaining();
-  if (!rest.empty() && rest.front() != "--" && rest.front().size() > 1 &&
-      rest.front()[0] == '-') {
-    throw UsageError(fmt::format("unknown option {}; put the command after the options, or after "
-                                 "`--` if it starts with '-'; {}",
-                                 rest.front(), kUsageHint));
+  if (!rest.empty() && rest.front() != "--" && rest.front().size() > 1 && rest.front()[0] == '-') {
+    throw UsageError(
+        fmt::format("unknown option {}; put the command after the options, or after "
+                    "`--` if it starts with '-'; {}",
+                    rest.front(), kUsageHint));
   }
   const std::size_t options_end = rewritten.args.size() - rest.size();
   out.split.options.assign(rewritten.args.begin(),
@@ -308,8 +307,7 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
   if (!rest.empty()) {
     const std::size_t command_begin =
         rewritten.origin[options_end] + (rest.front() == "--" ? 1 : 0);
-    out.split.command.assign(args.begin() + static_cast<std::ptrdiff_t>(command_begin),
-                             args.end());
+    out.split.command.assign(args.begin() + static_cast<std::ptrdiff_t>(command_begin), args.end());
   }
   return out;
 }
@@ -357,8 +355,9 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     if (name == "fatal") name = "error";
     const spdlog::level::level_enum level = spdlog::level::from_str(name);
     if (level == spdlog::level::off || level == spdlog::level::critical) {
-      throw UsageError(fmt::format(
-          "--log-level {}: unknown level; use trace, debug, info, warning or error", raw.log_level));
+      throw UsageError(
+          fmt::format("--log-level {}: unknown level; use trace, debug, info, warning or error",
+                      raw.log_level));
     }
     const auto text = spdlog::level::to_string_view(level);
     options.log_level.assign(text.data(), text.size());
@@ -373,9 +372,8 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     options.ssh_strict_host_key_checking_given = true;
     const std::string mode = lower(raw.strict_host_key_checking);
     if (mode != "yes" && mode != "accept-new" && mode != "no") {
-      throw UsageError(fmt::format(
-          "--ssh-strict-host-key-checking {}: use yes, accept-new or no",
-          raw.strict_host_key_checking));
+      throw UsageError(fmt::format("--ssh-strict-host-key-checking {}: use yes, accept-new or no",
+                                   raw.strict_host_key_checking));
     }
     options.ssh_strict_host_key_checking = mode;
   }
@@ -404,9 +402,10 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     const std::size_t eq = item.find('=');
     std::string name = item.substr(0, eq);
     if (name.empty()) {
-      throw UsageError(fmt::format("-x '{}': the variable name is empty; use -x NAME or "
-                                   "-x NAME=VALUE",
-                                   item));
+      throw UsageError(
+          fmt::format("-x '{}': the variable name is empty; use -x NAME or "
+                      "-x NAME=VALUE",
+                      item));
     }
     if (name.find('\0') != std::string::npos) {
       throw UsageError("-x: a variable name cannot contain a NUL byte");

@@ -20,43 +20,43 @@ struct Options {
   static constexpr const char* kDefaultStrictHostKeyChecking = "accept-new";
   static constexpr const char* kDefaultLogLevel = "warning";
 
-  std::optional<int> num_proc;                 // -np/--num-proc
-  std::string hosts;                           // -H/--hosts, unparsed
-  std::string hostfile;                        // --hostfile
+  std::optional<int> num_proc;                                // -np/--num-proc
+  std::string hosts;                                          // -H/--hosts, unparsed
+  std::string hostfile;                                       // --hostfile
   std::chrono::seconds start_timeout = kDefaultStartTimeout;  // or HOROVOD_START_TIMEOUT
   bool verbose = false;
-  std::string output_filename;                 // --output-filename DIR
-  bool prefix_timestamp = false;               // --prefix-output-with-timestamp
-  std::string log_level;                       // --log-level; empty: not given
-  bool check_build = false;                    // -cb/--check-build
+  std::string output_filename;    // --output-filename DIR
+  bool prefix_timestamp = false;  // --prefix-output-with-timestamp
+  std::string log_level;          // --log-level; empty: not given
+  bool check_build = false;       // -cb/--check-build
   bool dry_run = false;
 
   // Parsed now, used by the SSH launcher (issue 3) and interface selection (issue 4).
-  std::optional<int> ssh_port;                 // -p/--ssh-port
-  std::string ssh_identity_file;               // -i/--ssh-identity-file
-  std::string ssh_config;                      // --ssh-config FILE
+  std::optional<int> ssh_port;    // -p/--ssh-port
+  std::string ssh_identity_file;  // -i/--ssh-identity-file
+  std::string ssh_config;         // --ssh-config FILE
   std::string ssh_strict_host_key_checking = kDefaultStrictHostKeyChecking;
   // Given on the command line: then it wins over StrictHostKeyChecking in ssh_config.
   bool ssh_strict_host_key_checking_given = false;
-  std::vector<std::string> network_interfaces; // --network-interfaces a,b and --network-interface
+  std::vector<std::string> network_interfaces;  // --network-interfaces a,b and --network-interface
   // -x/--env NAME[=VALUE], in order, resolved: `-x NAME` takes NAME's value from the
   // environment given to parse_options.
   std::vector<std::pair<std::string, std::string>> env_forward;
-  bool tcp = false;                            // --tcp: NCCL_IB_DISABLE=1
+  bool tcp = false;  // --tcp: NCCL_IB_DISABLE=1
   // horovodrun's engine flags, as the runtime's variables (docs/launcher.md lists the mapping):
   // --timeline-filename, --timeline-mark-cycles, --fusion-threshold-mb, --cycle-time-ms,
   // --cache-capacity, --no-stall-check, --stall-check-warning-time-seconds,
   // --stall-check-shutdown-time-seconds, --gloo-timeout-seconds.
   std::vector<std::pair<std::string, std::string>> tuning;
   bool force_ssh = false;
-  std::string horarun_path;                    // --horarun-path
+  std::string horarun_path;  // --horarun-path
   // horovodrun's flags and hora's Horovod support (cli/horovod_flags.h).
-  bool horovod_rendezvous = true;              // --no-horovod-rendezvous turns it off
-  bool forward_environment = true;             // --no-env-forwarding: only the contract and -x
+  bool horovod_rendezvous = true;   // --no-horovod-rendezvous turns it off
+  bool forward_environment = true;  // --no-env-forwarding: only the contract and -x
 
-  std::vector<std::string> command;            // everything after the options
+  std::vector<std::string> command;  // everything after the options
 
-  std::string help_text;                       // non-empty: --help was given; print and exit 0
+  std::string help_text;  // non-empty: --help was given; print and exit 0
 };
 
 // args excludes argv[0]. Throws UsageError with a message that says what to change.

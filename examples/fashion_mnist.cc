@@ -34,9 +34,9 @@
 // Only the public API (<hora/hora.h>, <hora/async.h>) and zlib are used: this file is meant to
 // be copied.
 
-#include <CLI/CLI.hpp>
 #include <hora/async.h>
 #include <hora/hora.h>
+#include <CLI/CLI.hpp>
 
 #include <zlib.h>
 
@@ -156,8 +156,8 @@ class GzFile {
     file_ = gzopen(path_.c_str(), "rb");
     if (file_ == nullptr) {
       int err = errno;
-      throw DataError(path_ + ": cannot open: " + (err != 0 ? std::strerror(err) : "out of memory") +
-                      "; " + data_hint());
+      throw DataError(path_ + ": cannot open: " +
+                      (err != 0 ? std::strerror(err) : "out of memory") + "; " + data_hint());
     }
     gzbuffer(file_, 1 << 17);
   }
@@ -255,8 +255,8 @@ std::vector<std::uint8_t> read_idx(const std::string& path, std::uint32_t magic,
   }
   count = big_endian_u32(header + 4);
   if (count == 0 || count > kMaxItems) {
-    throw DataError(path + ": malformed: header declares " + std::to_string(count) +
-                    " items; " + data_hint());
+    throw DataError(path + ": malformed: header declares " + std::to_string(count) + " items; " +
+                    data_hint());
   }
   std::size_t item_size = 1;
   if (images) {
@@ -303,7 +303,8 @@ Split load_split(const std::string& dir, const std::string& prefix) {
 // multi-versioning), so one binary is fast on AVX-512 and AVX2 machines and still runs anywhere.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define FM_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FM_MULTIVERSION \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FM_MULTIVERSION
 #endif
@@ -316,9 +317,9 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 #define FM_LOAD8(p) (*reinterpret_cast<const v8f_u*>(p))
 #define FM_STORE8(p, v) (*reinterpret_cast<v8f_u*>(p) = (v))
 
-constexpr int kMr = 4;       // rows of C per micro-tile
-constexpr int kNr = 16;      // columns of C per micro-tile: two v8f
-constexpr int kKc = 256;     // depth of a panel: kKc x kNr floats of B stay in L1
+constexpr int kMr = 4;    // rows of C per micro-tile
+constexpr int kNr = 16;   // columns of C per micro-tile: two v8f
+constexpr int kKc = 256;  // depth of a panel: kKc x kNr floats of B stay in L1
 
 // C[MR x 16] (+)= A[MR x K] * B[K x 16], accumulators in registers.
 template <int MR>
@@ -353,8 +354,8 @@ __attribute__((always_inline)) inline void micro_tile(int K, const float* A, int
 // C[M x N] = A[M x K] * B[K x N] (or += with accumulate); row-major, leading dimensions given.
 // Blocked over K so a panel of B is reused by every row of A while it is hot in cache.
 FM_MULTIVERSION
-void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
-          int ldc, bool accumulate) {
+void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          bool accumulate) {
   const int n_main = N - N % kNr;
   for (int k0 = 0; k0 < K; k0 += kKc) {
     const int kc = std::min(kKc, K - k0);
@@ -366,8 +367,7 @@ void gemm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
                         acc);
       }
       for (; i < M; ++i) {
-        micro_tile<1>(kc, A + i * lda + k0, lda, B + k0 * ldb + j, ldb, C + i * ldc + j, ldc,
-                      acc);
+        micro_tile<1>(kc, A + i * lda + k0, lda, B + k0 * ldb + j, ldb, C + i * ldc + j, ldc, acc);
       }
     }
     // Leftover columns (N % 16, e.g. the 10 outputs): plain loops, a small share of the work.
@@ -430,8 +430,7 @@ void fill_uniform(float* out, std::size_t n, float limit, std::mt19937_64& rng) 
 void init_parameters(const Layout& layout, std::uint64_t seed, std::vector<float>& params) {
   std::mt19937_64 rng(seed);
   std::fill(params.begin(), params.end(), 0.0f);
-  fill_uniform(params.data() + layout.w1, layout.b1 - layout.w1,
-               std::sqrt(6.0f / kInputs), rng);
+  fill_uniform(params.data() + layout.w1, layout.b1 - layout.w1, std::sqrt(6.0f / kInputs), rng);
   fill_uniform(params.data() + layout.w2, layout.b2 - layout.w2,
                std::sqrt(6.0f / float(layout.hidden + kClasses)), rng);
 }
@@ -566,8 +565,8 @@ void submit_gradients(std::initializer_list<GradientTensor> tensors, std::vector
                       std::vector<hora::Handle>& handles) {
   for (const GradientTensor& t : tensors) {
     float* slice = grad.data() + t.offset;
-    handles.push_back(hora::allreduce_async(t.name, slice, slice, t.count,
-                                            hora::DataType::kFloat32, hora::ReduceOp::kAverage));
+    handles.push_back(hora::allreduce_async(t.name, slice, slice, t.count, hora::DataType::kFloat32,
+                                            hora::ReduceOp::kAverage));
   }
 }
 
@@ -611,8 +610,9 @@ int run(const Options& options) {
       options.limit > 0 ? std::min<std::size_t>(train.count, std::size_t(options.limit))
                         : train.count;
   if (train_count < std::size_t(size)) {
-    throw UsageError("--limit " + std::to_string(options.limit) + " leaves fewer training images (" +
-                     std::to_string(train_count) + ") than ranks (" + std::to_string(size) + ")");
+    throw UsageError("--limit " + std::to_string(options.limit) +
+                     " leaves fewer training images (" + std::to_string(train_count) +
+                     ") than ranks (" + std::to_string(size) + ")");
   }
 
   // Rank-strided shard. Every rank runs the same number of steps (a collective per step), set by
@@ -636,7 +636,8 @@ int run(const Options& options) {
     std::printf(
         "fashion_mnist: %d rank%s, MLP %d-%d-%d (%zu parameters), %zu training images (%zu per "
         "rank), %zu test images\n"
-        "fashion_mnist: batch %d per rank (%d global), %zu steps per epoch, lr %g (cosine), momentum %g, "
+        "fashion_mnist: batch %d per rank (%d global), %zu steps per epoch, lr %g (cosine), "
+        "momentum %g, "
         "seed %llu\n"
         "fashion_mnist: gradients averaged by %s\n",
         size, size == 1 ? "" : "s", kInputs, options.hidden, kClasses, layout.total, train_count,
@@ -692,8 +693,8 @@ int run(const Options& options) {
       // SGD with momentum, the learning rate cosine-decayed from --lr to 0 over the run (the
       // decay settles the noisy last epoch: ~+1% test accuracy). Identical inputs on every rank
       // give identical weights.
-      const float progress = float(std::size_t(epoch - 1) * steps + step) /
-                             float(std::size_t(options.epochs) * steps);
+      const float progress =
+          float(std::size_t(epoch - 1) * steps + step) / float(std::size_t(options.epochs) * steps);
       const float lr = options.lr * 0.5f * (1.0f + std::cos(kPi * progress));
       for (std::size_t i = 0; i < layout.total; ++i) {
         velocity[i] = momentum * velocity[i] + grad[i];
@@ -722,8 +723,8 @@ int run(const Options& options) {
       }
     }
     // One reduction for all the epoch's statistics: sums over ranks.
-    std::vector<double> stats = {loss_sum, double(steps) * batch, double(train_correct),
-                                 test_loss, double(test_correct)};
+    std::vector<double> stats = {loss_sum, double(steps) * batch, double(train_correct), test_loss,
+                                 double(test_correct)};
     hora::allreduce(stats, hora::ReduceOp::kSum);
     final_accuracy = stats[4] / double(test.count);
     if (rank == 0) {

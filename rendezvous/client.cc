@@ -97,13 +97,13 @@ class ClientImpl final : public Client {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   State state_ = State::kOpen;
-  bool leaving_ = false;         // goodbye()/destructor in progress: end of stream is expected
-  std::string failure_;          // what calls throw once kFailed
-  std::string local_failure_;    // set by a caller that broke the stream, for the reader to report
-  std::string handler_arg_;      // what the abort handler is (or will be) called with
+  bool leaving_ = false;       // goodbye()/destructor in progress: end of stream is expected
+  std::string failure_;        // what calls throw once kFailed
+  std::string local_failure_;  // set by a caller that broke the stream, for the reader to report
+  std::string handler_arg_;    // what the abort handler is (or will be) called with
   std::function<void(const std::string&)> handler_;
   bool handler_called_ = false;
-  std::uint32_t next_id_ = 1;    // 0 is the handshake's and unsolicited frames' id
+  std::uint32_t next_id_ = 1;  // 0 is the handshake's and unsolicited frames' id
   std::map<std::uint32_t, std::shared_ptr<Pending>> pending_;
 };
 
@@ -112,9 +112,10 @@ const ClientImpl& impl(const Client* c) { return *static_cast<const ClientImpl*>
 
 void ClientImpl::throw_unusable_locked(const std::string& what) const {
   if (state_ == State::kFailed) throw AbortedError(failure_);
-  throw Error(fmt::format("rank {}: cannot {}: the connection to the rendezvous server {} was "
-                          "closed (goodbye() was called or the client is being destroyed)",
-                          opts_.rank, what, server_));
+  throw Error(
+      fmt::format("rank {}: cannot {}: the connection to the rendezvous server {} was "
+                  "closed (goodbye() was called or the client is being destroyed)",
+                  opts_.rank, what, server_));
 }
 
 Bytes ClientImpl::call(Op op, const Bytes& payload, std::chrono::milliseconds timeout,
@@ -122,10 +123,10 @@ Bytes ClientImpl::call(Op op, const Bytes& payload, std::chrono::milliseconds ti
   if (timeout.count() < 0) timeout = 0ms;
   auto deadline = Clock::now() + timeout + kAnswerGrace;
   if (payload.size() + wire::kHeaderBytes > opts_.max_frame_bytes) {
-    throw ProtocolError(fmt::format(
-        "rank {}: {} is {} bytes, over the rendezvous frame limit of {} bytes "
-        "(max_frame_bytes)", opts_.rank, what, payload.size() + wire::kHeaderBytes,
-        opts_.max_frame_bytes));
+    throw ProtocolError(
+        fmt::format("rank {}: {} is {} bytes, over the rendezvous frame limit of {} bytes "
+                    "(max_frame_bytes)",
+                    opts_.rank, what, payload.size() + wire::kHeaderBytes, opts_.max_frame_bytes));
   }
   auto p = std::make_shared<Pending>();
   std::uint32_t id;
@@ -157,9 +158,10 @@ Bytes ClientImpl::call(Op op, const Bytes& payload, std::chrono::milliseconds ti
     pending_.erase(id);
     if (state_ == State::kFailed) throw AbortedError(failure_);
     if (written.status == net::IoStatus::kTimeout) {
-      throw TimeoutError(fmt::format("rank {}: could not send {} to the rendezvous server {} "
-                                     "within {} (the server is not reading)", opts_.rank, what,
-                                     server_, format_duration(timeout + kAnswerGrace)));
+      throw TimeoutError(
+          fmt::format("rank {}: could not send {} to the rendezvous server {} "
+                      "within {} (the server is not reading)",
+                      opts_.rank, what, server_, format_duration(timeout + kAnswerGrace)));
     }
     throw AbortedError(local_failure_);
   }
@@ -167,9 +169,10 @@ Bytes ClientImpl::call(Op op, const Bytes& payload, std::chrono::milliseconds ti
   pending_.erase(id);
   if (!p->done) {
     if (state_ != State::kOpen) throw_unusable_locked(what);
-    throw TimeoutError(fmt::format("rank {}: no answer from the rendezvous server {} to {} "
-                                   "within {}", opts_.rank, server_, what,
-                                   format_duration(timeout + kAnswerGrace)));
+    throw TimeoutError(
+        fmt::format("rank {}: no answer from the rendezvous server {} to {} "
+                    "within {}",
+                    opts_.rank, server_, what, format_duration(timeout + kAnswerGrace)));
   }
   lock.unlock();
   if (p->status == Status::kOk) return std::move(p->payload);
@@ -180,17 +183,17 @@ Bytes ClientImpl::call(Op op, const Bytes& payload, std::chrono::milliseconds ti
     msg = fmt::format("(unreadable message: {})", e.what());
   }
   switch (p->status) {
-    case Status::kTimeout:
-      throw TimeoutError(msg);
+    case Status::kTimeout: throw TimeoutError(msg);
     case Status::kAborted:
       throw AbortedError(fmt::format("rank {}: the launcher aborted the job: {}", opts_.rank, msg));
     case Status::kInvalid:
       throw Error(fmt::format("rank {}: rendezvous server {} refused {}: {}", opts_.rank, server_,
                               what, msg));
     default:
-      throw ProtocolError(fmt::format("rank {}: rendezvous server {} answered {} with status {}: "
-                                      "{}", opts_.rank, server_, what,
-                                      wire::status_name(p->status), msg));
+      throw ProtocolError(
+          fmt::format("rank {}: rendezvous server {} answered {} with status {}: "
+                      "{}",
+                      opts_.rank, server_, what, wire::status_name(p->status), msg));
   }
 }
 
@@ -203,8 +206,8 @@ void ClientImpl::reader_loop() {
     auto r = net::read_exact(fd_.get(), std::span(hb).first(1), std::nullopt);
     if (r) r = net::read_exact(fd_.get(), std::span(hb).subspan(1), Clock::now() + kFrameTimeout);
     if (!r) {
-      failure = r.status == net::IoStatus::kEof ? std::string("the server closed the connection")
-                                                 : r.why;
+      failure =
+          r.status == net::IoStatus::kEof ? std::string("the server closed the connection") : r.why;
       break;
     }
     wire::Header h;
@@ -237,11 +240,11 @@ void ClientImpl::reader_loop() {
     }
     local = local_failure_;
   }
-  std::string reason = !local.empty()
-                           ? local
-                           : fmt::format("rank {}: lost the connection to the rendezvous server "
-                                         "{}: {} (did horarun exit?)",
-                                         opts_.rank, server_, failure);
+  std::string reason = !local.empty() ? local
+                                      : fmt::format(
+                                            "rank {}: lost the connection to the rendezvous server "
+                                            "{}: {} (did horarun exit?)",
+                                            opts_.rank, server_, failure);
   fail(reason, reason);
 }
 
@@ -275,8 +278,7 @@ bool ClientImpl::handle_frame(const wire::Header& h, Bytes payload, std::string*
       *failure = fmt::format("protocol error: unexpected {} frame after the handshake",
                              wire::op_name(h.op));
       return false;
-    default:
-      break;
+    default: break;
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pending_.find(h.request_id);
@@ -365,9 +367,10 @@ bool handshake(int fd, const ClientOptions& o, const std::string& server,
   auto read_frame = [&](const char* step, Bytes* payload) -> bool {
     auto r = net::read_exact(fd, hb, deadline);
     if (!r) {
-      *why = fmt::format("{}: {}", step, r.status == net::IoStatus::kEof
-                                             ? std::string("the server closed the connection")
-                                             : r.why);
+      *why = fmt::format("{}: {}", step,
+                         r.status == net::IoStatus::kEof
+                             ? std::string("the server closed the connection")
+                             : r.why);
       return false;
     }
     Status st = wire::decode_header(std::span<const std::uint8_t, wire::kHeaderBytes>(hb),
@@ -388,16 +391,17 @@ bool handshake(int fd, const ClientOptions& o, const std::string& server,
   Bytes payload;
   if (!read_frame("waiting for HELLO", &payload)) return false;
   if (h.op != Op::kHello) {
-    throw ProtocolError(fmt::format("rank {}: {} opened with {} instead of HELLO; is that port "
-                                    "the rendezvous server (HORA_RENDEZVOUS)?", o.rank, server,
-                                    wire::op_name(h.op)));
+    throw ProtocolError(
+        fmt::format("rank {}: {} opened with {} instead of HELLO; is that port "
+                    "the rendezvous server (HORA_RENDEZVOUS)?",
+                    o.rank, server, wire::op_name(h.op)));
   }
   wire::Hello hello;
   try {
     hello = wire::decode_hello(payload);
   } catch (const wire::DecodeError& e) {
-    throw ProtocolError(fmt::format("rank {}: malformed HELLO from {}: {}", o.rank, server,
-                                    e.what()));
+    throw ProtocolError(
+        fmt::format("rank {}: malformed HELLO from {}: {}", o.rank, server, e.what()));
   }
   wire::AuthRequest auth{o.rank, o.size, auth_proof(o.secret, hello.nonce, o.rank)};
   auto frame = wire::encode_frame(Op::kAuth, Status::kOk, 0, wire::encode(auth));
@@ -417,8 +421,8 @@ bool handshake(int fd, const ClientOptions& o, const std::string& server,
                                 o.rank, server, wire::status_name(h.status), msg));
   }
   if (h.op != Op::kAuth || h.status != Status::kOk || !payload.empty()) {
-    throw ProtocolError(fmt::format("rank {}: {} answered AUTH with {} (status {})", o.rank,
-                                    server, wire::op_name(h.op), wire::status_name(h.status)));
+    throw ProtocolError(fmt::format("rank {}: {} answered AUTH with {} (status {})", o.rank, server,
+                                    wire::op_name(h.op), wire::status_name(h.status)));
   }
   return true;
 }
@@ -428,17 +432,20 @@ bool handshake(int fd, const ClientOptions& o, const std::string& server,
 std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
   std::string server = format_endpoint(o.host, o.port);
   if (o.host.empty() || o.port == 0) {
-    throw Error(fmt::format("rank {}: no rendezvous server address (got '{}'); HORA_RENDEZVOUS "
-                            "must be host:port", o.rank, server));
+    throw Error(
+        fmt::format("rank {}: no rendezvous server address (got '{}'); HORA_RENDEZVOUS "
+                    "must be host:port",
+                    o.rank, server));
   }
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
-    throw Error(fmt::format("rank {} of {} is not a valid rank (HORA_RANK, HORA_SIZE)", o.rank,
-                            o.size));
+    throw Error(
+        fmt::format("rank {} of {} is not a valid rank (HORA_RANK, HORA_SIZE)", o.rank, o.size));
   }
   if (o.max_frame_bytes < wire::kMinMaxFrameBytes || o.max_frame_bytes > wire::kMaxMaxFrameBytes) {
-    throw Error(fmt::format("rendezvous client: max_frame_bytes must be from {} to {} (below 4 GiB), "
-                            "got {}",
-                            wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, o.max_frame_bytes));
+    throw Error(
+        fmt::format("rendezvous client: max_frame_bytes must be from {} to {} (below 4 GiB), "
+                    "got {}",
+                    wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, o.max_frame_bytes));
   }
   const auto started = Clock::now();
   auto deadline = started + o.connect_timeout;
@@ -454,14 +461,14 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
     ++attempts;
     std::string why;
     UniqueFd fd = net::connect_tcp(o.host, o.port, deadline, &why);
-    if (fd && handshake(fd.get(), o, server, std::max(deadline, Clock::now() + kHandshakeMin),
-                        &why)) {
+    if (fd &&
+        handshake(fd.get(), o, server, std::max(deadline, Clock::now() + kHandshakeMin), &why)) {
       logger()->debug("rank {}: connected to the rendezvous server {} after {} attempt{}", o.rank,
                       server, attempts, attempts == 1 ? "" : "s");
       return std::unique_ptr<Client>(new ClientImpl(o, std::move(fd), server));
     }
-    auto it = std::find_if(reasons.begin(), reasons.end(),
-                           [&](const auto& p) { return p.first == why; });
+    auto it =
+        std::find_if(reasons.begin(), reasons.end(), [&](const auto& p) { return p.first == why; });
     if (it == reasons.end()) {
       // Log each new reason once; repeats would flood the log while horarun is starting.
       logger()->debug("rank {}: rendezvous server {} not reachable yet ({}); retrying for up to {}",
@@ -475,7 +482,8 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
       warned = true;
       logger()->warn("rank {}: cannot reach the rendezvous server at {} ({}); still trying for {}",
                      o.rank, server, why,
-                     format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
+                     format_duration(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
     }
     if (now >= deadline) break;
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
@@ -486,11 +494,12 @@ std::unique_ptr<Client> Client::connect(const ClientOptions& o) {
     if (!detail.empty()) detail += "; ";
     detail += reasons.size() == 1 ? why : fmt::format("{} ({}x)", why, n);
   }
-  throw ConnectError(fmt::format("rank {}: could not reach the rendezvous server at {} within {} "
-                                 "after {} attempt{}: {} (check HORA_RENDEZVOUS and that horarun "
-                                 "is still running)",
-                                 o.rank, server, format_duration(o.connect_timeout), attempts,
-                                 attempts == 1 ? "" : "s", detail));
+  throw ConnectError(
+      fmt::format("rank {}: could not reach the rendezvous server at {} within {} "
+                  "after {} attempt{}: {} (check HORA_RENDEZVOUS and that horarun "
+                  "is still running)",
+                  o.rank, server, format_duration(o.connect_timeout), attempts,
+                  attempts == 1 ? "" : "s", detail));
 }
 
 Client::~Client() = default;
@@ -516,8 +525,8 @@ Bytes Client::get(const std::string& key, std::chrono::milliseconds timeout) {
 std::int64_t Client::add(const std::string& key, std::int64_t delta,
                          std::chrono::milliseconds timeout) {
   auto what = quoted("add to", key);
-  auto payload = impl(this).call(Op::kAdd, wire::encode(wire::AddRequest{key, delta}), timeout,
-                                 what);
+  auto payload =
+      impl(this).call(Op::kAdd, wire::encode(wire::AddRequest{key, delta}), timeout, what);
   try {
     return wire::decode_i64(payload);
   } catch (const wire::DecodeError& e) {
@@ -532,7 +541,8 @@ void Client::del(const std::string& key, std::chrono::milliseconds timeout) {
 
 void Client::barrier(const std::string& name, std::chrono::milliseconds timeout) {
   impl(this).call(Op::kBarrier,
-                  wire::encode(wire::WaitRequest{name, static_cast<std::uint64_t>(timeout.count())}),
+                  wire::encode(
+                      wire::WaitRequest{name, static_cast<std::uint64_t>(timeout.count())}),
                   timeout, quoted("barrier", name));
 }
 
@@ -541,13 +551,14 @@ std::vector<Bytes> Client::exchange(const std::string& name, const std::vector<B
   auto what = quoted("exchange", name);
   const int size = impl(this).opts_.size;
   if (static_cast<int>(slices.size()) != size) {
-    throw Error(fmt::format("rank {}: {} needs one slice per rank ({}), got {}", rank(), what,
-                            size, slices.size()));
+    throw Error(fmt::format("rank {}: {} needs one slice per rank ({}), got {}", rank(), what, size,
+                            slices.size()));
   }
-  auto payload = impl(this).call(
-      Op::kExchange,
-      wire::encode_exchange(name, static_cast<std::uint64_t>(timeout.count()), slices), timeout,
-      what);
+  auto payload =
+      impl(this).call(Op::kExchange,
+                      wire::encode_exchange(name, static_cast<std::uint64_t>(timeout.count()),
+                                            slices),
+                      timeout, what);
   std::vector<Bytes> column;
   try {
     column = wire::decode_slices(payload);
@@ -556,8 +567,8 @@ std::vector<Bytes> Client::exchange(const std::string& name, const std::vector<B
                                     server(), e.what()));
   }
   if (static_cast<int>(column.size()) != size) {
-    throw ProtocolError(fmt::format("rank {}: {} returned {} slices for a job of {} ranks",
-                                    rank(), what, column.size(), size));
+    throw ProtocolError(fmt::format("rank {}: {} returned {} slices for a job of {} ranks", rank(),
+                                    what, column.size(), size));
   }
   return column;
 }
@@ -573,12 +584,12 @@ GatherResult Client::gather(const std::string& name, std::span<const std::uint8_
                             slices.size()));
   }
   GatherResult out;
-  out.payload = impl(this).call(
-      Op::kGather,
-      wire::encode_gather(name, static_cast<std::uint64_t>(timeout.count()), record,
-                          static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(size),
-                          slices),
-      timeout, what);
+  out.payload =
+      impl(this).call(Op::kGather,
+                      wire::encode_gather(name, static_cast<std::uint64_t>(timeout.count()), record,
+                                          static_cast<std::uint32_t>(width),
+                                          static_cast<std::uint32_t>(size), slices),
+                      timeout, what);
   wire::GatherReplyView view;
   try {
     view = wire::decode_gather_reply(out.payload);
@@ -587,9 +598,10 @@ GatherResult Client::gather(const std::string& name, std::span<const std::uint8_
                                     server(), e.what()));
   }
   if (static_cast<int>(view.records.size()) != size || view.width != width) {
-    throw ProtocolError(fmt::format("rank {}: {} returned {} records of {}-byte slices for a job "
-                                    "of {} ranks and {}-byte slices",
-                                    rank(), what, view.records.size(), view.width, size, width));
+    throw ProtocolError(
+        fmt::format("rank {}: {} returned {} records of {}-byte slices for a job "
+                    "of {} ranks and {}-byte slices",
+                    rank(), what, view.records.size(), view.width, size, width));
   }
   out.records = std::move(view.records);
   out.width = width;

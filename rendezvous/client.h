@@ -30,7 +30,7 @@ struct ClientOptions {
   static constexpr std::chrono::milliseconds kDefaultConnectTimeout{30000};
   static constexpr std::size_t kDefaultMaxFrameBytes = 64u << 20;  // as ServerOptions
 
-  std::string host;          // the server's address or name
+  std::string host;  // the server's address or name
   std::uint16_t port = 0;
   int rank = 0;
   int size = 1;

@@ -5,8 +5,8 @@
 namespace hora::rdv {
 
 std::string format_ranks(const std::vector<int>& ranks, int size) {
-  return fmt::format("{} {} of {}", ranks.size() == 1 ? "rank" : "ranks",
-                     format_rank_list(ranks), size);
+  return fmt::format("{} {} of {}", ranks.size() == 1 ? "rank" : "ranks", format_rank_list(ranks),
+                     size);
 }
 
 std::string format_rank_list(const std::vector<int>& ranks) {

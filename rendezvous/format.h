@@ -4,8 +4,8 @@
 #include <chrono>
 #include <string>
 
-#include "common/duration.h"
 #include <vector>
+#include "common/duration.h"
 
 namespace hora::rdv {
 

@@ -21,8 +21,10 @@ int hex_value(char c) {
 Secret generate_secret() {
   Secret s{};
   if (RAND_bytes(s.data(), static_cast<int>(s.size())) != 1) {
-    throw Error(fmt::format("could not generate the job secret: OpenSSL RAND_bytes failed "
-                            "(error 0x{:x})", ERR_get_error()));
+    throw Error(
+        fmt::format("could not generate the job secret: OpenSSL RAND_bytes failed "
+                    "(error 0x{:x})",
+                    ERR_get_error()));
   }
   return s;
 }
@@ -41,17 +43,19 @@ std::string secret_to_hex(const Secret& secret) {
 Secret parse_secret_hex(std::string_view hex, std::string_view origin) {
   Secret s{};
   if (hex.size() != s.size() * 2) {
-    throw Error(fmt::format("{} must be {} hex digits (a {}-byte job secret), but it has {} "
-                            "characters; it is set by horarun, do not set it by hand",
-                            origin, s.size() * 2, s.size(), hex.size()));
+    throw Error(
+        fmt::format("{} must be {} hex digits (a {}-byte job secret), but it has {} "
+                    "characters; it is set by horarun, do not set it by hand",
+                    origin, s.size() * 2, s.size(), hex.size()));
   }
   for (std::size_t i = 0; i < s.size(); ++i) {
     int hi = hex_value(hex[2 * i]);
     int lo = hex_value(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) {
-      throw Error(fmt::format("{} must be {} hex digits, but character {} is not a hex digit; "
-                              "it is set by horarun, do not set it by hand",
-                              origin, s.size() * 2, hi < 0 ? 2 * i + 1 : 2 * i + 2));
+      throw Error(
+          fmt::format("{} must be {} hex digits, but character {} is not a hex digit; "
+                      "it is set by horarun, do not set it by hand",
+                      origin, s.size() * 2, hi < 0 ? 2 * i + 1 : 2 * i + 2));
     }
     s[i] = static_cast<std::uint8_t>(hi << 4 | lo);
   }

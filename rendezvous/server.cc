@@ -90,8 +90,8 @@ std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
   const std::uint64_t reserve =
       kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
-  std::uint64_t cap = std::max<std::uint64_t>(o.max_unauthenticated,
-                                              static_cast<std::uint64_t>(o.size));
+  std::uint64_t cap =
+      std::max<std::uint64_t>(o.max_unauthenticated, static_cast<std::uint64_t>(o.size));
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
     cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
   }
@@ -101,28 +101,17 @@ std::size_t pending_connection_cap(const ServerOptions& o) {
 // What a rejection was for, in the words of a rate-limited summary line.
 const char* rejection_kind(Status status) {
   switch (status) {
-    case Status::kBadFrame:
-      return "bad frame";
-    case Status::kBadVersion:
-      return "wrong protocol version";
-    case Status::kTooLarge:
-      return "frame too large";
-    case Status::kUnknownOp:
-      return "unknown op";
-    case Status::kNotAuthenticated:
-      return "request before authenticating";
-    case Status::kAuthFailed:
-      return "wrong proof (not this job's secret)";
-    case Status::kAuthTimeout:
-      return "did not authenticate in time";
-    case Status::kSizeMismatch:
-      return "wrong job size";
-    case Status::kRankOutOfRange:
-      return "rank out of range";
-    case Status::kDuplicateRank:
-      return "rank already connected";
-    default:
-      return wire::status_name(status);
+    case Status::kBadFrame: return "bad frame";
+    case Status::kBadVersion: return "wrong protocol version";
+    case Status::kTooLarge: return "frame too large";
+    case Status::kUnknownOp: return "unknown op";
+    case Status::kNotAuthenticated: return "request before authenticating";
+    case Status::kAuthFailed: return "wrong proof (not this job's secret)";
+    case Status::kAuthTimeout: return "did not authenticate in time";
+    case Status::kSizeMismatch: return "wrong job size";
+    case Status::kRankOutOfRange: return "rank out of range";
+    case Status::kDuplicateRank: return "rank already connected";
+    default: return wire::status_name(status);
   }
 }
 
@@ -255,9 +244,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     tcp::endpoint ep(addr, opts.port);
     std::string where = format_endpoint(address, opts.port);
     auto fail = [&](const char* step) {
-      throw Error(fmt::format(
-          "could not start the rendezvous server on {}: {}: {}{}", where, step, ec.message(),
-          opts.port != 0 ? "; choose another port, or 0 for any free port" : ""));
+      throw Error(
+          fmt::format("could not start the rendezvous server on {}: {}: {}{}", where, step,
+                      ec.message(),
+                      opts.port != 0 ? "; choose another port, or 0 for any free port" : ""));
     };
     // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the listening socket
     // must not leak into the guards and ranks the launcher starts.
@@ -533,20 +523,20 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const std::size_t have = c->payload.size();
     const std::size_t chunk = std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
     c->payload.resize(have + chunk);  // grows the capacity geometrically, like push_back
-    c->socket.async_read_some(
-        asio::buffer(c->payload.data() + have, chunk),
-        [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
-          if (c->phase == Phase::kClosed) return;
-          c->payload.resize(have + n);
-          if (!ec && !c->leaving() && c->payload.size() < c->header.payload_bytes) {
-            return self->read_payload(c);
-          }
-          c->input = Input::kIdle;
-          c->body_timer.cancel();
-          if (c->phase == Phase::kClosing) return self->drain(c, ec);
-          if (ec) return self->on_read_error(c, ec);
-          self->on_frame(c);
-        });
+    c->socket.async_read_some(asio::buffer(c->payload.data() + have, chunk),
+                              [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
+                                if (c->phase == Phase::kClosed) return;
+                                c->payload.resize(have + n);
+                                if (!ec && !c->leaving() &&
+                                    c->payload.size() < c->header.payload_bytes) {
+                                  return self->read_payload(c);
+                                }
+                                c->input = Input::kIdle;
+                                c->body_timer.cancel();
+                                if (c->phase == Phase::kClosing) return self->drain(c, ec);
+                                if (ec) return self->on_read_error(c, ec);
+                                self->on_frame(c);
+                              });
   }
 
   void on_frame(const ConnPtr& c) {
@@ -618,25 +608,24 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                                 c->out.front().size(), format_duration(self->opts.io_timeout)));
     });
     const OutFrame& f = c->out.front();
-    const std::array<asio::const_buffer, 3> parts{
-        asio::buffer(f.head), f.shared ? asio::buffer(*f.shared) : asio::const_buffer(),
-        asio::buffer(f.tail)};
-    asio::async_write(c->socket, parts,
-                      [self = shared_from_this(), c](error_code ec, std::size_t) {
-                        c->write_timer.cancel();
-                        if (c->phase == Phase::kClosed) return;
-                        if (ec) {
-                          return self->drop(c,
-                                            fmt::format("write to {}: {}", c->peer, ec.message()));
-                        }
-                        c->out.pop_front();
-                        if (!c->out.empty()) return self->write_next(c);
-                        if (c->phase == Phase::kClosing) {
-                          error_code e;
-                          c->socket.shutdown(tcp::socket::shutdown_send, e);
-                          if (c->input == Input::kEnded) self->finish_close(c);
-                        }
-                      });
+    const std::array<asio::const_buffer, 3> parts{asio::buffer(f.head),
+                                                  f.shared ? asio::buffer(*f.shared)
+                                                           : asio::const_buffer(),
+                                                  asio::buffer(f.tail)};
+    asio::async_write(c->socket, parts, [self = shared_from_this(), c](error_code ec, std::size_t) {
+      c->write_timer.cancel();
+      if (c->phase == Phase::kClosed) return;
+      if (ec) {
+        return self->drop(c, fmt::format("write to {}: {}", c->peer, ec.message()));
+      }
+      c->out.pop_front();
+      if (!c->out.empty()) return self->write_next(c);
+      if (c->phase == Phase::kClosing) {
+        error_code e;
+        c->socket.shutdown(tcp::socket::shutdown_send, e);
+        if (c->input == Input::kEnded) self->finish_close(c);
+      }
+    });
   }
 
   void respond(const ConnPtr& c, Op op, std::uint32_t id, Status status, Bytes payload) {

@@ -26,8 +26,8 @@ struct ServerOptions {
   static constexpr std::size_t kDefaultMaxUnauthenticated = 256;
 
   std::string bind_address = "127.0.0.1";  // an address of the chosen interface
-  std::uint16_t port = 0;                   // 0: any free port (read it back with port())
-  int size = 1;                             // ranks in the job
+  std::uint16_t port = 0;                  // 0: any free port (read it back with port())
+  int size = 1;                            // ranks in the job
   std::array<std::uint8_t, 32> secret{};
   // Header + payload, either direction; from wire::kMinMaxFrameBytes to 4 GiB - 1.
   std::size_t max_frame_bytes = kDefaultMaxFrameBytes;

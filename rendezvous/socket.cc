@@ -55,7 +55,7 @@ void tune(int fd) {
 }  // namespace
 
 UniqueFd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point deadline,
-               std::string* why) {
+                     std::string* why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -63,12 +63,14 @@ UniqueFd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_po
   std::string service = std::to_string(port);
   int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
   if (rc != 0) {
-    *why = fmt::format("getaddrinfo: {}", rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
+    *why =
+        fmt::format("getaddrinfo: {}", rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
     return {};
   }
   std::string last = "getaddrinfo: no addresses";
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    UniqueFd fd(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd) {
       last = errno_text("socket", errno);
       continue;
@@ -123,7 +125,8 @@ IoResult write_all(int fd, std::span<const std::uint8_t> data, Clock::time_point
   return {};
 }
 
-IoResult read_exact(int fd, std::span<std::uint8_t> out, std::optional<Clock::time_point> deadline) {
+IoResult read_exact(int fd, std::span<std::uint8_t> out,
+                    std::optional<Clock::time_point> deadline) {
   while (!out.empty()) {
     ssize_t n = ::recv(fd, out.data(), out.size(), 0);
     if (n > 0) {

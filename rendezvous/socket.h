@@ -28,7 +28,7 @@ struct IoResult {
 // refused", "getaddrinfo: Name or service not known", "connect: timed out"). The socket is
 // non-blocking, with TCP_NODELAY and keepalive (a vanished peer is noticed in ~25 s).
 UniqueFd connect_tcp(const std::string& host, std::uint16_t port, Clock::time_point deadline,
-               std::string* why);
+                     std::string* why);
 
 // Writes everything by the deadline (MSG_NOSIGNAL: a closed peer is an error, not SIGPIPE).
 IoResult write_all(int fd, std::span<const std::uint8_t> data, Clock::time_point deadline);

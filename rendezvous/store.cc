@@ -30,27 +30,14 @@ std::string get_timeout_message(const std::string& key, std::chrono::millisecond
 // Decodes a request's payload only to check it (requests after an abort are still validated).
 void check_payload(Op op, const Bytes& payload) {
   switch (op) {
-    case Op::kSet:
-      wire::decode_set(payload);
-      break;
+    case Op::kSet: wire::decode_set(payload); break;
     case Op::kGet:
-    case Op::kBarrier:
-      wire::decode_wait(payload);
-      break;
-    case Op::kAdd:
-      wire::decode_add(payload);
-      break;
-    case Op::kDel:
-      wire::decode_del(payload);
-      break;
-    case Op::kExchange:
-      wire::decode_exchange_view(payload);
-      break;
-    case Op::kGather:
-      wire::decode_gather_view(payload);
-      break;
-    default:
-      break;
+    case Op::kBarrier: wire::decode_wait(payload); break;
+    case Op::kAdd: wire::decode_add(payload); break;
+    case Op::kDel: wire::decode_del(payload); break;
+    case Op::kExchange: wire::decode_exchange_view(payload); break;
+    case Op::kGather: wire::decode_gather_view(payload); break;
+    default: break;
   }
 }
 
@@ -114,10 +101,11 @@ Store::Replies Store::handle(ClientId client, int rank, Op op, std::uint32_t id,
       std::int64_t value = 0;
       if (auto it = kv_.find(m.key); it != kv_.end()) {
         if (it->second.size() != 8) {
-          reply(Status::kInvalid, wire::encode_message(fmt::format(
-                                      "add to key '{}': it holds a {}-byte value, not a counter "
-                                      "(8 bytes, little-endian int64)",
-                                      m.key, it->second.size())));
+          reply(Status::kInvalid,
+                wire::encode_message(
+                    fmt::format("add to key '{}': it holds a {}-byte value, not a counter "
+                                "(8 bytes, little-endian int64)",
+                                m.key, it->second.size())));
           break;
         }
         value = wire::decode_i64(it->second);  // a counter is stored as its 8 LE bytes
@@ -358,15 +346,9 @@ void Store::remove_wait(std::uint64_t token) {
       }
       break;
     }
-    case WaitKind::kBarrier:
-      leave_group(barriers_, w.name, w.rank, &Barrier::entered);
-      break;
-    case WaitKind::kExchange:
-      leave_group(exchanges_, w.name, w.rank, &Exchange::uploads);
-      break;
-    case WaitKind::kGather:
-      leave_group(gathers_, w.name, w.rank, &Gather::uploads);
-      break;
+    case WaitKind::kBarrier: leave_group(barriers_, w.name, w.rank, &Barrier::entered); break;
+    case WaitKind::kExchange: leave_group(exchanges_, w.name, w.rank, &Exchange::uploads); break;
+    case WaitKind::kGather: leave_group(gathers_, w.name, w.rank, &Gather::uploads); break;
   }
   unindex(token, w);
   waits_.erase(it);
@@ -391,8 +373,7 @@ std::string Store::describe_missing(const Map& present, const std::set<int>& lef
 
 std::string Store::timeout_message(const Wait& w) {
   switch (w.kind) {
-    case WaitKind::kGet:
-      return get_timeout_message(w.name, w.timeout);
+    case WaitKind::kGet: return get_timeout_message(w.name, w.timeout);
     case WaitKind::kBarrier: {
       const Barrier& b = barriers_[w.name];
       return fmt::format("barrier '{}' timed out after {} {}", w.name, format_duration(w.timeout),

@@ -72,8 +72,8 @@ class Store {
 
   explicit Store(int size);
 
-  // A request (SET, GET, ADD, DEL, BARRIER, EXCHANGE, GATHER) from `rank` over `client`. Returns the
-  // replies it produced: none while it waits, one, or one per rank when it completes a barrier
+  // A request (SET, GET, ADD, DEL, BARRIER, EXCHANGE, GATHER) from `rank` over `client`. Returns
+  // the replies it produced: none while it waits, one, or one per rank when it completes a barrier
   // or exchange. After abort() every request is answered ABORTED. Throws wire::DecodeError on a
   // malformed payload (the caller rejects the connection).
   Replies handle(ClientId client, int rank, wire::Op op, std::uint32_t id, wire::Bytes payload,

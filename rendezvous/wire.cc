@@ -71,13 +71,11 @@ bool is_known_op(std::uint8_t op) {
   return (op >= 0x01 && op <= 0x05) || (op >= 0x10 && op <= 0x16);
 }
 
-bool is_known_status(std::uint8_t status) {
-  return status <= 3 || (status >= 16 && status <= 25);
-}
+bool is_known_status(std::uint8_t status) { return status <= 3 || (status >= 16 && status <= 25); }
 
 bool is_request_op(Op op) {
-  return op == Op::kGoodbye || (static_cast<std::uint8_t>(op) >= 0x10 &&
-                                static_cast<std::uint8_t>(op) <= 0x16);
+  return op == Op::kGoodbye ||
+         (static_cast<std::uint8_t>(op) >= 0x10 && static_cast<std::uint8_t>(op) <= 0x16);
 }
 
 void encode_header(const Header& header, std::uint8_t* out) {
@@ -97,13 +95,17 @@ Status decode_header(std::span<const std::uint8_t, kHeaderBytes> b, std::size_t 
   out->payload_bytes = static_cast<std::uint32_t>(get_le(b.data() + 12, 4));
   out->version = b[2];
   if (b[0] != kMagic0 || b[1] != kMagic1) {
-    *why = fmt::format("not a hora rendezvous frame (first bytes 0x{:02x} 0x{:02x}, expected "
-                       "\"HR\")", b[0], b[1]);
+    *why = fmt::format(
+        "not a hora rendezvous frame (first bytes 0x{:02x} 0x{:02x}, expected "
+        "\"HR\")",
+        b[0], b[1]);
     return Status::kBadFrame;
   }
   if (b[2] != kVersion) {
-    *why = fmt::format("protocol version {} is not supported (this side speaks version {}); "
-                       "use the same hora build for horarun and the ranks", b[2], kVersion);
+    *why = fmt::format(
+        "protocol version {} is not supported (this side speaks version {}); "
+        "use the same hora build for horarun and the ranks",
+        b[2], kVersion);
     return Status::kBadVersion;
   }
   if (b[5] != 0 || b[6] != 0 || b[7] != 0) {
@@ -130,7 +132,8 @@ Status decode_header(std::span<const std::uint8_t, kHeaderBytes> b, std::size_t 
 
 std::uint32_t length_u32(std::size_t n, const char* what) {
   if (n > std::numeric_limits<std::uint32_t>::max()) {
-    throw std::length_error(fmt::format("{} of {} bytes does not fit a 32-bit length field", what, n));
+    throw std::length_error(
+        fmt::format("{} of {} bytes does not fit a 32-bit length field", what, n));
   }
   return static_cast<std::uint32_t>(n);
 }
@@ -195,8 +198,8 @@ Writer& Writer::str(std::string_view v) {
 
 std::span<const std::uint8_t> Reader::take(std::size_t n, const char* what) {
   if (n > rest_.size()) {
-    throw DecodeError(fmt::format("payload truncated: {} needs {} bytes, {} left", what, n,
-                                  rest_.size()));
+    throw DecodeError(
+        fmt::format("payload truncated: {} needs {} bytes, {} left", what, n, rest_.size()));
   }
   auto out = rest_.first(n);
   rest_ = rest_.subspan(n);
@@ -230,9 +233,7 @@ void Reader::expect_end() const {
 }
 
 Bytes encode(const Hello& m) { return Writer().raw(m.nonce).take(); }
-Bytes encode(const AuthRequest& m) {
-  return Writer().i32(m.rank).i32(m.size).raw(m.proof).take();
-}
+Bytes encode(const AuthRequest& m) { return Writer().i32(m.rank).i32(m.size).raw(m.proof).take(); }
 Bytes encode(const SetRequest& m) { return Writer().str(m.key).bytes(m.value).take(); }
 Bytes encode(const WaitRequest& m) { return Writer().str(m.key).u64(m.timeout_ms).take(); }
 Bytes encode(const AddRequest& m) { return Writer().str(m.key).i64(m.delta).take(); }
@@ -301,8 +302,8 @@ std::uint32_t read_slice_count(Reader& r) {
   // Each slice has at least its 4-byte length: a count the payload cannot hold is rejected
   // before anything is allocated for it.
   if (std::uint64_t{n} * 4 > r.remaining()) {
-    throw DecodeError(fmt::format("slice count {} cannot fit in the {} bytes that follow", n,
-                                  r.remaining()));
+    throw DecodeError(
+        fmt::format("slice count {} cannot fit in the {} bytes that follow", n, r.remaining()));
   }
   return n;
 }
@@ -339,8 +340,9 @@ Bytes encode_gather(std::string_view name, std::uint64_t timeout_ms,
                     std::span<const std::uint8_t> record, std::uint32_t width, std::uint32_t count,
                     std::span<const std::uint8_t> slices) {
   if (slices.size() != std::size_t{width} * count) {
-    throw std::invalid_argument(fmt::format("encode_gather: {} slice bytes for {} slices of {} bytes",
-                                            slices.size(), count, width));
+    throw std::invalid_argument(
+        fmt::format("encode_gather: {} slice bytes for {} slices of {} bytes", slices.size(), count,
+                    width));
   }
   Writer w;
   w.reserve(4 + name.size() + 8 + 4 + record.size() + 8 + slices.size());

@@ -75,9 +75,9 @@ enum class Op : std::uint8_t {
 
 enum class Status : std::uint8_t {
   kOk = 0,
-  kTimeout = 1,   // the request's deadline passed; message says what was missing
-  kInvalid = 2,   // well-formed but unservable (wrong slice count, not a counter, ...)
-  kAborted = 3,   // the job was aborted; message is the launcher's reason
+  kTimeout = 1,  // the request's deadline passed; message says what was missing
+  kInvalid = 2,  // well-formed but unservable (wrong slice count, not a counter, ...)
+  kAborted = 3,  // the job was aborted; message is the launcher's reason
   // Rejections (in REJECT frames; the server closes the connection afterwards).
   kBadFrame = 16,          // bad magic, non-zero reserved bytes or status, malformed payload
   kBadVersion = 17,        // version byte is not kVersion
@@ -112,8 +112,8 @@ void encode_header(const Header& header, std::uint8_t* out /* kHeaderBytes */);
 // (header + payload) within max_frame_bytes. On failure returns the rejection status and sets
 // *why to a sentence naming the offending field; *out is filled as far as it could be decoded
 // (request_id is always set, so a REJECT can echo it).
-Status decode_header(std::span<const std::uint8_t, kHeaderBytes> bytes,
-                     std::size_t max_frame_bytes, Header* out, std::string* why);
+Status decode_header(std::span<const std::uint8_t, kHeaderBytes> bytes, std::size_t max_frame_bytes,
+                     Header* out, std::string* why);
 
 // Writes the header of a frame in place: `frame` starts with kHeaderBytes bytes reserved for it,
 // followed by the payload (so a response built that way is sent without another copy).
@@ -139,7 +139,7 @@ class Writer {
   Writer& i32(std::int32_t v);
   Writer& u64(std::uint64_t v);
   Writer& i64(std::int64_t v);
-  Writer& raw(std::span<const std::uint8_t> v);   // no length prefix
+  Writer& raw(std::span<const std::uint8_t> v);    // no length prefix
   Writer& bytes(std::span<const std::uint8_t> v);  // uint32 length + bytes
   Writer& str(std::string_view v);                 // uint32 length + bytes
   void reserve(std::size_t n) { buf_.reserve(n); }

@@ -169,9 +169,10 @@ bool Session::authenticate_with_key_file(AuthAttempts& a, const std::string& fil
   const bool have_pub = file_exists(pub);
   const int rc = await(
       [&] {
-        return libssh2_userauth_publickey_fromfile_ex(
-            session_, a.user.c_str(), static_cast<unsigned>(a.user.size()),
-            have_pub ? pub.c_str() : nullptr, file.c_str(), "");
+        return libssh2_userauth_publickey_fromfile_ex(session_, a.user.c_str(),
+                                                      static_cast<unsigned>(a.user.size()),
+                                                      have_pub ? pub.c_str() : nullptr,
+                                                      file.c_str(), "");
       },
       deadline, "authentication with key files");
   if (rc == 0) {

@@ -219,8 +219,7 @@ bool Channel::step() {
       complete(std::move(info));
       return true;
     }
-    case State::kDone:
-      return false;
+    case State::kDone: return false;
   }
   return false;
 }

@@ -50,7 +50,10 @@ std::vector<std::string> split_args(std::string_view s, const std::string& where
       if (c == '\\' && i + 1 < s.size() && (quote == 0 || s[i + 1] == quote || s[i + 1] == '\\')) {
         word += s[++i];
       } else if (quote != 0) {
-        if (c == quote) quote = 0; else word += c;
+        if (c == quote)
+          quote = 0;
+        else
+          word += c;
       } else if (c == '"' || c == '\'') {
         quote = c;
       } else if (is_space(c)) {
@@ -83,7 +86,7 @@ struct Collected {
     int line = 0;
   };
   std::optional<Proxy> proxy;
-  std::vector<std::string> files;          // every file read, in order, Includes too
+  std::vector<std::string> files;         // every file read, in order, Includes too
   std::optional<std::string> host_entry;  // "file:line" of the first Host line naming the host
 };
 
@@ -109,7 +112,12 @@ std::chrono::seconds parse_time(const std::string& v, const std::string& where) 
       continue;
     }
     const char u = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const long mult = u == 's' ? 1 : u == 'm' ? 60 : u == 'h' ? 3600 : u == 'd' ? 86400 : u == 'w' ? 604800 : 0;
+    const long mult = u == 's'   ? 1
+                      : u == 'm' ? 60
+                      : u == 'h' ? 3600
+                      : u == 'd' ? 86400
+                      : u == 'w' ? 604800
+                                 : 0;
     if (!digits || mult == 0) {
       throw ConfigError(where + ": ConnectTimeout must be seconds (10, 30s, 2m), not '" + v + "'");
     }
@@ -131,10 +139,12 @@ bool parse_yes_no(const std::string& v, const std::string& keyword, const std::s
 }
 
 // "~" and "~/x" -> home; "~user/x" -> that user's home.
-std::string expand_tilde(const std::string& path, const LocalIdentity& local, const std::string& where) {
+std::string expand_tilde(const std::string& path, const LocalIdentity& local,
+                         const std::string& where) {
   if (path.empty() || path[0] != '~') return path;
   const std::size_t slash = path.find('/');
-  const std::string name = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+  const std::string name =
+      path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
   std::string home;
   if (name.empty()) {
     home = local.home;
@@ -229,11 +239,11 @@ class Reader {
       throw ConfigError("cannot read ssh config " + path + ": " + std::strerror(errno) + given);
     }
     if (!S_ISREG(st.st_mode)) {
-      const char* what = S_ISDIR(st.st_mode)    ? "a directory"
-                         : S_ISFIFO(st.st_mode) ? "a FIFO"
+      const char* what = S_ISDIR(st.st_mode)                          ? "a directory"
+                         : S_ISFIFO(st.st_mode)                       ? "a FIFO"
                          : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                          : S_ISSOCK(st.st_mode)                       ? "a socket"
-                                                                       : "not a regular file";
+                                                                      : "not a regular file";
       throw ConfigError("cannot read ssh config " + path + ": it is " + what +
                         ", not a regular file" + given);
     }
@@ -255,8 +265,8 @@ class Reader {
     return true;
   }
 
-  void process(std::string_view line, const std::string& path, int number, bool user_conf, int depth,
-               bool& active) {
+  void process(std::string_view line, const std::string& path, int number, bool user_conf,
+               int depth, bool& active) {
     const std::string where = path + ":" + std::to_string(number);
     std::size_t i = 0;
     while (i < line.size() && is_space(line[i])) ++i;
@@ -317,7 +327,8 @@ class Reader {
             read(matches.g.gl_pathv[k], false, user_conf, depth + 1, /*active=*/true);
           }
         }
-        // GLOB_NOMATCH: an Include that matches nothing is fine (conf.d directories are often empty).
+        // GLOB_NOMATCH: an Include that matches nothing is fine (conf.d directories are often
+        // empty).
       }
       return;
     }
@@ -435,10 +446,11 @@ Target resolve(std::string_view host_spec, const Overrides& overrides, const Con
   }
 
   if (c.proxy && !c.proxy->none) {
-    throw ConfigError(spec.host + ": ssh_config sets " + c.proxy->keyword + " (line " + std::to_string(c.proxy->line) +
-                      " of " + c.proxy->file +
-                      "); horarun connects directly and does not support ProxyJump/ProxyCommand: make the host "
-                      "reachable directly or run horarun from a host that reaches it");
+    throw ConfigError(
+        spec.host + ": ssh_config sets " + c.proxy->keyword + " (line " +
+        std::to_string(c.proxy->line) + " of " + c.proxy->file +
+        "); horarun connects directly and does not support ProxyJump/ProxyCommand: make the host "
+        "reachable directly or run horarun from a host that reaches it");
   }
 
   Target t;
@@ -446,9 +458,13 @@ Target resolve(std::string_view host_spec, const Overrides& overrides, const Con
   t.from_config = true;
   t.config_files = c.files;
   t.host_entry = c.host_entry.value_or("");
-  t.hostname = c.hostname ? expand_tokens(*c.hostname, {{'h', host}}, "HostName", "HostName " + *c.hostname)
-                          : spec.host;
-  t.user = spec.user ? *spec.user : overrides.user ? *overrides.user : c.user ? *c.user : local.user;
+  t.hostname =
+      c.hostname ? expand_tokens(*c.hostname, {{'h', host}}, "HostName", "HostName " + *c.hostname)
+                 : spec.host;
+  t.user = spec.user        ? *spec.user
+           : overrides.user ? *overrides.user
+           : c.user         ? *c.user
+                            : local.user;
   t.port = overrides.port ? *overrides.port : c.port ? *c.port : kDefaultPort;
   if (overrides.connect_timeout && overrides.connect_timeout->count() > 0) {
     t.connect_timeout = *overrides.connect_timeout;
@@ -456,23 +472,26 @@ Target resolve(std::string_view host_spec, const Overrides& overrides, const Con
     t.connect_timeout = *c.connect_timeout;
   }
   t.host_key_policy = overrides.host_key_policy ? *overrides.host_key_policy
-                      : c.host_key_policy     ? *c.host_key_policy
-                                              : kDefaultHostKeyPolicy;
+                      : c.host_key_policy       ? *c.host_key_policy
+                                                : kDefaultHostKeyPolicy;
   t.identities_only = c.identities_only.value_or(false);
 
   std::string short_host = local.hostname.substr(0, local.hostname.find('.'));
   const std::map<char, std::string> tokens = {
-      {'d', local.home}, {'u', local.user},  {'l', local.hostname}, {'L', short_host},
-      {'h', t.hostname}, {'n', t.alias},     {'p', std::to_string(t.port)},
-      {'r', t.user},     {'i', local.uid},
+      {'d', local.home}, {'u', local.user}, {'l', local.hostname},         {'L', short_host},
+      {'h', t.hostname}, {'n', t.alias},    {'p', std::to_string(t.port)}, {'r', t.user},
+      {'i', local.uid},
   };
   auto add_identity = [&](const std::string& raw, const std::string& where) {
-    std::string path = expand_tokens(expand_tilde(raw, local, where), tokens, "IdentityFile", where);
-    if (std::find(t.identity_files.begin(), t.identity_files.end(), path) == t.identity_files.end()) {
+    std::string path =
+        expand_tokens(expand_tilde(raw, local, where), tokens, "IdentityFile", where);
+    if (std::find(t.identity_files.begin(), t.identity_files.end(), path) ==
+        t.identity_files.end()) {
       t.identity_files.push_back(std::move(path));
     }
   };
-  for (const std::string& f : overrides.identity_files) add_identity(f, "-i/--ssh-identity-file " + f);
+  for (const std::string& f : overrides.identity_files)
+    add_identity(f, "-i/--ssh-identity-file " + f);
   for (const auto& [raw, where] : c.identity_files) add_identity(raw, where);
   if (t.identity_files.empty()) {
     t.identity_files_are_defaults = true;
@@ -484,9 +503,9 @@ Target resolve(std::string_view host_spec, const Overrides& overrides, const Con
   if (c.known_hosts) {
     for (const std::string& raw : c.known_hosts->first) {
       if (lower(raw) == "none") continue;
-      t.known_hosts_files.push_back(
-          expand_tokens(expand_tilde(raw, local, c.known_hosts->second), tokens, "UserKnownHostsFile",
-                        c.known_hosts->second));
+      t.known_hosts_files.push_back(expand_tokens(expand_tilde(raw, local, c.known_hosts->second),
+                                                  tokens, "UserKnownHostsFile",
+                                                  c.known_hosts->second));
     }
   } else {
     t.known_hosts_files = {local.home + "/.ssh/known_hosts", local.home + "/.ssh/known_hosts2"};

@@ -20,7 +20,8 @@
 //     %i %%), ConnectTimeout (seconds, or 30s/2m/1h), StrictHostKeyChecking (yes, ask, accept-new,
 //     no, off), UserKnownHostsFile (several files, tokens as IdentityFile, `none`),
 //     IdentitiesOnly.
-//   * Command line overrides (Overrides) win over the files: the user of `user@host`, -p/--ssh-port,
+//   * Command line overrides (Overrides) win over the files: the user of `user@host`,
+//   -p/--ssh-port,
 //     --ssh-strict-host-key-checking; -i/--ssh-identity-file files are tried before the configured
 //     ones (as ssh -i). Overrides::connect_timeout has no horarun flag: users set ConnectTimeout.
 //
@@ -64,11 +65,11 @@ struct ConfigSource {
 
 // Values from the command line; set ones win over ssh_config.
 struct Overrides {
-  std::optional<std::string> user;                       // from user@host (parse_host_spec)
-  std::optional<int> port;                               // -p/--ssh-port
-  std::vector<std::string> identity_files;               // -i/--ssh-identity-file, tried first
-  std::optional<HostKeyPolicy> host_key_policy;          // --ssh-strict-host-key-checking
-  std::optional<std::chrono::seconds> connect_timeout;   // for callers; horarun has no flag for it
+  std::optional<std::string> user;                      // from user@host (parse_host_spec)
+  std::optional<int> port;                              // -p/--ssh-port
+  std::vector<std::string> identity_files;              // -i/--ssh-identity-file, tried first
+  std::optional<HostKeyPolicy> host_key_policy;         // --ssh-strict-host-key-checking
+  std::optional<std::chrono::seconds> connect_timeout;  // for callers; horarun has no flag for it
 };
 
 // Everything a Session needs to reach one host, after ssh_config and the overrides.

@@ -1,6 +1,5 @@
 #include "ssh/format.h"
 
-
 namespace hora::ssh {
 
 std::string shell_quote(const std::string& s) {
@@ -17,7 +16,10 @@ std::string shell_quote(const std::string& s) {
   if (safe) return s;
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''"; else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   out += "'";
   return out;

@@ -63,8 +63,8 @@ bool hashed_host_matches(std::string_view field, std::string_view name) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_len = 0;
   if (HMAC(EVP_sha1(), salt.data(), static_cast<int>(salt.size()),
-           reinterpret_cast<const unsigned char*>(name.data()), name.size(), mac, &mac_len) ==
-      nullptr) {
+           reinterpret_cast<const unsigned char*>(name.data()), name.size(), mac,
+           &mac_len) == nullptr) {
     return false;
   }
   return want.size() == mac_len && std::memcmp(want.data(), mac, mac_len) == 0;
@@ -84,7 +84,8 @@ HostKeyPolicy parse_host_key_policy(std::string_view value, std::string_view whe
   if (v == "yes" || v == "ask" || v == "true") return HostKeyPolicy::kYes;
   if (v == "accept-new") return HostKeyPolicy::kAcceptNew;
   if (v == "no" || v == "off" || v == "false") return HostKeyPolicy::kNo;
-  throw ConfigError(std::string(where) + ": StrictHostKeyChecking must be yes, accept-new or no, not '" +
+  throw ConfigError(std::string(where) +
+                    ": StrictHostKeyChecking must be yes, accept-new or no, not '" +
                     std::string(value) + "'");
 }
 
@@ -145,7 +146,8 @@ HostKey HostKey::from_blob(std::string blob) {
 HostKey HostKey::from_base64(std::string_view type, std::string_view base64) {
   HostKey key = from_blob(base64_decode(base64));
   if (key.type != type) {
-    throw Error("key type '" + std::string(type) + "' does not match the key data ('" + key.type + "')");
+    throw Error("key type '" + std::string(type) + "' does not match the key data ('" + key.type +
+                "')");
   }
   return key;
 }

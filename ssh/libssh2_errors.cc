@@ -16,10 +16,8 @@ bool is_session_fatal(int rc) {
     case LIBSSH2_ERROR_CHANNEL_EOF_SENT:
     case LIBSSH2_ERROR_CHANNEL_WINDOW_FULL:
     case LIBSSH2_ERROR_REQUEST_DENIED:
-    case LIBSSH2_ERROR_EAGAIN:
-      return false;
-    default:
-      return rc < 0;
+    case LIBSSH2_ERROR_EAGAIN: return false;
+    default: return rc < 0;
   }
 }
 

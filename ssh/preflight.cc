@@ -6,8 +6,8 @@
 
 namespace hora::ssh {
 
-std::vector<ProbeResult> probe_hosts(const std::vector<ProbeRequest>& requests, const PreflightOptions& options,
-                                     Clock::time_point deadline) {
+std::vector<ProbeResult> probe_hosts(const std::vector<ProbeRequest>& requests,
+                                     const PreflightOptions& options, Clock::time_point deadline) {
   std::vector<ProbeResult> results(requests.size());
   std::vector<std::thread> threads;
   threads.reserve(requests.size());

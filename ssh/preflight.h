@@ -48,8 +48,8 @@ struct PreflightOptions {
 };
 
 // Runs all requests concurrently; never throws for a host's failure (that goes in its result).
-std::vector<ProbeResult> probe_hosts(const std::vector<ProbeRequest>& requests, const PreflightOptions& options,
-                                     Clock::time_point deadline);
+std::vector<ProbeResult> probe_hosts(const std::vector<ProbeRequest>& requests,
+                                     const PreflightOptions& options, Clock::time_point deadline);
 
 // One line per failed host, prefixed "  ", under a heading: "preflight failed on 2 of 4 hosts:".
 // Empty when every host succeeded.

@@ -20,9 +20,9 @@
 #include <sstream>
 
 #include "ssh/errors.h"
+#include "ssh/format.h"
 #include "ssh/key_file.h"
 #include "ssh/libssh2_errors.h"
-#include "ssh/format.h"
 #include "ssh/log.h"
 
 namespace hora::ssh {
@@ -72,7 +72,8 @@ LIBSSH2_RECV_FUNC(counting_recv) {
 // alone reads like a DNS problem. Empty for an alias, or a Target that resolve() did not make.
 std::string not_an_alias_note(const Target& t) {
   if (!t.from_config || !t.host_entry.empty()) return {};
-  if (t.config_files.empty()) return "; no ssh_config file was read, so " + t.alias + " is no Host alias";
+  if (t.config_files.empty())
+    return "; no ssh_config file was read, so " + t.alias + " is no Host alias";
   // At most 8 files by name: an Include tree can read up to 256.
   constexpr std::size_t kListed = 8;
   std::string files;
@@ -82,7 +83,8 @@ std::string not_an_alias_note(const Target& t) {
   if (t.config_files.size() > kListed) {
     files += " and " + std::to_string(t.config_files.size() - kListed) + " more files";
   }
-  return "; " + t.alias + " matches no Host entry in " + files + ", so it was looked up as a host name (a misspelt alias?)";
+  return "; " + t.alias + " matches no Host entry in " + files +
+         ", so it was looked up as a host name (a misspelt alias?)";
 }
 
 // Host key algorithms that can verify a known_hosts key of `type` (RSA keys sign with SHA-2 now).
@@ -137,7 +139,8 @@ Session::~Session() {
   for (auto& ch : channels_) {
     // No handlers from a destructor: they may reach into objects being torn down with us.
     if (!ch->done()) {
-      ch->complete(ExitInfo{-1, "", "the SSH session to " + target_.describe() + " was closed"}, false);
+      ch->complete(ExitInfo{-1, "", "the SSH session to " + target_.describe() + " was closed"},
+                   false);
     }
     ch->ch_ = nullptr;  // freed with the session below
     ch->session_ = nullptr;
@@ -158,7 +161,8 @@ std::string Session::last_error() const {
   char* msg = nullptr;
   int len = 0;
   libssh2_session_last_error(session_, &msg, &len, 0);
-  return msg != nullptr && len > 0 ? std::string(msg, static_cast<std::size_t>(len)) : "unknown libssh2 error";
+  return msg != nullptr && len > 0 ? std::string(msg, static_cast<std::size_t>(len))
+                                   : "unknown libssh2 error";
 }
 
 bool Session::wait(Clock::time_point deadline) const {
@@ -169,7 +173,8 @@ bool Session::wait(Clock::time_point deadline) const {
   if (want.again) return true;
   if (p.events == 0) p.events = POLLIN;  // idle session: wake on anything (e.g. a disconnect)
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return false;
     const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count() + 1, 60'000)));
     if (rc > 0) return true;
@@ -178,8 +183,10 @@ bool Session::wait(Clock::time_point deadline) const {
 }
 
 std::string Session::timeout_knob(bool by_connect_timeout) const {
-  // horarun has no flag for the connect timeout; ssh_config's ConnectTimeout is the knob (config.h).
-  if (by_connect_timeout) return "ConnectTimeout in ssh_config (now " + format_duration(target_.connect_timeout) + ")";
+  // horarun has no flag for the connect timeout; ssh_config's ConnectTimeout is the knob
+  // (config.h).
+  if (by_connect_timeout)
+    return "ConnectTimeout in ssh_config (now " + format_duration(target_.connect_timeout) + ")";
   return "--start-timeout";
 }
 
@@ -195,12 +202,14 @@ int Session::await(const std::function<int()>& call, Clock::time_point deadline,
                                   ((dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
     if (p.events == 0) p.events = POLLIN;
     while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
-        throw TimeoutError(target_.alias + ": timed out after " + format_duration(elapsed_since(started_)) +
-                           " during " + step + " with " + remote_endpoint_ +
-                           "; the host or its sshd is too slow or stuck (raise " + timeout_knob(by_connect_timeout) +
-                           " if it is only slow)");
+        throw TimeoutError(target_.alias + ": timed out after " +
+                           format_duration(elapsed_since(started_)) + " during " + step + " with " +
+                           remote_endpoint_ +
+                           "; the host or its sshd is too slow or stuck (raise " +
+                           timeout_knob(by_connect_timeout) + " if it is only slow)");
       }
       const int n = ::poll(&p, 1, static_cast<int>(left.count() + 1));
       if (n > 0 || (n < 0 && errno != EINTR)) break;
@@ -226,12 +235,14 @@ void Session::open_socket(Clock::time_point deadline) {
   } catch (const ResolveError& e) {
     // Say which alias led to the name when they differ ("gpu1 (HostName gpu1.lab): ..."), and
     // when the host is not an alias at all.
-    const std::string prefix =
-        target_.alias != target_.hostname ? target_.alias + " (HostName " + target_.hostname + "): " : "";
+    const std::string prefix = target_.alias != target_.hostname
+                                   ? target_.alias + " (HostName " + target_.hostname + "): "
+                                   : "";
     throw ResolveError(prefix + e.what() + not_an_alias_note(target_));
   }
   if (addrs.empty()) {
-    throw ResolveError(target_.hostname + ": name does not resolve (no addresses)" + not_an_alias_note(target_));
+    throw ResolveError(target_.hostname + ": name does not resolve (no addresses)" +
+                       not_an_alias_note(target_));
   }
 
   const auto connect_deadline = std::min(deadline, Clock::now() + target_.connect_timeout);
@@ -254,7 +265,8 @@ void Session::open_socket(Clock::time_point deadline) {
         pollfd p{fd, POLLOUT, 0};
         err = ETIMEDOUT;
         while (true) {
-          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(connect_deadline - Clock::now());
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(connect_deadline -
+                                                                                  Clock::now());
           if (left.count() <= 0) break;
           const int n = ::poll(&p, 1, static_cast<int>(left.count() + 1));
           if (n < 0 && errno == EINTR) continue;
@@ -273,10 +285,11 @@ void Session::open_socket(Clock::time_point deadline) {
     }
     ::close(fd);
     if (err == ETIMEDOUT) {
-      failures.push_back("timed out after " + format_duration(elapsed_since(t0)) + " connecting to " + ep +
-                         "; is the host up and reachable from here, or is a firewall dropping port " +
-                         std::to_string(target_.port) + "? (raise " +
-                         timeout_knob(connect_deadline < deadline) + " if it is only slow to answer)");
+      failures.push_back(
+          "timed out after " + format_duration(elapsed_since(t0)) + " connecting to " + ep +
+          "; is the host up and reachable from here, or is a firewall dropping port " +
+          std::to_string(target_.port) + "? (raise " + timeout_knob(connect_deadline < deadline) +
+          " if it is only slow to answer)");
       continue;
     }
     all_timeouts = false;
@@ -315,14 +328,17 @@ void Session::open_socket(Clock::time_point deadline) {
 
 void Session::handshake(Clock::time_point deadline) {
   session_ = libssh2_session_init_ex(nullptr, nullptr, nullptr, &recv_bytes_);
-  if (session_ == nullptr) throw Error(target_.alias + ": libssh2_session_init failed (out of memory?)");
-  libssh2_session_callback_set(session_, LIBSSH2_CALLBACK_RECV, reinterpret_cast<void*>(&counting_recv));
+  if (session_ == nullptr)
+    throw Error(target_.alias + ": libssh2_session_init failed (out of memory?)");
+  libssh2_session_callback_set(session_, LIBSSH2_CALLBACK_RECV,
+                               reinterpret_cast<void*>(&counting_recv));
   libssh2_session_set_blocking(session_, 0);
 
   known_hosts_.emplace(target_.known_hosts_files);
   // Ask for the host key types we can verify first, as OpenSSH does; otherwise a host known by
   // its ed25519 key could present an ECDSA key and look "new".
-  const std::vector<std::string> known = known_hosts_->known_types(known_hosts_name(target_.hostname, target_.port));
+  const std::vector<std::string> known =
+      known_hosts_->known_types(known_hosts_name(target_.hostname, target_.port));
   if (!known.empty()) {
     const char** algs = nullptr;
     const int n = libssh2_session_supported_algs(session_, LIBSSH2_METHOD_HOSTKEY, &algs);
@@ -349,11 +365,12 @@ void Session::handshake(Clock::time_point deadline) {
   // OpenSSH's ConnectTimeout also bounds the banner exchange: a port that accepts but never
   // speaks SSH fails in connect_timeout, not at the overall deadline.
   const auto hs_deadline = std::min(deadline, Clock::now() + target_.connect_timeout);
-  const int rc = await([&] { return libssh2_session_handshake(session_, fd_); }, hs_deadline, "the SSH handshake",
-                       hs_deadline < deadline);
+  const int rc = await([&] { return libssh2_session_handshake(session_, fd_); }, hs_deadline,
+                       "the SSH handshake", hs_deadline < deadline);
   if (rc != 0) {
-    throw ConnectError(target_.alias + ": connected to " + remote_endpoint_ + " but the SSH handshake failed: " +
-                       last_error() + " — is an SSH server listening on port " + std::to_string(target_.port) +
+    throw ConnectError(target_.alias + ": connected to " + remote_endpoint_ +
+                       " but the SSH handshake failed: " + last_error() +
+                       " — is an SSH server listening on port " + std::to_string(target_.port) +
                        "? (wrong -p/--ssh-port?)");
   }
 }
@@ -370,39 +387,43 @@ void Session::verify_host_key() {
   const KnownHosts::Lookup found = known_hosts_->check(name, host_key_);
   const std::string offered = host_key_.type + " key " + host_key_.fingerprint();
   switch (found.status) {
-    case KnownHosts::Status::kKnown:
-      return;
+    case KnownHosts::Status::kKnown: return;
     case KnownHosts::Status::kRevoked:
-      throw HostKeyError(target_.alias + ": the host key of " + name + " (" + offered + ") is marked @revoked in " +
-                         found.entry.file + ":" + std::to_string(found.entry.line) + "; refusing to connect");
+      throw HostKeyError(target_.alias + ": the host key of " + name + " (" + offered +
+                         ") is marked @revoked in " + found.entry.file + ":" +
+                         std::to_string(found.entry.line) + "; refusing to connect");
     case KnownHosts::Status::kChanged: {
       const std::string where = found.entry.file + ":" + std::to_string(found.entry.line);
       if (target_.host_key_policy == HostKeyPolicy::kNo) {
-        logger()->warn("{}: the host key of {} CHANGED (now {}; {} has {}); connecting anyway because "
-                       "StrictHostKeyChecking is no",
-                       target_.alias, name, offered, where, found.entry.key.fingerprint());
+        logger()->warn(
+            "{}: the host key of {} CHANGED (now {}; {} has {}); connecting anyway because "
+            "StrictHostKeyChecking is no",
+            target_.alias, name, offered, where, found.entry.key.fingerprint());
         return;
       }
-      throw HostKeyError(target_.alias + ": the host key of " + name + " has CHANGED: the server offers " + offered +
-                         ", but " + where + " holds a different " + found.entry.key.type + " key (" +
-                         found.entry.key.fingerprint() +
-                         "). Someone may be intercepting the connection, or the host was reinstalled. If the "
-                         "change is expected, remove the old key with: ssh-keygen -R '" + name + "' -f " +
-                         found.entry.file + " (or delete line " + std::to_string(found.entry.line) + "), then retry");
+      throw HostKeyError(
+          target_.alias + ": the host key of " + name + " has CHANGED: the server offers " +
+          offered + ", but " + where + " holds a different " + found.entry.key.type + " key (" +
+          found.entry.key.fingerprint() +
+          "). Someone may be intercepting the connection, or the host was reinstalled. If the "
+          "change is expected, remove the old key with: ssh-keygen -R '" +
+          name + "' -f " + found.entry.file + " (or delete line " +
+          std::to_string(found.entry.line) + "), then retry");
     }
-    case KnownHosts::Status::kNew:
-      break;
+    case KnownHosts::Status::kNew: break;
   }
   if (target_.host_key_policy == HostKeyPolicy::kYes) {
     const std::string file = target_.known_hosts_files.empty() ? std::string("~/.ssh/known_hosts")
                                                                : target_.known_hosts_files.front();
     throw HostKeyError(target_.alias + ": the host key of " + name + " is not known (" + offered +
-                       ") and StrictHostKeyChecking is yes; check the fingerprint and add it with: ssh-keyscan -p " +
+                       ") and StrictHostKeyChecking is yes; check the fingerprint and add it with: "
+                       "ssh-keyscan -p " +
                        std::to_string(target_.port) + " " + target_.hostname + " >> " + file +
                        ", or use --ssh-strict-host-key-checking accept-new");
   }
   if (target_.known_hosts_files.empty()) {
-    logger()->warn("{}: new host key {} for {} not recorded (UserKnownHostsFile none)", target_.alias, offered, name);
+    logger()->warn("{}: new host key {} for {} not recorded (UserKnownHostsFile none)",
+                   target_.alias, offered, name);
     return;
   }
   known_hosts_->add(target_.known_hosts_files.front(), name, host_key_);
@@ -476,7 +497,8 @@ void Session::pump() {
   pumping_ = false;
 }
 
-RunResult Session::run(const std::string& command, std::string_view stdin_data, Clock::time_point deadline) {
+RunResult Session::run(const std::string& command, std::string_view stdin_data,
+                       Clock::time_point deadline) {
   auto result = std::make_shared<RunResult>();
   Channel::Handlers h;
   h.on_stdout = [result](std::string_view d) { result->out.append(d); };
@@ -491,13 +513,15 @@ RunResult Session::run(const std::string& command, std::string_view stdin_data, 
     if (!wait(deadline)) {
       ch->close();
       pump();
-      throw TimeoutError(target_.alias + ": `" + command + "` did not finish within " +
-                         format_duration(elapsed_since(t0)) + " on " + target_.describe() +
-                         (result->err.empty() ? std::string() : "; its stderr so far: " + result->err));
+      throw TimeoutError(
+          target_.alias + ": `" + command + "` did not finish within " +
+          format_duration(elapsed_since(t0)) + " on " + target_.describe() +
+          (result->err.empty() ? std::string() : "; its stderr so far: " + result->err));
     }
   }
   const ExitInfo& exit = *ch->exit();
-  if (!exit.error.empty()) throw ChannelError(target_.alias + ": running `" + command + "`: " + exit.error);
+  if (!exit.error.empty())
+    throw ChannelError(target_.alias + ": running `" + command + "`: " + exit.error);
   result->exit_status = exit.exit_status;
   result->exit_signal = exit.exit_signal;
   return std::move(*result);

@@ -34,7 +34,8 @@
 //       }
 //       if (want.write && !write_armed_) {
 //         write_armed_ = true;
-//         sd_.async_wait(sd_.wait_write, [this](auto ec) { write_armed_ = false; if (!ec) kick(); });
+//         sd_.async_wait(sd_.wait_write, [this](auto ec) { write_armed_ = false; if (!ec) kick();
+//         });
 //       }
 //     }
 //
@@ -141,7 +142,8 @@ class Session {
   // Blocking: runs `command`, writes `stdin_data` then EOF, collects stdout/stderr until the
   // command ends. Throws TimeoutError when `deadline` passes first (the channel is closed), and
   // ChannelError when the channel fails. Other channels of this session keep progressing.
-  RunResult run(const std::string& command, std::string_view stdin_data, Clock::time_point deadline);
+  RunResult run(const std::string& command, std::string_view stdin_data,
+                Clock::time_point deadline);
 
   // Blocks until fd() is ready for interest() or `deadline` passes; returns false on timeout.
   // For blocking helpers and tests; an event loop uses its own wait instead.
@@ -158,7 +160,8 @@ class Session {
   void authenticate(Clock::time_point deadline);
   struct AuthAttempts;
   bool authenticate_with_agent(AuthAttempts& a, Clock::time_point deadline);
-  bool authenticate_with_key_file(AuthAttempts& a, const std::string& file, Clock::time_point deadline);
+  bool authenticate_with_key_file(AuthAttempts& a, const std::string& file,
+                                  Clock::time_point deadline);
   [[noreturn]] void throw_auth_failure(AuthAttempts& a) const;
   // Runs a libssh2 call until it stops returning LIBSSH2_ERROR_EAGAIN, waiting on the socket in
   // between; throws TimeoutError naming `step` when `deadline` passes. `by_connect_timeout`: the

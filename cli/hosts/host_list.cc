@@ -91,8 +91,8 @@ std::string parse_host_item(std::string_view item, bool allow_slots, HostSpec& o
     auto colon = item.find(':');
     std::string_view name = item.substr(0, colon);
     if (colon != std::string_view::npos && item.find(':', colon + 1) != std::string_view::npos) {
-      return fmt::format("'{}' looks like an IPv6 address; write it in brackets: [{}]:slots",
-                         item, item);
+      return fmt::format("'{}' looks like an IPv6 address; write it in brackets: [{}]:slots", item,
+                         item);
     }
     if (name.empty()) return "the host name is empty";
     for (char c : name) {
@@ -116,10 +116,10 @@ void check_duplicates(const std::vector<HostSpec>& hosts, const std::string& whe
   std::set<std::string> seen;
   for (const HostSpec& h : hosts) {
     if (!seen.insert(h.name).second) {
-      throw UsageError(fmt::format(
-          "{}: host '{}' is listed twice; list each host once with its total slots "
-          "(e.g. {}:{})",
-          where, h.address_for_display(), h.address_for_display(), 2 * h.slots));
+      throw UsageError(
+          fmt::format("{}: host '{}' is listed twice; list each host once with its total slots "
+                      "(e.g. {}:{})",
+                      where, h.address_for_display(), h.address_for_display(), 2 * h.slots));
     }
   }
 }
@@ -134,8 +134,8 @@ std::string HostSpec::address_for_display() const {
 std::vector<HostSpec> parse_host_list(std::string_view text) {
   std::vector<HostSpec> hosts;
   if (trim(text).empty()) {
-    throw UsageError(fmt::format("-H/--hosts is empty; expected a comma-separated list of {}",
-                                 kListForm));
+    throw UsageError(
+        fmt::format("-H/--hosts is empty; expected a comma-separated list of {}", kListForm));
   }
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -143,8 +143,8 @@ std::vector<HostSpec> parse_host_list(std::string_view text) {
     if (comma == std::string_view::npos) comma = text.size();
     std::string_view item = trim(text.substr(start, comma - start));
     if (item.empty()) {
-      throw UsageError(fmt::format("-H '{}': empty item between commas; expected {}", text,
-                                   kListForm));
+      throw UsageError(
+          fmt::format("-H '{}': empty item between commas; expected {}", text, kListForm));
     }
     HostSpec spec;
     if (std::string why = parse_host_item(item, /*allow_slots=*/true, spec); !why.empty()) {
@@ -172,8 +172,8 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
     if (line.empty()) continue;
 
     auto fail = [&](const std::string& why) {
-      throw UsageError(fmt::format("hostfile {} line {}: {}; expected {}", source, line_no, why,
-                                   kFileForm));
+      throw UsageError(
+          fmt::format("hostfile {} line {}: {}; expected {}", source, line_no, why, kFileForm));
     };
     // Split on whitespace: the host, then key=value fields.
     std::vector<std::string_view> fields;
@@ -194,7 +194,8 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
       std::string_view field = fields[f];
       auto eq = field.find('=');
       std::string_view key = field.substr(0, eq);
-      std::string_view value = eq == std::string_view::npos ? std::string_view{} : field.substr(eq + 1);
+      std::string_view value =
+          eq == std::string_view::npos ? std::string_view{} : field.substr(eq + 1);
       if (eq == std::string_view::npos) {
         fail(fmt::format("'{}' is not a key=value field", field));
       } else if (key == "slots") {
@@ -243,7 +244,10 @@ std::vector<HostSpec> read_hostfile(const std::string& path) {
     throw UsageError(fmt::format(
         "--hostfile {}: is not a regular file (a {}); give a file that lists one host per line "
         "(`server1 slots=4`)",
-        path, S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "device"));
+        path,
+        S_ISFIFO(st.st_mode)   ? "FIFO"
+        : S_ISSOCK(st.st_mode) ? "socket"
+                               : "device"));
   }
   std::string text;
   char buf[65536];
@@ -257,14 +261,16 @@ std::vector<HostSpec> read_hostfile(const std::string& path) {
     text.append(buf, static_cast<std::size_t>(n));
   }
   if (text.size() > kMaxBytes) {
-    throw UsageError(fmt::format("--hostfile {}: longer than {} MiB; a host file lists one host per "
-                                 "line (`server1 slots=4`)",
-                                 path, kMaxBytes >> 20));
+    throw UsageError(
+        fmt::format("--hostfile {}: longer than {} MiB; a host file lists one host per "
+                    "line (`server1 slots=4`)",
+                    path, kMaxBytes >> 20));
   }
   if (text.find('\0') != std::string::npos) {
-    throw UsageError(fmt::format("--hostfile {}: contains NUL bytes, so it is not a text file; "
-                                 "a host file lists one host per line (`server1 slots=4`)",
-                                 path));
+    throw UsageError(
+        fmt::format("--hostfile {}: contains NUL bytes, so it is not a text file; "
+                    "a host file lists one host per line (`server1 slots=4`)",
+                    path));
   }
   return parse_hostfile(text, path);
 }

@@ -24,10 +24,10 @@ RankTable::RankTable(const std::vector<HostSpec>& hosts, int np) {
   if (np < 1) throw UsageError(fmt::format("-np must be at least 1, not {}", np));
   const long long slots = total_slots(hosts);
   if (np > slots) {
-    throw UsageError(fmt::format(
-        "requested more processes (-np {}) than there are slots ({} on {} host{}); "
-        "lower -np or add slots with -H host:slots or --hostfile",
-        np, slots, hosts.size(), hosts.size() == 1 ? "" : "s"));
+    throw UsageError(
+        fmt::format("requested more processes (-np {}) than there are slots ({} on {} host{}); "
+                    "lower -np or add slots with -H host:slots or --hostfile",
+                    np, slots, hosts.size(), hosts.size() == 1 ? "" : "s"));
   }
   int next = 0;
   for (const HostSpec& spec : hosts) {
@@ -67,8 +67,8 @@ std::string RankTable::describe() const {
                                 "local_rank", "local_size", "cross_rank", "cross_size");
   for (const RankInfo& r : ranks_) {
     const HostSpec& h = hosts_[static_cast<std::size_t>(r.host_index)];
-    std::string host = h.user.empty() ? h.address_for_display()
-                                      : h.user + "@" + h.address_for_display();
+    std::string host =
+        h.user.empty() ? h.address_for_display() : h.user + "@" + h.address_for_display();
     out += fmt::format("{:>5}  {:<24} {:>10} {:>10} {:>10} {:>10}\n", r.rank, host, r.local_rank,
                        r.local_size, r.cross_rank, r.cross_size);
   }

@@ -29,30 +29,34 @@ std::string judge_probe(const ssh::RunResult& run, const std::string& horarun_pa
   if (first.rfind(kProbeTag, 0) != 0) {
     std::string err = run.err.substr(0, 200);
     while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
-    return fmt::format("{}: the probe command printed no result (exit status {}, stderr: '{}'); "
-                       "the remote user's login shell must be a POSIX shell that runs commands "
-                       "(check the user: user@host, User in ssh_config)",
-                       where, run.exit_status, err);
+    return fmt::format(
+        "{}: the probe command printed no result (exit status {}, stderr: '{}'); "
+        "the remote user's login shell must be a POSIX shell that runs commands "
+        "(check the user: user@host, User in ssh_config)",
+        where, run.exit_status, err);
   }
   const std::string state = first.substr(kProbeTag.size());
   if (state == "missing") {
-    return fmt::format("{}: horarun is not installed at {} there; install hora at the same path "
-                       "on every host, or give its path there with --horarun-path",
-                       where, horarun_path);
+    return fmt::format(
+        "{}: horarun is not installed at {} there; install hora at the same path "
+        "on every host, or give its path there with --horarun-path",
+        where, horarun_path);
   }
   if (state == "not-executable") {
-    return fmt::format("{}: {} exists there but is not executable by the remote user; fix its "
-                       "permissions or give another path with --horarun-path",
-                       where, horarun_path);
+    return fmt::format(
+        "{}: {} exists there but is not executable by the remote user; fix its "
+        "permissions or give another path with --horarun-path",
+        where, horarun_path);
   }
   if (state != "ok") return fmt::format("{}: unexpected probe result '{}'", where, state);
   if (!extra_probe_args.empty() && run.exit_status != 0) {
     std::string err = run.err;
     while (!err.empty() && err.back() == '\n') err.pop_back();
-    return fmt::format("{}: `{} {}` failed (exit status {}{}{}); the remote horarun may be an "
-                       "older build: install the same hora on every host",
-                       where, horarun_path, extra_probe_args, run.exit_status,
-                       err.empty() ? "" : ": ", err.substr(0, 300));
+    return fmt::format(
+        "{}: `{} {}` failed (exit status {}{}{}); the remote horarun may be an "
+        "older build: install the same hora on every host",
+        where, horarun_path, extra_probe_args, run.exit_status, err.empty() ? "" : ": ",
+        err.substr(0, 300));
   }
   return {};
 }
@@ -85,8 +89,8 @@ void check_local_host_once(const std::vector<HostSpec>& hosts,
     throw UsageError(fmt::format(
         "hosts {} and {} are both this machine, so two ranks on it would get local_rank 0; list "
         "it once with all its slots (e.g. {}:{})",
-        first->address_for_display(), second.address_for_display(),
-        first->address_for_display(), first->slots + second.slots));
+        first->address_for_display(), second.address_for_display(), first->address_for_display(),
+        first->slots + second.slots));
   }
 }
 
@@ -106,9 +110,11 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
     } catch (const ssh::Error& e) {
       // Messages that already start with the host name (ProxyJump ...) are not prefixed twice.
       const std::string what = e.what();
-      const std::string prefix = what.rfind(h.name + ":", 0) == 0 ? "" : fmt::format("host {}: ", h.address_for_display());
-      throw UsageError(fmt::format("{}{}; fix the ssh_config file or give another with --ssh-config",
-                                   prefix, what));
+      const std::string prefix =
+          what.rfind(h.name + ":", 0) == 0 ? "" : fmt::format("host {}: ", h.address_for_display());
+      throw UsageError(
+          fmt::format("{}{}; fix the ssh_config file or give another with --ssh-config", prefix,
+                      what));
     }
     if (!options.force_ssh && local.is_local(target.hostname)) continue;
     remote.emplace(static_cast<int>(i), std::move(target));
@@ -180,8 +186,9 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
       const std::string& out = r.run->out;
       const std::size_t nl = out.find('\n');
       host.probe_output = nl == std::string::npos ? std::string() : out.substr(nl + 1);
-      const std::string missing = take_command_verdict(
-          host.probe_output, options.command_check, fmt::format("{}@{}", target.user, target.describe()));
+      const std::string missing =
+          take_command_verdict(host.probe_output, options.command_check,
+                               fmt::format("{}@{}", target.user, target.describe()));
       if (!missing.empty()) {
         problems[index] = missing;
         continue;
@@ -192,9 +199,9 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
   if (!problems.empty()) {
     std::string lines;
     for (const auto& [index, why] : problems) lines += "\n  " + why;
-    throw PreflightError(fmt::format(
-        "preflight failed on {} of {} remote host{}; nothing was started:{}", problems.size(),
-        targets.size(), targets.size() == 1 ? "" : "s", lines));
+    throw PreflightError(
+        fmt::format("preflight failed on {} of {} remote host{}; nothing was started:{}",
+                    problems.size(), targets.size(), targets.size() == 1 ? "" : "s", lines));
   }
   return plan;
 }

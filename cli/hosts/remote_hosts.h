@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/hosts/command_probe.h"
 #include "cli/errors.h"
+#include "cli/hosts/command_probe.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
 #include "cli/spawn/ssh_rank_process.h"
@@ -50,7 +50,7 @@ struct RemoteOptions {
 };
 
 struct RemoteHost {
-  int index = 0;             // into the rank table's hosts
+  int index = 0;  // into the rank table's hosts
   ssh::Target target;
   std::string launcher_address;  // this machine as the host sees it (Session::local_address)
   std::string host_address;      // the address we connected to, without port

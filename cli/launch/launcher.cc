@@ -7,20 +7,19 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
+#include <boost/asio/io_context.hpp>
 
 #include "cli/errors.h"
 #include "cli/hosts/command_probe.h"
-#include "cli/spawn/env_forwarding.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
@@ -31,6 +30,7 @@
 #include "cli/output/log.h"
 #include "cli/output/log_sink.h"
 #include "cli/output/output.h"
+#include "cli/spawn/env_forwarding.h"
 #include "cli/spawn/ssh_rank_process.h"
 #include "cli/spawn/supervisor.h"
 #include "common/fd_limit.h"
@@ -75,8 +75,8 @@ std::string self_path() {
   std::vector<char> buf(4096);
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   if (n <= 0) {
-    throw Error(fmt::format("cannot read /proc/self/exe ({}); give --horarun-path",
-                            std::strerror(errno)));
+    throw Error(
+        fmt::format("cannot read /proc/self/exe ({}); give --horarun-path", std::strerror(errno)));
   }
   return std::string(buf.data(), static_cast<std::size_t>(n));
 }
@@ -88,13 +88,12 @@ void check_ssh_config_file(const std::string& path) {
   hora::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0) {
-    throw UsageError(fmt::format("--ssh-config {}: cannot open the file ({}); check the path",
-                                 path, std::strerror(errno)));
+    throw UsageError(fmt::format("--ssh-config {}: cannot open the file ({}); check the path", path,
+                                 std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
     throw UsageError(fmt::format(
-        "--ssh-config {}: is {}, not a regular file; give an ssh_config file (or /dev/null)",
-        path,
+        "--ssh-config {}: is {}, not a regular file; give an ssh_config file (or /dev/null)", path,
         S_ISDIR(st.st_mode)    ? "a directory"
         : S_ISFIFO(st.st_mode) ? "a FIFO"
         : S_ISSOCK(st.st_mode) ? "a socket"
@@ -112,8 +111,9 @@ RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
     ro.overrides.identity_files.push_back(options.ssh_identity_file);
   }
   if (options.ssh_strict_host_key_checking_given) {
-    ro.overrides.host_key_policy = hora::ssh::parse_host_key_policy(
-        options.ssh_strict_host_key_checking, "--ssh-strict-host-key-checking");
+    ro.overrides.host_key_policy =
+        hora::ssh::parse_host_key_policy(options.ssh_strict_host_key_checking,
+                                         "--ssh-strict-host-key-checking");
   }
   ro.connect = hora::ssh::ConnectOptions::from_environment();
   ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
@@ -268,10 +268,11 @@ void raise_open_file_limit() {
                            limit.soft);
     }
   } else if (limit.soft < kFewDescriptors) {
-    launcher_log()->warn("cannot raise the open-file limit ({}) from {}: a large job or many "
-                         "connections to the rendezvous port may run out of descriptors; raise "
-                         "it with `ulimit -n`",
-                         limit.error, limit.soft);
+    launcher_log()->warn(
+        "cannot raise the open-file limit ({}) from {}: a large job or many "
+        "connections to the rendezvous port may run out of descriptors; raise "
+        "it with `ulimit -n`",
+        limit.error, limit.soft);
   }
 }
 

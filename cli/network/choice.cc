@@ -16,9 +16,9 @@ namespace {
 // Names of interfaces that usually connect a host to its own containers or VPNs rather than to
 // other hosts. Only a tie-breaker: reachability decides first.
 bool looks_virtual(const std::string& name) {
-  static const char* const kPrefixes[] = {"docker", "virbr", "veth", "br-", "cni", "flannel", "cali",
-                                          "vxlan", "tun", "tap", "lxc", "lxd", "kube", "tailscale",
-                                          "wg", "zt"};
+  static const char* const kPrefixes[] = {"docker", "virbr",     "veth", "br-", "cni", "flannel",
+                                          "cali",   "vxlan",     "tun",  "tap", "lxc", "lxd",
+                                          "kube",   "tailscale", "wg",   "zt"};
   for (const char* p : kPrefixes) {
     if (name.rfind(p, 0) == 0) return true;
   }
@@ -32,7 +32,9 @@ bool has_address(const NetworkInterface& i, const std::string& address) {
 
 // Usable as a discovery candidate and as a probe target: up, not loopback, an address peers can
 // connect to without a scope.
-bool candidate(const NetworkInterface& i) { return i.up && !i.loopback && !i.preferred_address().empty(); }
+bool candidate(const NetworkInterface& i) {
+  return i.up && !i.loopback && !i.preferred_address().empty();
+}
 
 const NetworkInterface* find(const HostInterfaces& h, const std::string& name) {
   for (const NetworkInterface& i : h.interfaces) {
@@ -65,7 +67,8 @@ bool same_network(const std::string& a, const std::string& b, int prefix, bool i
   unsigned char x[16] = {};
   unsigned char y[16] = {};
   const int family = ipv6 ? AF_INET6 : AF_INET;
-  if (::inet_pton(family, a.c_str(), x) != 1 || ::inet_pton(family, b.c_str(), y) != 1) return false;
+  if (::inet_pton(family, a.c_str(), x) != 1 || ::inet_pton(family, b.c_str(), y) != 1)
+    return false;
   for (int bit = 0; bit < prefix; ++bit) {
     const int mask = 0x80 >> (bit % 8);
     if ((x[bit / 8] & mask) != (y[bit / 8] & mask)) return false;
@@ -117,24 +120,29 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
     hc.names = names;
     if (names.empty()) {
       // Only per-host entries were given and none for this host.
-      problems.push_back(fmt::format("no interface given for {} (the others have per-host "
-                                     "entries); add {}=NAME, or an unqualified name for every "
-                                     "host without an entry",
-                                     h.host, h.host));
+      problems.push_back(
+          fmt::format("no interface given for {} (the others have per-host "
+                      "entries); add {}=NAME, or an unqualified name for every "
+                      "host without an entry",
+                      h.host, h.host));
       choice.hosts.push_back(std::move(hc));
       continue;
     }
     for (const std::string& name : names) {
       const NetworkInterface* i = find(h, name);
       std::string why;
-      if (i == nullptr) why = fmt::format("no interface {} on {}", name, h.host);
-      else if (!i->up) why = fmt::format("interface {} on {} is down", name, h.host);
-      else if (i->addresses.empty()) why = fmt::format("interface {} on {} has no address", name, h.host);
+      if (i == nullptr)
+        why = fmt::format("no interface {} on {}", name, h.host);
+      else if (!i->up)
+        why = fmt::format("interface {} on {} is down", name, h.host);
+      else if (i->addresses.empty())
+        why = fmt::format("interface {} on {} has no address", name, h.host);
       else if (i->preferred_address().empty()) {
         why = fmt::format("interface {} on {} has only link-local IPv6 addresses", name, h.host);
       } else if (i->loopback && !all_local) {
-        why = fmt::format("{} on {} is a loopback interface, which ranks on other hosts cannot reach",
-                          name, h.host);
+        why =
+            fmt::format("{} on {} is a loopback interface, which ranks on other hosts cannot reach",
+                        name, h.host);
       }
       if (why.empty()) {
         if (hc.iface.empty()) {
@@ -153,13 +161,15 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
         all_fixed.per_host[h.host] = {instead};
         ++fixes;
       }
-      problems.push_back(fmt::format("{}; it has {}{}", why, describe_interfaces(h.interfaces), fix));
+      problems.push_back(
+          fmt::format("{}; it has {}{}", why, describe_interfaces(h.interfaces), fix));
     }
     choice.hosts.push_back(std::move(hc));
   }
   if (problems.size() == 1) throw UsageError(problems.front());
   if (!problems.empty()) {
-    std::string msg = fmt::format("--network-interfaces does not fit {} of the hosts:", problems.size());
+    std::string msg =
+        fmt::format("--network-interfaces does not fit {} of the hosts:", problems.size());
     for (const std::string& p : problems) msg += "\n  " + p;
     if (fixes > 1 && fixes == problems.size()) {
       // Every host failed on the same name and every fix is the same interface (a typo of a
@@ -171,7 +181,8 @@ NetworkChoice choose_explicit(const std::vector<HostInterfaces>& hosts, const Ne
       if (fixes == hosts.size() && spec.per_host.empty() && fixed_names.size() == 1) {
         msg += fmt::format("\nall together: --network-interfaces {}", *fixed_names.begin());
       } else {
-        msg += fmt::format("\nall together: --network-interfaces {}", format_network_spec(all_fixed));
+        msg +=
+            fmt::format("\nall together: --network-interfaces {}", format_network_spec(all_fixed));
       }
     }
     throw UsageError(msg);
@@ -201,10 +212,12 @@ NetworkChoice choose_loopback(const std::vector<HostInterfaces>& hosts) {
   return choice;
 }
 
-NetworkChoice choose_discovered(const std::vector<HostInterfaces>& hosts, const Reachability* reach) {
+NetworkChoice choose_discovered(const std::vector<HostInterfaces>& hosts,
+                                const Reachability* reach) {
   const std::size_t n = hosts.size();
   if (n > 1 && (reach == nullptr || reach->reached.size() != n)) {
-    throw std::invalid_argument("choose_interfaces: discovery over several hosts needs a Reachability per host");
+    throw std::invalid_argument(
+        "choose_interfaces: discovery over several hosts needs a Reachability per host");
   }
   // Per host: candidate interfaces that every other host reached.
   std::vector<std::vector<std::string>> routable(n);
@@ -264,7 +277,9 @@ NetworkChoice choose_discovered(const std::vector<HostInterfaces>& hosts, const 
       return std::tuple(hint, virt, order);
     };
     common_pick = *std::min_element(common.begin(), common.end(),
-                                    [&](const std::string& a, const std::string& b) { return score(a) < score(b); });
+                                    [&](const std::string& a, const std::string& b) {
+                                      return score(a) < score(b);
+                                    });
   }
   NetworkChoice choice;
   choice.how = NetworkChoice::How::kDiscovered;
@@ -305,7 +320,8 @@ void check_reachable(const std::vector<HostInterfaces>& hosts, const NetworkChoi
     const auto& by_iface = reach.reached.at(t);
     const auto it = by_iface.find(c.iface);
     for (std::size_t s = 0; s < hosts.size(); ++s) {
-      if (s != t && (it == by_iface.end() || it->second.count(s) == 0)) missing.push_back(hosts[s].host);
+      if (s != t && (it == by_iface.end() || it->second.count(s) == 0))
+        missing.push_back(hosts[s].host);
     }
     if (!missing.empty()) {
       problems.push_back(fmt::format("{} on {} ({}) is not reachable over TCP from {}", c.iface,
@@ -325,9 +341,10 @@ void check_reachable(const std::vector<HostInterfaces>& hosts, const NetworkChoi
       fix = NetworkSpec{};
       fix.global = {found.hosts.front().iface};
     }
-    msg += fmt::format("name interfaces the other hosts reach (e.g. --network-interfaces {}), or "
-                       "leave the flag out and horarun picks them",
-                       format_network_spec(fix));
+    msg += fmt::format(
+        "name interfaces the other hosts reach (e.g. --network-interfaces {}), or "
+        "leave the flag out and horarun picks them",
+        format_network_spec(fix));
   } catch (const NetworkError&) {
     msg += "check firewalls and routes between the hosts";
   }
@@ -360,8 +377,8 @@ Reachability make_reachability(const std::vector<std::vector<ProbeEndpoint>>& li
   return r;
 }
 
-std::vector<ProbeEndpoint> connect_targets_for(std::size_t source,
-                                               const std::vector<std::vector<ProbeEndpoint>>& listeners) {
+std::vector<ProbeEndpoint> connect_targets_for(
+    std::size_t source, const std::vector<std::vector<ProbeEndpoint>>& listeners) {
   std::vector<ProbeEndpoint> out;
   for (std::size_t t = 0; t < listeners.size(); ++t) {
     if (t == source) continue;
@@ -382,24 +399,30 @@ NetworkChoice choose_interfaces(const std::vector<HostInterfaces>& hosts, const 
 std::string describe_choice(const NetworkChoice& choice) {
   std::string out;
   switch (choice.how) {
-    case NetworkChoice::How::kExplicit: out = "network: interfaces from --network-interfaces:\n"; break;
+    case NetworkChoice::How::kExplicit:
+      out = "network: interfaces from --network-interfaces:\n";
+      break;
     case NetworkChoice::How::kDiscovered:
       out = choice.hosts.size() == 1
                 ? "network: the only host's interface (the one SSH reached it on):\n"
                 : "network: interfaces discovered (reachable over TCP from every other host):\n";
       break;
-    case NetworkChoice::How::kLoopback: out = "network: every host is this machine: loopback\n"; break;
+    case NetworkChoice::How::kLoopback:
+      out = "network: every host is this machine: loopback\n";
+      break;
   }
   for (const HostChoice& h : choice.hosts) {
     out += fmt::format("  {}: {} {}", h.host, h.iface, h.address);
     if (h.names.size() > 1) out += fmt::format(" (NCCL_SOCKET_IFNAME {})", fmt::join(h.names, ","));
-    if (!h.alternatives.empty()) out += fmt::format(" (also routable: {})", fmt::join(h.alternatives, ", "));
+    if (!h.alternatives.empty())
+      out += fmt::format(" (also routable: {})", fmt::join(h.alternatives, ", "));
     out += "\n";
   }
   return out;
 }
 
-std::string format_reachability_table(const std::vector<HostInterfaces>& hosts, const Reachability& reach) {
+std::string format_reachability_table(const std::vector<HostInterfaces>& hosts,
+                                      const Reachability& reach) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = {"host", "interface", "address"};
   for (const HostInterfaces& h : hosts) head.push_back("from " + h.host);
@@ -437,9 +460,12 @@ std::string describe_interfaces(const std::vector<NetworkInterface>& interfaces)
   if (interfaces.empty()) return "no interfaces";
   std::vector<std::string> parts;
   for (const NetworkInterface& i : interfaces) {
-    if (!i.up) parts.push_back(i.name + " (down)");
-    else if (i.addresses.empty()) parts.push_back(i.name + " (no address)");
-    else parts.push_back(i.name);
+    if (!i.up)
+      parts.push_back(i.name + " (down)");
+    else if (i.addresses.empty())
+      parts.push_back(i.name + " (no address)");
+    else
+      parts.push_back(i.name);
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -29,7 +29,7 @@ class NetworkError : public Error {
 };
 
 struct HostInterfaces {
-  std::string host;  // as written in -H / the hostfile; the key of per-host spec entries
+  std::string host;    // as written in -H / the hostfile; the key of per-host spec entries
   bool local = false;  // this machine (ranks started without SSH)
   std::vector<NetworkInterface> interfaces;  // from --probe-interfaces
   // Optional tie-breaker: an address of this host known to work (the one SSH connected to).
@@ -50,8 +50,8 @@ Reachability make_reachability(const std::vector<std::vector<ProbeEndpoint>>& li
                                const std::vector<std::vector<ConnectOutcome>>& connects);
 
 // The targets host `source` must try: every endpoint of every other host.
-std::vector<ProbeEndpoint> connect_targets_for(std::size_t source,
-                                               const std::vector<std::vector<ProbeEndpoint>>& listeners);
+std::vector<ProbeEndpoint> connect_targets_for(
+    std::size_t source, const std::vector<std::vector<ProbeEndpoint>>& listeners);
 
 struct HostChoice {
   std::string host;
@@ -95,7 +95,8 @@ std::string describe_choice(const NetworkChoice& choice);
 
 // The table put in discovery errors (also useful for --verbose): one row per host and candidate
 // interface, one column per other host, "yes"/"no".
-std::string format_reachability_table(const std::vector<HostInterfaces>& hosts, const Reachability& reach);
+std::string format_reachability_table(const std::vector<HostInterfaces>& hosts,
+                                      const Reachability& reach);
 
 // Names with addresses, for "it has lo, eth0, ens5": every interface of the host, marked
 // "(down)" or "(no address)" when that is why it cannot be used.

@@ -193,9 +193,9 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
   for (std::size_t i = 0; i < n; ++i) {
     if (!listen_output_complete(listen_output(i))) {
       close_listeners();
-      throw NetworkError(fmt::format("network discovery: {}; {}",
-                                     failure(hosts[i].name, "`horarun --probe-listen`", *listeners[i]),
-                                     kFix));
+      throw NetworkError(
+          fmt::format("network discovery: {}; {}",
+                      failure(hosts[i].name, "`horarun --probe-listen`", *listeners[i]), kFix));
     }
     try {
       endpoints[i] = parse_listen_output(listen_output(i), tokens[i], hosts[i].name);
@@ -209,8 +209,8 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
   // Their own timeout ends before the deadline, leaving room for the answers to come back over
   // SSH, so an unreachable address costs a "fail" in the reachability table, not the whole
   // discovery.
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - ssh::Clock::now());
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ssh::Clock::now());
   const auto connect_timeout = std::clamp<std::chrono::milliseconds>(
       left - std::max<std::chrono::milliseconds>(left / 4, std::chrono::milliseconds(300)),
       std::chrono::milliseconds(100), kDefaultProbeTimeout);
@@ -222,9 +222,10 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
       any_local = true;
       std::vector<std::string> list;
       for (const ProbeEndpoint& e : targets) list.push_back(e.target());
-      locals[i]->connect = std::async(std::launch::async, [list = std::move(list), connect_timeout] {
-        return probe_connect(list, connect_timeout);
-      });
+      locals[i]->connect =
+          std::async(std::launch::async, [list = std::move(list), connect_timeout] {
+            return probe_connect(list, connect_timeout);
+          });
       continue;
     }
     start(*hosts[i].session,

@@ -22,7 +22,7 @@
 namespace hora::cli {
 
 struct DiscoveryTarget {
-  std::string name;         // the host as in -H (error messages, reachability table)
+  std::string name;  // the host as in -H (error messages, reachability table)
   // A connected session to that host, not used by anyone else now; nullptr: the host is this
   // machine and its probes run in-process.
   ssh::Session* session;

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli/output/log.h"
 #include "cli/network/discovery.h"
 #include "cli/network/probe.h"
+#include "cli/output/log.h"
 
 namespace hora::cli {
 namespace {
@@ -47,8 +47,10 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
     std::vector<DiscoveryTarget> targets;
     for (std::size_t i = 0; i < n; ++i) {
       const auto it = plan.hosts.find(static_cast<int>(i));
-      targets.push_back(DiscoveryTarget{
-          net.probed[i].host, it == plan.hosts.end() ? nullptr : it->second.sessions.sessions.at(0).get()});
+      targets.push_back(
+          DiscoveryTarget{net.probed[i].host, it == plan.hosts.end()
+                                                  ? nullptr
+                                                  : it->second.sessions.sessions.at(0).get()});
     }
     net.reach = discover_reachability(targets, horarun_path, started + budget);
     net.discovery_time =
@@ -69,9 +71,10 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
     try {
       discover();
     } catch (const NetworkError& e) {
-      launcher_log()->warn("could not check that the named interfaces reach each other ({}); "
-                           "going on with them",
-                           e.what());
+      launcher_log()->warn(
+          "could not check that the named interfaces reach each other ({}); "
+          "going on with them",
+          e.what());
       return net;
     }
     check_reachable(net.probed, net.choice, *net.reach);
@@ -116,8 +119,8 @@ void apply_job_network(const JobNetwork& network, const RankTable& table, const 
   for (std::size_t i = 0; i < n; ++i) {
     const auto it = plan.hosts.find(static_cast<int>(i));
     HostNetwork hn;
-    hn.rendezvous_host = local || it == plan.hosts.end() ? config.bind_address
-                                                         : it->second.launcher_address;
+    hn.rendezvous_host =
+        local || it == plan.hosts.end() ? config.bind_address : it->second.launcher_address;
     hn.iface = hosts.at(i).iface;
     hn.nccl_ifnames = ifnames(hosts.at(i));
     config.host_network.push_back(std::move(hn));

@@ -1,5 +1,6 @@
-// Step 4 of "A job's life" (docs/architecture.md; cli/launch/launcher.h): which interface every host's ranks use, and where the
-// rendezvous server listens (docs/network.md, "Where the choice goes").
+// Step 4 of "A job's life" (docs/architecture.md; cli/launch/launcher.h): which interface every
+// host's ranks use, and where the rendezvous server listens (docs/network.md, "Where the choice
+// goes").
 //
 // choose_job_network() gathers every host's interfaces (remote: the preflight's
 // --probe-interfaces output; this machine: getifaddrs), then decides:
@@ -16,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/network/choice.h"
-#include "cli/network/spec.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/hosts/remote_hosts.h"
+#include "cli/network/choice.h"
+#include "cli/network/spec.h"
 #include "cli/spawn/supervisor.h"
 
 namespace hora::cli {
@@ -28,7 +29,7 @@ struct JobNetwork {
   std::vector<HostInterfaces> probed;  // per rank-table host
   std::optional<Reachability> reach;   // when discovery ran
   std::chrono::milliseconds discovery_time{0};
-  NetworkChoice choice;                // per rank-table host, in the same order
+  NetworkChoice choice;  // per rank-table host, in the same order
 };
 
 // Throws UsageError (the spec does not fit), NetworkError (discovery failed or found no

@@ -66,10 +66,12 @@ int prefix_length(const sockaddr* mask) {
   const unsigned char* bytes = nullptr;
   std::size_t n = 0;
   if (mask->sa_family == AF_INET) {
-    bytes = reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in*>(mask)->sin_addr);
+    bytes = reinterpret_cast<const unsigned char*>(
+        &reinterpret_cast<const sockaddr_in*>(mask)->sin_addr);
     n = 4;
   } else if (mask->sa_family == AF_INET6) {
-    bytes = reinterpret_cast<const unsigned char*>(&reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr);
+    bytes = reinterpret_cast<const unsigned char*>(
+        &reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr);
     n = 16;
   } else {
     return 0;
@@ -136,7 +138,9 @@ std::string parse_target(const std::string& text, Target& t) {
   return {};
 }
 
-std::string errno_text(const char* step, int err) { return fmt::format("{}: {}", step, std::strerror(err)); }
+std::string errno_text(const char* step, int err) {
+  return fmt::format("{}: {}", step, std::strerror(err));
+}
 
 // Rounded up, so a poll() with this timeout never wakes before the deadline (0 once it passed).
 int ms_until(Clock::time_point deadline) {
@@ -186,9 +190,11 @@ std::vector<NetworkInterface> local_interfaces() {
     char buf[INET6_ADDRSTRLEN] = {};
     InterfaceAddress a;
     if (ifa->ifa_addr->sa_family == AF_INET) {
-      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr, buf, sizeof buf);
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr, buf,
+                  sizeof buf);
     } else if (ifa->ifa_addr->sa_family == AF_INET6) {
-      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, buf, sizeof buf);
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr, buf,
+                  sizeof buf);
       a.ipv6 = true;
     } else {
       continue;  // AF_PACKET: the interface itself, already recorded above
@@ -200,7 +206,9 @@ std::vector<NetworkInterface> local_interfaces() {
   ::freeifaddrs(list);
   for (NetworkInterface& i : out) {
     std::stable_sort(i.addresses.begin(), i.addresses.end(),
-                     [](const InterfaceAddress& x, const InterfaceAddress& y) { return !x.ipv6 && y.ipv6; });
+                     [](const InterfaceAddress& x, const InterfaceAddress& y) {
+                       return !x.ipv6 && y.ipv6;
+                     });
   }
   return out;
 }
@@ -220,18 +228,20 @@ std::string format_interfaces(const std::vector<NetworkInterface>& interfaces) {
 std::vector<NetworkInterface> parse_interfaces(const std::string& text, const std::string& host) {
   const std::vector<std::string> lines = split_lines(text);
   auto bad = [&](std::size_t n, const std::string& why) {
-    return Error(fmt::format("{}: the interface probe (horarun --probe-interfaces) printed an "
-                             "unexpected line {} '{}': {}; is horarun on that host the same "
-                             "version as here (--horarun-path)?",
-                             host, n + 1, n < lines.size() ? lines[n] : "", why));
+    return Error(
+        fmt::format("{}: the interface probe (horarun --probe-interfaces) printed an "
+                    "unexpected line {} '{}': {}; is horarun on that host the same "
+                    "version as here (--horarun-path)?",
+                    host, n + 1, n < lines.size() ? lines[n] : "", why));
   };
   std::size_t n = 0;
   while (n < lines.size() && lines[n] != kInterfacesHeader) ++n;  // a login banner may come first
   if (n == lines.size()) {
-    throw Error(fmt::format("{}: the interface probe (horarun --probe-interfaces) printed no "
-                            "'{}' line; is horarun on that host the same version as here "
-                            "(--horarun-path)? It printed: '{}'",
-                            host, kInterfacesHeader, text.substr(0, 200)));
+    throw Error(
+        fmt::format("{}: the interface probe (horarun --probe-interfaces) printed no "
+                    "'{}' line; is horarun on that host the same version as here "
+                    "(--horarun-path)? It printed: '{}'",
+                    host, kInterfacesHeader, text.substr(0, 200)));
   }
   std::vector<NetworkInterface> out;
   for (++n; n < lines.size(); ++n) {
@@ -241,8 +251,10 @@ std::vector<NetworkInterface> parse_interfaces(const std::string& text, const st
     if (w[0] != "iface" || w.size() < 3) throw bad(n, "expected 'iface NAME up|down ...' or 'end'");
     NetworkInterface i;
     i.name = w[1];
-    if (w[2] == "up") i.up = true;
-    else if (w[2] != "down") throw bad(n, "the state must be up or down");
+    if (w[2] == "up")
+      i.up = true;
+    else if (w[2] != "down")
+      throw bad(n, "the state must be up or down");
     for (std::size_t k = 3; k < w.size(); ++k) {
       if (w[k] == "loopback") {
         i.loopback = true;
@@ -251,7 +263,8 @@ std::vector<NetworkInterface> parse_interfaces(const std::string& text, const st
       const std::size_t slash = w[k].rfind('/');
       InterfaceAddress a;
       long long prefix = 0;
-      if (slash == std::string::npos) throw bad(n, fmt::format("address '{}' has no /PREFIX", w[k]));
+      if (slash == std::string::npos)
+        throw bad(n, fmt::format("address '{}' has no /PREFIX", w[k]));
       a.address = w[k].substr(0, slash);
       a.ipv6 = a.address.find(':') != std::string::npos;
       if (!parse_int(w[k].substr(slash + 1), 0, a.ipv6 ? 128 : 32, prefix)) {
@@ -266,14 +279,16 @@ std::vector<NetworkInterface> parse_interfaces(const std::string& text, const st
     }
     out.push_back(std::move(i));
   }
-  throw Error(fmt::format("{}: the interface probe (horarun --probe-interfaces) output ended "
-                          "before its 'end' line (cut off: did the command die or the SSH "
-                          "channel close?)",
-                          host));
+  throw Error(
+      fmt::format("{}: the interface probe (horarun --probe-interfaces) output ended "
+                  "before its 'end' line (cut off: did the command die or the SSH "
+                  "channel close?)",
+                  host));
 }
 
 std::string ProbeEndpoint::target() const {
-  if (address.find(':') != std::string::npos) return fmt::format("{}@[{}]:{}", token, address, port);
+  if (address.find(':') != std::string::npos)
+    return fmt::format("{}@[{}]:{}", token, address, port);
   return fmt::format("{}@{}:{}", token, address, port);
 }
 
@@ -298,9 +313,10 @@ std::vector<ProbeEndpoint> parse_listen_output(const std::string& text, const st
     }
     out.push_back(ProbeEndpoint{token, w[1], w[2], static_cast<std::uint16_t>(port)});
   }
-  throw Error(fmt::format("{}: the listen probe (horarun --probe-listen) ended before printing "
-                          "'ready'; it printed: '{}'",
-                          host, text.substr(0, 300)));
+  throw Error(
+      fmt::format("{}: the listen probe (horarun --probe-listen) ended before printing "
+                  "'ready'; it printed: '{}'",
+                  host, text.substr(0, 300)));
 }
 
 std::string connect_argument(const std::vector<ProbeEndpoint>& targets) {
@@ -323,9 +339,10 @@ std::vector<ConnectOutcome> parse_connect_output(const std::string& text, const 
     c.detail = pos < line.size() ? line.substr(pos + 1) : "";
     out.push_back(std::move(c));
   }
-  throw Error(fmt::format("{}: the connect probe (horarun --probe-connect) ended before printing "
-                          "'done'; it printed: '{}'",
-                          host, text.substr(0, 300)));
+  throw Error(
+      fmt::format("{}: the connect probe (horarun --probe-connect) ended before printing "
+                  "'done'; it printed: '{}'",
+                  host, text.substr(0, 300)));
 }
 
 std::vector<ConnectOutcome> probe_connect(const std::vector<std::string>& targets,
@@ -371,7 +388,9 @@ std::vector<ConnectOutcome> probe_connect(const std::vector<std::string>& target
     for (std::size_t i = 0; i < attempts.size(); ++i) {
       Attempt& a = attempts[i];
       if (a.phase == Phase::kDone) continue;
-      fds.push_back(pollfd{a.fd.get(), static_cast<short>(a.phase == Phase::kConnecting ? POLLOUT : POLLIN), 0});
+      fds.push_back(pollfd{a.fd.get(),
+                           static_cast<short>(a.phase == Phase::kConnecting ? POLLOUT : POLLIN),
+                           0});
       which.push_back(i);
     }
     if (fds.empty()) break;
@@ -411,8 +430,10 @@ std::vector<ConnectOutcome> probe_connect(const std::vector<std::string>& target
         const std::string line = a.got.substr(0, nl);
         if (line == expected_prefix + a.t.token) {
           a.outcome.ok = true;
-          a.outcome.detail = fmt::format(
-              "{}ms", std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - a.started).count());
+          a.outcome.detail =
+              fmt::format("{}ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      Clock::now() - a.started)
+                                      .count());
         } else {
           a.outcome.detail = fmt::format(
               "connected, but the greeting was '{}', not 'hora-probe {}' (another host or "
@@ -449,7 +470,9 @@ ProbeListener::ProbeListener(const std::string& token) : greeting_(kGreeting + t
     for (const InterfaceAddress& a : i.addresses) {
       if (a.link_local()) continue;
       Target t;
-      if (!parse_target(fmt::format("x@{}:1", a.ipv6 ? "[" + a.address + "]" : a.address), t).empty()) continue;
+      if (!parse_target(fmt::format("x@{}:1", a.ipv6 ? "[" + a.address + "]" : a.address), t)
+               .empty())
+        continue;
       // Port 0: the kernel picks a free one. sin_port and sin6_port share their offset.
       reinterpret_cast<sockaddr_in*>(&t.addr)->sin_port = 0;
       UniqueFd fd(::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -473,7 +496,8 @@ ProbeListener::~ProbeListener() {
   for (const int fd : sockets_) ::close(fd);
 }
 
-ProbeListener::Ended ProbeListener::serve(int stop_fd, std::chrono::steady_clock::time_point deadline,
+ProbeListener::Ended ProbeListener::serve(int stop_fd,
+                                          std::chrono::steady_clock::time_point deadline,
                                           std::string& error) const {
   while (true) {
     std::vector<pollfd> fds;
@@ -527,7 +551,8 @@ int run_probe_listen(const std::vector<std::string>& args, int stdin_fd, std::os
   switch (listener.serve(stdin_fd, Clock::now() + lifetime, error)) {
     case ProbeListener::Ended::kStopped: return 0;
     case ProbeListener::Ended::kDeadline:
-      err << fmt::format("horarun --probe-listen: stdin still open after {} s; exiting\n", lifetime.count());
+      err << fmt::format("horarun --probe-listen: stdin still open after {} s; exiting\n",
+                         lifetime.count());
       return 1;
     case ProbeListener::Ended::kError: break;
   }

@@ -53,8 +53,8 @@ struct InterfaceAddress {
 
 struct NetworkInterface {
   std::string name;
-  bool up = false;        // IFF_UP and IFF_RUNNING
-  bool loopback = false;  // IFF_LOOPBACK
+  bool up = false;                          // IFF_UP and IFF_RUNNING
+  bool loopback = false;                    // IFF_LOOPBACK
   std::vector<InterfaceAddress> addresses;  // IPv4 first, in the order the kernel lists them
 
   // The address peers should use: the first IPv4, else the first IPv6 that is not link-local,
@@ -125,7 +125,8 @@ class ProbeListener {
   ProbeListener& operator=(const ProbeListener&) = delete;
 
   const std::string& report() const { return report_; }
-  Ended serve(int stop_fd, std::chrono::steady_clock::time_point deadline, std::string& error) const;
+  Ended serve(int stop_fd, std::chrono::steady_clock::time_point deadline,
+              std::string& error) const;
 
  private:
   std::string greeting_;

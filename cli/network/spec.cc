@@ -43,10 +43,12 @@ std::string interface_name_problem(const std::string& name) {
   }
   if (name == "." || name == "..") return fmt::format("'{}' is not an interface name", name);
   for (char c : name) {
-    if (c == '/' || c == ':' || c == '=' || c == ',' || std::isspace(static_cast<unsigned char>(c)) ||
+    if (c == '/' || c == ':' || c == '=' || c == ',' ||
+        std::isspace(static_cast<unsigned char>(c)) ||
         !std::isprint(static_cast<unsigned char>(c))) {
-      return fmt::format("interface name '{}' contains '{}', which Linux interface names cannot hold",
-                         name, c == '\t' ? std::string("\\t") : std::string(1, c));
+      return fmt::format(
+          "interface name '{}' contains '{}', which Linux interface names cannot hold", name,
+          c == '\t' ? std::string("\\t") : std::string(1, c));
     }
   }
   return {};

@@ -166,7 +166,8 @@ void Output::arm(Terminal& t) {
   if (t.waiting || t.broken || t.head == t.pending.size()) return;
   t.waiting = true;
   t.watch->async_wait(boost::asio::posix::stream_descriptor::wait_write,
-                      [this, &t, alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
+                      [this, &t,
+                       alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
                         if (alive.expired()) return;
                         t.waiting = false;
                         if (ec) return;

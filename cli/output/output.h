@@ -76,9 +76,9 @@ class Output {
     int fd = -1;  // where bytes go: the caller's descriptor, or `watch`'s when reopened
     // The reopened non-blocking description (owns it); null: writes go straight to `fd`.
     std::unique_ptr<boost::asio::posix::stream_descriptor> watch;
-    std::string pending;        // bytes the reader has not taken yet, from `head` on
+    std::string pending;  // bytes the reader has not taken yet, from `head` on
     std::size_t head = 0;
-    bool waiting = false;       // an async wait for room is armed
+    bool waiting = false;  // an async wait for room is armed
     bool broken = false;
   };
 

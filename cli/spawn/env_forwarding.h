@@ -10,9 +10,9 @@
 
 #include <string>
 
+#include "cli/hosts/rank_table.h"
 #include "cli/options.h"
 #include "cli/spawn/rank_environment.h"
-#include "cli/hosts/rank_table.h"
 
 namespace hora::cli {
 

@@ -1,9 +1,9 @@
 #include "cli/spawn/guard.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
-#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -37,10 +37,9 @@ namespace {
 void close_on_exec_from(int first) {
   if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
   rlimit limit{};
-  const rlim_t last =
-      ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
-          ? std::min<rlim_t>(limit.rlim_cur, 1u << 20)
-          : 65536;
+  const rlim_t last = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                          ? std::min<rlim_t>(limit.rlim_cur, 1u << 20)
+                          : 65536;
   for (rlim_t fd = static_cast<rlim_t>(first); fd < last; ++fd) {
     ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
   }
@@ -73,7 +72,9 @@ int poll_timeout_ms(std::optional<Clock::time_point> deadline) {
 
 [[noreturn]] void die_of_signal(int sig) {
   // The command dumped core already if it was going to; the guard must not add its own.
-  struct rlimit no_core {0, 0};
+  struct rlimit no_core {
+    0, 0
+  };
   ::setrlimit(RLIMIT_CORE, &no_core);
   ::signal(sig, SIG_DFL);
   sigset_t set;
@@ -177,10 +178,10 @@ class Guard {
       pollfd fds[2] = {{config_.in_fd, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
       const int timeout = poll_timeout_ms(deadline);
       if (timeout == 0) {
-        say(fmt::format("no complete request on stdin within {} (got {} bytes); the launcher "
+        say(
+            fmt::format("no complete request on stdin within {} (got {} bytes); the launcher "
                         "stalled or the connection is broken",
-                        hora::format_duration(config_.request_timeout),
-                        buffer.size()));
+                        hora::format_duration(config_.request_timeout), buffer.size()));
         return std::nullopt;
       }
       if (::poll(fds, 2, timeout) < 0 && errno != EINTR) {
@@ -207,7 +208,8 @@ class Guard {
   int start(const GuardRequest& request) {
     for (const auto& [name, value] : request.env) ::setenv(name.c_str(), value.c_str(), 1);
     if (!request.cwd.empty() && ::chdir(request.cwd.c_str()) != 0) {
-      say(fmt::format("cannot enter the working directory '{}': {}; the launcher's directory "
+      say(
+          fmt::format("cannot enter the working directory '{}': {}; the launcher's directory "
                       "must exist on every host",
                       request.cwd, std::strerror(errno)));
       return 1;
@@ -255,9 +257,7 @@ class Guard {
     return 0;
   }
 
-  bool group_empty() const {
-    return ::kill(-pgid_, 0) != 0 && errno == ESRCH;
-  }
+  bool group_empty() const { return ::kill(-pgid_, 0) != 0 && errno == ESRCH; }
 
   // Children of this guard other than the rank's own process. The guard is a subreaper, so what
   // escaped the rank's process group (setsid, a daemon's double fork) is reparented here once

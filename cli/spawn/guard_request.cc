@@ -20,8 +20,8 @@ void record(std::string& out, std::string_view key, std::string_view payload) {
 
 void check_no_nul(std::string_view what, std::string_view value) {
   if (value.find('\0') != std::string_view::npos) {
-    throw GuardProtocolError(fmt::format("{} contains a NUL byte, which a process cannot receive",
-                                         what));
+    throw GuardProtocolError(
+        fmt::format("{} contains a NUL byte, which a process cannot receive", what));
   }
 }
 
@@ -34,8 +34,8 @@ std::string GuardRequest::encode() const {
   record(out, "cwd", cwd);
   for (const auto& [name, value] : env) {
     if (name.empty() || name.find('=') != std::string::npos) {
-      throw GuardProtocolError(fmt::format("environment variable name '{}' is empty or has '='",
-                                           name));
+      throw GuardProtocolError(
+          fmt::format("environment variable name '{}' is empty or has '='", name));
     }
     check_no_nul("environment variable " + name, name + value);
     record(out, "env", name + "=" + value);
@@ -47,9 +47,10 @@ std::string GuardRequest::encode() const {
   record(out, "grace_ms", std::to_string(grace.count()));
   record(out, "start", "");
   if (out.size() > kMaxBytes) {
-    throw GuardProtocolError(fmt::format("the rank's request is {} bytes, more than the {} "
-                                         "allowed; forward fewer variables with -x",
-                                         out.size(), kMaxBytes));
+    throw GuardProtocolError(
+        fmt::format("the rank's request is {} bytes, more than the {} "
+                    "allowed; forward fewer variables with -x",
+                    out.size(), kMaxBytes));
   }
   return out;
 }

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include <boost/asio/read.hpp>
 #include <fmt/format.h>
+#include <boost/asio/read.hpp>
 
 #include "cli/errors.h"
 
@@ -29,9 +29,10 @@ struct Pipe {
 Pipe make_pipe(const std::string& who, const char* what) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw SpawnError(fmt::format("{}: cannot create the {} pipe: {}; raise the open-files limit "
-                                 "(ulimit -n) if it says 'Too many open files'",
-                                 who, what, std::strerror(errno)));
+    throw SpawnError(
+        fmt::format("{}: cannot create the {} pipe: {}; raise the open-files limit "
+                    "(ulimit -n) if it says 'Too many open files'",
+                    who, what, std::strerror(errno)));
   }
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
@@ -61,7 +62,10 @@ ExitStatus from_wait_status(int st) {
 
 LocalRankProcess::LocalRankProcess(boost::asio::io_context& io, int rank, std::string host,
                                    std::string self_exe, std::string argv0)
-    : io_(io), rank_(rank), host_(std::move(host)), self_exe_(std::move(self_exe)),
+    : io_(io),
+      rank_(rank),
+      host_(std::move(host)),
+      self_exe_(std::move(self_exe)),
       argv0_(std::move(argv0)) {}
 
 LocalRankProcess::~LocalRankProcess() {
@@ -160,7 +164,8 @@ void LocalRankProcess::read_output(Stream stream) {
                                                              std::size_t n) {
         if (alive.expired()) return;
         if (n > 0 && events_.on_output) {
-          events_.on_output(stream, std::string_view(buffers_[static_cast<std::size_t>(i)].data(), n));
+          events_.on_output(stream,
+                            std::string_view(buffers_[static_cast<std::size_t>(i)].data(), n));
         }
         if (ec) {
           // EOF, or operation_aborted after close_output(): either way the stream is done.
@@ -178,24 +183,24 @@ void LocalRankProcess::read_output(Stream stream) {
 }
 
 void LocalRankProcess::watch_exit() {
-  pidfd_->async_wait(
-      boost::asio::posix::stream_descriptor::wait_read,
-      [this, alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
-        if (alive.expired() || ec == boost::asio::error::operation_aborted) return;
-        int st = 0;
-        pid_t r;
-        while ((r = ::waitpid(pid_, &st, WNOHANG)) < 0 && errno == EINTR) {
-        }
-        if (r == 0) {  // spurious wake-up: not exited yet
-          watch_exit();
-          return;
-        }
-        exit_ = r == pid_ ? from_wait_status(st) : ExitStatus{false, 1, 0};
-        stdin_.reset();
-        boost::system::error_code ignored;
-        pidfd_->close(ignored);
-        if (events_.on_exit) events_.on_exit(*exit_);
-      });
+  pidfd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [this,
+                      alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
+                       if (alive.expired() || ec == boost::asio::error::operation_aborted) return;
+                       int st = 0;
+                       pid_t r;
+                       while ((r = ::waitpid(pid_, &st, WNOHANG)) < 0 && errno == EINTR) {
+                       }
+                       if (r == 0) {  // spurious wake-up: not exited yet
+                         watch_exit();
+                         return;
+                       }
+                       exit_ = r == pid_ ? from_wait_status(st) : ExitStatus{false, 1, 0};
+                       stdin_.reset();
+                       boost::system::error_code ignored;
+                       pidfd_->close(ignored);
+                       if (events_.on_exit) events_.on_exit(*exit_);
+                     });
 }
 
 void LocalRankProcess::terminate() {

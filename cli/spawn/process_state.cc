@@ -42,14 +42,10 @@ bool is_stuck(char state) { return state == 'T' || state == 't' || state == 'D';
 
 std::string StuckProcess::describe() const {
   switch (state) {
-    case 'T':
-      return "state T, stopped";
-    case 't':
-      return "state t, stopped by a debugger";
-    case 'D':
-      return "state D, in uninterruptible sleep";
-    default:
-      return fmt::format("state {}", state);
+    case 'T': return "state T, stopped";
+    case 't': return "state t, stopped by a debugger";
+    case 'D': return "state D, in uninterruptible sleep";
+    default: return fmt::format("state {}", state);
   }
 }
 

@@ -7,17 +7,50 @@ namespace hora::cli {
 namespace {
 
 constexpr std::string_view kContract[] = {
-    "HORA_RANK", "HORA_SIZE", "HORA_LOCAL_RANK", "HORA_LOCAL_SIZE", "HORA_CROSS_RANK",
-    "HORA_CROSS_SIZE", "HORA_HOSTNAME", "HORA_HOST_INDEX", "HORA_RENDEZVOUS", "HORA_IFACE",
-    "HORA_SECRET", "HORA_START_TIMEOUT", "HORA_LOG_LEVEL",
-    "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
-    "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME", "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS", "HOROVOD_GLOO_IFACE", "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+    "HORA_RANK",
+    "HORA_SIZE",
+    "HORA_LOCAL_RANK",
+    "HORA_LOCAL_SIZE",
+    "HORA_CROSS_RANK",
+    "HORA_CROSS_SIZE",
+    "HORA_HOSTNAME",
+    "HORA_HOST_INDEX",
+    "HORA_RENDEZVOUS",
+    "HORA_IFACE",
+    "HORA_SECRET",
+    "HORA_START_TIMEOUT",
+    "HORA_LOG_LEVEL",
+    "HOROVOD_RANK",
+    "HOROVOD_SIZE",
+    "HOROVOD_LOCAL_RANK",
+    "HOROVOD_LOCAL_SIZE",
+    "HOROVOD_CROSS_RANK",
+    "HOROVOD_CROSS_SIZE",
+    "HOROVOD_HOSTNAME",
+    "HOROVOD_CONTROLLER",
+    "HOROVOD_CPU_OPERATIONS",
+    "HOROVOD_GLOO_IFACE",
+    "HOROVOD_GLOO_RENDEZVOUS_ADDR",
     "HOROVOD_GLOO_RENDEZVOUS_PORT",
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
-    "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "PYTHONUNBUFFERED",
-    "NCCL_IB_DISABLE", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "OMP_NUM_THREADS",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME",
+    "PYTHONUNBUFFERED",
+    "NCCL_IB_DISABLE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "OMP_NUM_THREADS",
 };
 
 void put(EnvBlock& env, std::string name, std::string value) {
@@ -98,7 +131,8 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
 
   if (iface) {
     env.emplace_back("GLOO_SOCKET_IFNAME", facts.iface);
-    env.emplace_back("NCCL_SOCKET_IFNAME", facts.nccl_ifnames.empty() ? facts.iface : facts.nccl_ifnames);
+    env.emplace_back("NCCL_SOCKET_IFNAME",
+                     facts.nccl_ifnames.empty() ? facts.iface : facts.nccl_ifnames);
   }
   env.emplace_back("PYTHONUNBUFFERED", "1");
   if (facts.tcp) env.emplace_back("NCCL_IB_DISABLE", "1");

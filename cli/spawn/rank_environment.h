@@ -19,24 +19,24 @@ using EnvBlock = std::vector<std::pair<std::string, std::string>>;
 
 // Facts about the job that are the same for every rank, or chosen per host by the caller.
 struct JobFacts {
-  std::string rendezvous;        // host:port this rank's host reaches the rendezvous server at
-  std::string iface;             // the interface this rank's host uses (HORA_IFACE); empty:
-                                 // HORA_IFACE and the *_IFNAME variables are not set
-  std::string nccl_ifnames;      // NCCL_SOCKET_IFNAME (comma-separated names); empty: iface
-  std::string master_addr;       // an address of rank 0's host every rank can reach
-  std::uint16_t master_port = 0; // a port free on rank 0's host
-  std::string secret_hex;        // 64 hex digits
-  std::string horovod_addr;      // Horovod's HTTP rendezvous as this rank's host reaches it;
+  std::string rendezvous;          // host:port this rank's host reaches the rendezvous server at
+  std::string iface;               // the interface this rank's host uses (HORA_IFACE); empty:
+                                   // HORA_IFACE and the *_IFNAME variables are not set
+  std::string nccl_ifnames;        // NCCL_SOCKET_IFNAME (comma-separated names); empty: iface
+  std::string master_addr;         // an address of rank 0's host every rank can reach
+  std::uint16_t master_port = 0;   // a port free on rank 0's host
+  std::string secret_hex;          // 64 hex digits
+  std::string horovod_addr;        // Horovod's HTTP rendezvous as this rank's host reaches it;
   std::uint16_t horovod_port = 0;  // 0: not served (HOROVOD_GLOO_RENDEZVOUS_* not set)
   std::chrono::seconds start_timeout{30};
-  std::string log_level;         // empty: HORA_LOG_LEVEL not set
-  bool tcp = false;              // --tcp: NCCL_IB_DISABLE=1
-  EnvBlock tuning;               // runtime tuning from horovodrun's engine flags
-  EnvBlock forwarded;            // -x NAME=VALUE, applied last (the user's word wins)
+  std::string log_level;  // empty: HORA_LOG_LEVEL not set
+  bool tcp = false;       // --tcp: NCCL_IB_DISABLE=1
+  EnvBlock tuning;        // runtime tuning from horovodrun's engine flags
+  EnvBlock forwarded;     // -x NAME=VALUE, applied last (the user's word wins)
   // The launcher's environment minus the denylist (cli/env_forwarding.h); set only for names
   // the contract, the tuning and -x leave unset.
   EnvBlock inherited;
-  std::string run_id;            // TORCHELASTIC_RUN_ID
+  std::string run_id;                // TORCHELASTIC_RUN_ID
   bool omp_threads_default = false;  // OMP_NUM_THREADS=1 for ranks of hosts with > 1 rank
 };
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <string_view>
 
-#include "cli/spawn/guard_request.h"
 #include "cli/hosts/host_list.h"
 #include "cli/output/output.h"
+#include "cli/spawn/guard_request.h"
 
 namespace hora::cli {
 

@@ -3,12 +3,12 @@
 #include <signal.h>
 #include <string.h>
 
-#include <boost/asio/post.hpp>
 #include <fmt/format.h>
+#include <boost/asio/post.hpp>
 
 #include "cli/errors.h"
-#include "cli/spawn/local_rank_process.h"
 #include "cli/output/log.h"
+#include "cli/spawn/local_rank_process.h"
 #include "ssh/format.h"
 
 namespace hora::cli {
@@ -100,7 +100,10 @@ std::string guard_command(const std::string& cwd, const std::string& horarun_pat
 
 SshRankProcess::SshRankProcess(int rank, std::string host, SessionDriver& driver,
                                std::string horarun_path)
-    : rank_(rank), host_(std::move(host)), driver_(driver), horarun_path_(std::move(horarun_path)) {}
+    : rank_(rank),
+      host_(std::move(host)),
+      driver_(driver),
+      horarun_path_(std::move(horarun_path)) {}
 
 SshRankProcess::~SshRankProcess() {
   *alive_ = false;
@@ -118,10 +121,12 @@ void SshRankProcess::start(const GuardRequest& request, Events events) {
   ssh::Channel::Handlers h;
   std::weak_ptr<bool> alive = alive_;
   h.on_stdout = [this, alive](std::string_view data) {
-    if (!alive.expired() && !output_closed_ && events_.on_output) events_.on_output(Stream::kStdout, data);
+    if (!alive.expired() && !output_closed_ && events_.on_output)
+      events_.on_output(Stream::kStdout, data);
   };
   h.on_stderr = [this, alive](std::string_view data) {
-    if (!alive.expired() && !output_closed_ && events_.on_output) events_.on_output(Stream::kStderr, data);
+    if (!alive.expired() && !output_closed_ && events_.on_output)
+      events_.on_output(Stream::kStderr, data);
   };
   h.on_exit = [this, alive](const ssh::ExitInfo& info) {
     if (!alive.expired()) finish(info);
@@ -220,10 +225,11 @@ std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const Ho
   const int n = created_[index]++;
   const auto slot = static_cast<std::size_t>(n / RemoteHostSessions::kChannelsPerSession);
   if (slot >= it->second.size()) {
-    throw SpawnError(fmt::format("rank {} on {}: no SSH session left for it ({} connected, {} "
-                                 "ranks each); this is a horarun bug",
-                                 rank, host.address_for_display(), it->second.size(),
-                                 RemoteHostSessions::kChannelsPerSession));
+    throw SpawnError(
+        fmt::format("rank {} on {}: no SSH session left for it ({} connected, {} "
+                    "ranks each); this is a horarun bug",
+                    rank, host.address_for_display(), it->second.size(),
+                    RemoteHostSessions::kChannelsPerSession));
   }
   return std::make_unique<SshRankProcess>(rank, host.address_for_display(), *it->second[slot],
                                           horarun_path_);

@@ -14,8 +14,8 @@
 // RankProcess requires. Nothing here is thread-safe; nothing needs to be.
 //
 // Ownership: SshRankProcessFactory owns the drivers and, through them, the sessions; it must
-// outlive every SshRankProcess it made (the launcher destroys the supervisor first). A process keeps
-// a shared_ptr to its channel; destroying the process closes the channel.
+// outlive every SshRankProcess it made (the launcher destroys the supervisor first). A process
+// keeps a shared_ptr to its channel; destroying the process closes the channel.
 #pragma once
 
 #include <chrono>

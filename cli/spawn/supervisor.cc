@@ -8,19 +8,19 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/errors.h"
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
-#include "common/duration.h"
-#include "common/log_throttle.h"
 #include "cli/spawn/horovod_rendezvous.h"
 #include "cli/spawn/process_state.h"
+#include "common/duration.h"
+#include "common/log_throttle.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -93,7 +93,7 @@ struct Supervisor::Impl {
   std::vector<Rank> ranks;
   asio::signal_set signals{io, SIGINT, SIGTERM};
   asio::steady_timer start_timer{io};
-  asio::steady_timer end_timer{io};    // abort grace, then kill grace
+  asio::steady_timer end_timer{io};  // abort grace, then kill grace
   asio::steady_timer drain_timer{io};
   asio::steady_timer stall_timer{io};  // the launcher's stall check of local ranks
   // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
@@ -109,7 +109,7 @@ struct Supervisor::Impl {
   bool early_exit_reached_rendezvous = false;
   bool draining = false;
   bool finished = false;
-  std::string cause;     // printed at the end; empty on success
+  std::string cause;  // printed at the end; empty on success
   int exit_code = 0;
   std::optional<Clock::time_point> first_signal;
 
@@ -173,9 +173,9 @@ struct Supervisor::Impl {
     facts.iface = config.iface;
     facts.nccl_ifnames = config.nccl_ifnames;
     facts.master_addr = config.master_addr;
-    facts.master_port = free_port(
-        io, config.master_port_probe_address.empty() ? config.master_addr
-                                                     : config.master_port_probe_address);
+    facts.master_port =
+        free_port(io, config.master_port_probe_address.empty() ? config.master_addr
+                                                               : config.master_port_probe_address);
     facts.secret_hex = rdv::secret_to_hex(secret);
     // The server logs "rendezvous server listening on ADDRESS:PORT" itself (--verbose).
 
@@ -229,8 +229,9 @@ struct Supervisor::Impl {
 
   void on_output(int r, Stream s, std::string_view data) {
     output.raw(r, s, data);  // --output-filename: the bytes as written, before line splitting
-    at(r).splitters[static_cast<std::size_t>(s)].feed(
-        data, [&](std::string_view line) { output.line(r, s, line); });
+    at(r).splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line) {
+      output.line(r, s, line);
+    });
   }
 
   void on_output_closed(int r, Stream s) {
@@ -262,8 +263,7 @@ struct Supervisor::Impl {
       if (const auto stuck = stuck_rank(r)) {
         end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
                             "waiting for it",
-                            who(stuck->first), stuck->second.describe(), who(r),
-                            status.describe()),
+                            who(stuck->first), stuck->second.describe(), who(r), status.describe()),
                 status.exit_code());
       } else {
         end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
@@ -340,11 +340,11 @@ struct Supervisor::Impl {
       }
       if (!it->second.second && stalled >= warn_after) {
         it->second.second = true;
-        log->warn("stall check: {} stopped responding ({}) {} ago; the other ranks wait for it "
-                  "(--stall-check-warning-time-seconds)",
-                  who(r), stuck->describe(),
-                  hora::format_duration(
-                      std::chrono::duration_cast<std::chrono::milliseconds>(stalled)));
+        log->warn(
+            "stall check: {} stopped responding ({}) {} ago; the other ranks wait for it "
+            "(--stall-check-warning-time-seconds)",
+            who(r), stuck->describe(),
+            hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(stalled)));
       }
     }
   }
@@ -357,14 +357,15 @@ struct Supervisor::Impl {
         "; {} had already exited with code 0 {}, and the others still needed it: a rank that "
         "ends early leaves them without a peer",
         who(early_exit),
-        early_exit_reached_rendezvous ? "while the job was running" : "without reaching hora::init()");
+        early_exit_reached_rendezvous ? "while the job was running"
+                                      : "without reaching hora::init()");
   }
 
   void on_disconnected(int r, bool clean, const std::string& reason) {
     if (clean || r < 0 || r >= table.size()) return;
     if (!running(r) || ending) return;
-    log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r),
-              reason, hora::format_duration(config.drop_grace));
+    log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
+              hora::format_duration(config.drop_grace));
     Rank& rank = at(r);
     rank.drop_timer = std::make_unique<asio::steady_timer>(io, config.drop_grace);
     rank.drop_timer->async_wait([this, r, reason](const boost::system::error_code& ec) {
@@ -380,8 +381,8 @@ struct Supervisor::Impl {
   void on_rejected(const std::string& peer, const std::string& reason) {
     const std::string host = peer_host(peer);
     if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
-          return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s",
-                             n, host);
+          return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s", n,
+                             host);
         })) {
       log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
     }
@@ -408,9 +409,10 @@ struct Supervisor::Impl {
     // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
     // no rank at the rendezvous there is nobody waiting for the missing ones.
     if (seen.empty()) {
-      log->info("no rank reached the rendezvous within {}; not enforcing --start-timeout "
-                "(the command does not seem to use hora)",
-                hora::format_duration(config.facts.start_timeout));
+      log->info(
+          "no rank reached the rendezvous within {}; not enforcing --start-timeout "
+          "(the command does not seem to use hora)",
+          hora::format_duration(config.facts.start_timeout));
       return;
     }
     std::vector<std::string> missing;
@@ -421,8 +423,8 @@ struct Supervisor::Impl {
     end_job(fmt::format("{} did not reach the rendezvous within {} ({} of {} ranks did); the "
                         "rank never called hora::init() (nor hvd.init()), or it needs longer to "
                         "start: raise --start-timeout",
-                        fmt::join(missing, ", "), hora::format_duration(config.facts.start_timeout), seen.size(),
-                        table.size()),
+                        fmt::join(missing, ", "), hora::format_duration(config.facts.start_timeout),
+                        seen.size(), table.size()),
             1);
   }
 
@@ -507,9 +509,10 @@ struct Supervisor::Impl {
           for (int r = 0; r < table.size(); ++r) {
             Rank& rank = at(r);
             if (rank.open[0] || rank.open[1]) {
-              log->warn("{}'s output is still open {} after it exited (a process it started "
-                        "holds it); no longer reading it",
-                        who(r), hora::format_duration(config.drain_timeout));
+              log->warn(
+                  "{}'s output is still open {} after it exited (a process it started "
+                  "holds it); no longer reading it",
+                  who(r), hora::format_duration(config.drain_timeout));
               rank.process->close_output();
             }
           }
@@ -538,8 +541,8 @@ struct Supervisor::Impl {
   }
 };
 
-Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table,
-                       SupervisorConfig config, RankProcessFactory& factory, Output& output)
+Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
+                       RankProcessFactory& factory, Output& output)
     : impl_(std::make_unique<Impl>(io, table, std::move(config), factory, output)) {}
 
 Supervisor::~Supervisor() = default;

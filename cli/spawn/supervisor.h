@@ -10,8 +10,9 @@
 // to horarun start the same sequence: the rendezvous server sends ABORT(reason) to every rank;
 // guards of ranks not connected to the rendezvous are asked to terminate at once, the others
 // after abort_grace (SIGTERM to the rank's process group, SIGKILL after kill_grace); guards
-// still running after kill_grace + guard_slack are killed. run() returns once every guard has exited and every output stream is drained
-// (or drain_timeout passed after the last exit), then prints the cause.
+// still running after kill_grace + guard_slack are killed. run() returns once every guard has
+// exited and every output stream is drained (or drain_timeout passed after the last exit), then
+// prints the cause.
 #pragma once
 
 #include <chrono>
@@ -22,10 +23,10 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "cli/hosts/rank_table.h"
 #include "cli/output/output.h"
 #include "cli/spawn/rank_environment.h"
 #include "cli/spawn/rank_process.h"
-#include "cli/hosts/rank_table.h"
 
 namespace hora::cli {
 
@@ -44,22 +45,22 @@ struct SupervisorConfig {
   static constexpr std::chrono::milliseconds kDefaultDrainTimeout{3000};
 
   std::vector<std::string> command;
-  std::string cwd;                   // the ranks' working directory
+  std::string cwd;                         // the ranks' working directory
   std::string bind_address = "127.0.0.1";  // the rendezvous server's address
-  std::string iface = "lo";          // HORA_IFACE etc. for every rank (all-local jobs)
-  std::string nccl_ifnames;          // NCCL_SOCKET_IFNAME for them; empty: iface
+  std::string iface = "lo";                // HORA_IFACE etc. for every rank (all-local jobs)
+  std::string nccl_ifnames;                // NCCL_SOCKET_IFNAME for them; empty: iface
   std::string master_addr = "127.0.0.1";
   // Per host (index into the rank table's hosts); empty: every rank reaches the rendezvous at
   // bind_address and uses `iface` (all-local jobs). Set when any host is remote: the server then
-  // binds bind_address (the launcher host's chosen address, see cli/network/job_network.h) and each host
-  // is told the address it can reach.
+  // binds bind_address (the launcher host's chosen address, see cli/network/job_network.h) and each
+  // host is told the address it can reach.
   std::vector<HostNetwork> host_network;
   // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote
   // the launcher can only check a port on this machine (cli/network/job_network.cc passes the
   // wildcard address).
   std::string master_port_probe_address;
-  JobFacts facts;                    // start_timeout, log_level, tcp, forwarded; the rest is
-                                     // filled in by the supervisor
+  JobFacts facts;  // start_timeout, log_level, tcp, forwarded; the rest is
+                   // filled in by the supervisor
   bool verbose = false;
   // The launcher's stall check of local ranks (docs/launcher.md, "Failure policy"): the ranks'
   // own HORA_STALL_* settings, as -x, the flags or horarun's environment give them.

@@ -31,37 +31,24 @@ namespace {
 // torch's Python name of a dtype ("torch.int16"), for error messages.
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kShort:
-      return "torch.int16";
-    case at::kBool:
-      return "torch.bool";
-    case at::kComplexFloat:
-      return "torch.complex64";
-    case at::kComplexDouble:
-      return "torch.complex128";
-    default:
-      return std::string("torch.") + c10::toString(t);
+    case at::kShort: return "torch.int16";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(t);
   }
 }
 
 hora::DataType hora_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kByte:
-      return hora::DataType::kUInt8;
-    case at::kChar:
-      return hora::DataType::kInt8;
-    case at::kInt:
-      return hora::DataType::kInt32;
-    case at::kLong:
-      return hora::DataType::kInt64;
-    case at::kHalf:
-      return hora::DataType::kFloat16;
-    case at::kBFloat16:
-      return hora::DataType::kBFloat16;
-    case at::kFloat:
-      return hora::DataType::kFloat32;
-    case at::kDouble:
-      return hora::DataType::kFloat64;
+    case at::kByte: return hora::DataType::kUInt8;
+    case at::kChar: return hora::DataType::kInt8;
+    case at::kInt: return hora::DataType::kInt32;
+    case at::kLong: return hora::DataType::kInt64;
+    case at::kHalf: return hora::DataType::kFloat16;
+    case at::kBFloat16: return hora::DataType::kBFloat16;
+    case at::kFloat: return hora::DataType::kFloat32;
+    case at::kDouble: return hora::DataType::kFloat64;
     default:
       throw py::type_error("hora.torch: tensors of type " + dtype_name(t.scalar_type()) +
                            " are not supported; hora reduces uint8, int8, int32, int64, float16, "

@@ -32,14 +32,10 @@ constexpr std::uint32_t kHeaderLimit = 8u << 10;
 
 Method method_of(http::verb v) {
   switch (v) {
-    case http::verb::get:
-      return Method::kGet;
-    case http::verb::put:
-      return Method::kPut;
-    case http::verb::delete_:
-      return Method::kDelete;
-    default:
-      return Method::kOther;
+    case http::verb::get: return Method::kGet;
+    case http::verb::put: return Method::kPut;
+    case http::verb::delete_: return Method::kDelete;
+    default: return Method::kOther;
   }
 }
 
@@ -142,9 +138,10 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(server_->store.max_body_bytes());
     stream_.expires_after(server_->options.io_timeout);
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec); });
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](error_code ec, std::size_t) {
+                       self->on_read(ec);
+                     });
   }
 
   void close() {

@@ -26,14 +26,10 @@ std::optional<int> parse_rank(std::string_view s) {
 
 std::string_view method_name(Method m) {
   switch (m) {
-    case Method::kGet:
-      return "GET";
-    case Method::kPut:
-      return "PUT";
-    case Method::kDelete:
-      return "DELETE";
-    case Method::kOther:
-      break;
+    case Method::kGet: return "GET";
+    case Method::kPut: return "PUT";
+    case Method::kDelete: return "DELETE";
+    case Method::kOther: break;
   }
   return "this method";
 }
@@ -82,9 +78,9 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
   const std::string scope_name(path.substr(0, slash));
   const std::string key(path.substr(slash + 1));
   if (!valid_key(key, limits_.max_key_bytes)) {
-    return refuse(
-        400, fmt::format("malformed key in '{}': at most {} characters of [A-Za-z0-9_.:-]", target,
-                         limits_.max_key_bytes));
+    return refuse(400,
+                  fmt::format("malformed key in '{}': at most {} characters of [A-Za-z0-9_.:-]",
+                              target, limits_.max_key_bytes));
   }
   const std::optional<ScopeInfo> info = resolve_scope(plan_, scope_name);
   if (!info) {
@@ -159,8 +155,7 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
       }
       return Reply{200, "", ""};
     }
-    case Method::kOther:
-      break;
+    case Method::kOther: break;
   }
   return refuse(405, fmt::format("{} is not served", method_name(method)));
 }

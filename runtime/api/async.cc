@@ -38,8 +38,8 @@ Handle allgather_async(const std::string& name, const void* sendbuf, std::size_t
 
 Handle broadcast_async(const std::string& name, void* buffer, std::size_t count, DataType type,
                        int root, Callback on_done) {
-  return submit(detail::engine::make_broadcast_op(name, buffer, count, type, root,
-                                                  std::move(on_done)));
+  return submit(
+      detail::engine::make_broadcast_op(name, buffer, count, type, root, std::move(on_done)));
 }
 
 Handle alltoall_async(const std::string& name, const void* sendbuf,

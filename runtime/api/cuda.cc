@@ -24,19 +24,16 @@ bool cuda_built() { return nccl::compiled(); }
 
 bool gpu_available() { return nccl::gpu_available(); }
 
-int cuda_device() {
-  return runtime("cuda_device()", "hora::cuda_device()")->cuda_device();
-}
+int cuda_device() { return runtime("cuda_device()", "hora::cuda_device()")->cuda_device(); }
 
-void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-               ReduceOp op, void* stream, Scope scope) {
+void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+               void* stream, Scope scope) {
   runtime("allreduce", "hora::allreduce with a CUDA stream")
       ->allreduce(sendbuf, recvbuf, count, type, op, scope, stream);
 }
 
 void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-               const std::vector<std::size_t>& counts, DataType type, void* stream,
-               Scope scope) {
+               const std::vector<std::size_t>& counts, DataType type, void* stream, Scope scope) {
   runtime("allgather", "hora::allgather with a CUDA stream")
       ->allgather(sendbuf, count, recvbuf, counts, type, scope, stream);
 }

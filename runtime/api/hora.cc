@@ -52,8 +52,7 @@ void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, 
   runtime("alltoall")->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope);
 }
 
-std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
-                                         Scope scope) {
+std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits, Scope scope) {
   return runtime("alltoall_splits")->alltoall_splits(send_splits, scope);
 }
 

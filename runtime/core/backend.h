@@ -40,11 +40,11 @@ class Backend {
   virtual void broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
                          void* stream) = 0;
   virtual void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
-                        void* recvbuf, const std::vector<std::size_t>& recv_splits,
-                        DataType type, Scope scope, void* stream) = 0;
+                        void* recvbuf, const std::vector<std::size_t>& recv_splits, DataType type,
+                        Scope scope, void* stream) = 0;
   // Rank r of the scope receives reducescatter_count(count, r, n) elements.
-  virtual void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf,
-                             DataType type, ReduceOp op, Scope scope, void* stream) = 0;
+  virtual void reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
+                             ReduceOp op, Scope scope, void* stream) = 0;
   virtual void barrier(Scope scope, void* stream) = 0;
 
   // The launcher aborted the job: ops in flight fail now, later ones throw hora::AbortedError.

@@ -25,7 +25,7 @@ inline constexpr const char kStartTimeout[] = "HORA_START_TIMEOUT";  // seconds,
 
 // Tuning (optional).
 inline constexpr const char kTimeout[] = "HORA_TIMEOUT_SECONDS";  // seconds, default 30
-inline constexpr const char kLogLevel[] = "HORA_LOG_LEVEL";        // default "warning"
+inline constexpr const char kLogLevel[] = "HORA_LOG_LEVEL";       // default "warning"
 inline constexpr const char kShm[] = "HORA_SHM";                  // 0 or 1, default 1
 // 0 or 1; unset: chosen by layout. HORA_ wins over HOROVOD_ when both are set.
 inline constexpr const char kHierarchicalAllreduce[] = "HORA_HIERARCHICAL_ALLREDUCE";

@@ -28,9 +28,9 @@ void rethrow_translated(const WorldInfo& world, const std::string& step, const A
   if (auto reason = abort.reason()) {
     throw AbortedError(aborted_message(world, step, *reason), rank, host);
   }
-  const std::string server = world.launched()
-                                 ? fmt::format("{}:{}", world.rendezvous_host, world.rendezvous_port)
-                                 : std::string("(none)");
+  const std::string server =
+      world.launched() ? fmt::format("{}:{}", world.rendezvous_host, world.rendezvous_port)
+                       : std::string("(none)");
   try {
     throw;
   } catch (const hora::Error&) {

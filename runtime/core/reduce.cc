@@ -137,7 +137,7 @@ void float_to_bf16(const float* in, unsigned char* out, std::size_t n) {
 // same results as to_float16() (NaNs are quieted, keeping their top payload bits). Compiled
 // for F16C only here and used only when the CPU has it.
 __attribute__((target("avx,f16c"))) void f16_to_float_f16c(const unsigned char* in, float* out,
-                                                            std::size_t n) {
+                                                           std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
@@ -151,7 +151,7 @@ __attribute__((target("avx,f16c"))) void f16_to_float_f16c(const unsigned char* 
 }
 
 __attribute__((target("avx,f16c"))) void float_to_f16_f16c(const float* in, unsigned char* out,
-                                                            std::size_t n) {
+                                                           std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);

@@ -12,17 +12,13 @@ namespace hora {
 std::size_t size_of(DataType type) {
   switch (type) {
     case DataType::kUInt8:
-    case DataType::kInt8:
-      return 1;
+    case DataType::kInt8: return 1;
     case DataType::kFloat16:
-    case DataType::kBFloat16:
-      return 2;
+    case DataType::kBFloat16: return 2;
     case DataType::kInt32:
-    case DataType::kFloat32:
-      return 4;
+    case DataType::kFloat32: return 4;
     case DataType::kInt64:
-    case DataType::kFloat64:
-      return 8;
+    case DataType::kFloat64: return 8;
   }
   return 0;  // not a DataType: callers validate with size_of(type) == 0
 }
@@ -139,6 +135,5 @@ std::size_t reducescatter_count(std::size_t count, int rank, int nranks) {
   const std::size_t n = static_cast<std::size_t>(nranks);
   return count / n + (static_cast<std::size_t>(rank) < count % n ? 1 : 0);
 }
-
 
 }  // namespace hora

@@ -26,20 +26,23 @@ constexpr const char kLauncherHint[] =
     "horarun sets it for every rank (docs/environment.md); unset HORA_RANK to run as a world "
     "of one";
 
-[[noreturn]] void bad_value(const char* name, const std::string& value, const std::string& expected) {
-  throw UsageError(fmt::format("{}='{}' is not valid: expected {}; {}", name, value, expected,
-                               kLauncherHint));
+[[noreturn]] void bad_value(const char* name, const std::string& value,
+                            const std::string& expected) {
+  throw UsageError(
+      fmt::format("{}='{}' is not valid: expected {}; {}", name, value, expected, kLauncherHint));
 }
 
 std::string required(const EnvLookup& lookup, const char* name) {
   const char* value = lookup(name);
   if (value == nullptr) {
-    throw UsageError(fmt::format("{} is set but {} is missing; {}", env::kRank, name, kLauncherHint));
+    throw UsageError(
+        fmt::format("{} is set but {} is missing; {}", env::kRank, name, kLauncherHint));
   }
   return value;
 }
 
-int parse_int(const char* name, const std::string& text, int min, int max, const std::string& expected) {
+int parse_int(const char* name, const std::string& text, int min, int max,
+              const std::string& expected) {
   int value = 0;
   const char* first = text.data();
   const char* last = text.data() + text.size();
@@ -114,7 +117,8 @@ void parse_host_port(const std::string& text, const char* what, std::string& hos
 WorldInfo world_from_environment(const EnvLookup& lookup) {
   WorldInfo world;
 
-  if (const char* timeout = lookup(env::kTimeout)) world.timeout = parse_seconds(env::kTimeout, timeout);
+  if (const char* timeout = lookup(env::kTimeout))
+    world.timeout = parse_seconds(env::kTimeout, timeout);
   if (const char* start = lookup(env::kStartTimeout)) {
     world.start_timeout = parse_seconds(env::kStartTimeout, start);
   }
@@ -143,24 +147,25 @@ WorldInfo world_from_environment(const EnvLookup& lookup) {
   world.size = parse_int(env::kSize, required(lookup, env::kSize), 1, kMax,
                          "the number of ranks, a positive integer");
   world.rank = parse_int(env::kRank, rank, 0, world.size - 1,
-                         fmt::format("an integer in 0..{} ({} is {})", world.size - 1,
-                                     env::kSize, world.size));
+                         fmt::format("an integer in 0..{} ({} is {})", world.size - 1, env::kSize,
+                                     world.size));
   world.local_size = parse_int(env::kLocalSize, required(lookup, env::kLocalSize), 1, world.size,
                                fmt::format("an integer in 1..{} (ranks on this host)", world.size));
-  world.local_rank = parse_int(env::kLocalRank, required(lookup, env::kLocalRank), 0,
-                               world.local_size - 1,
-                               fmt::format("an integer in 0..{} ({} is {})", world.local_size - 1,
-                                           env::kLocalSize, world.local_size));
-  world.cross_size = parse_int(env::kCrossSize, required(lookup, env::kCrossSize), 1, world.size,
-                               fmt::format("an integer in 1..{} (hosts with this local rank)",
-                                           world.size));
-  world.cross_rank = parse_int(env::kCrossRank, required(lookup, env::kCrossRank), 0,
-                               world.cross_size - 1,
-                               fmt::format("an integer in 0..{} ({} is {})", world.cross_size - 1,
-                                           env::kCrossSize, world.cross_size));
-  world.host_index = parse_int(env::kHostIndex, required(lookup, env::kHostIndex), 0, world.size - 1,
-                               fmt::format("an integer in 0..{} (this host's index in the host list)",
-                                           world.size - 1));
+  world.local_rank =
+      parse_int(env::kLocalRank, required(lookup, env::kLocalRank), 0, world.local_size - 1,
+                fmt::format("an integer in 0..{} ({} is {})", world.local_size - 1, env::kLocalSize,
+                            world.local_size));
+  world.cross_size =
+      parse_int(env::kCrossSize, required(lookup, env::kCrossSize), 1, world.size,
+                fmt::format("an integer in 1..{} (hosts with this local rank)", world.size));
+  world.cross_rank =
+      parse_int(env::kCrossRank, required(lookup, env::kCrossRank), 0, world.cross_size - 1,
+                fmt::format("an integer in 0..{} ({} is {})", world.cross_size - 1, env::kCrossSize,
+                            world.cross_size));
+  world.host_index =
+      parse_int(env::kHostIndex, required(lookup, env::kHostIndex), 0, world.size - 1,
+                fmt::format("an integer in 0..{} (this host's index in the host list)",
+                            world.size - 1));
   const char* hostname = lookup(env::kHostname);
   world.hostname = hostname != nullptr && *hostname != '\0' ? hostname : local_hostname();
 

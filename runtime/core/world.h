@@ -21,15 +21,15 @@ struct WorldInfo {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
-  int host_index = 0;            // HORA_HOST_INDEX: identifies the local group
-  std::string hostname;          // HORA_HOSTNAME (or gethostname() in a world of one)
-  std::string rendezvous_host;   // empty in a world of one (no launcher)
+  int host_index = 0;           // HORA_HOST_INDEX: identifies the local group
+  std::string hostname;         // HORA_HOSTNAME (or gethostname() in a world of one)
+  std::string rendezvous_host;  // empty in a world of one (no launcher)
   std::uint16_t rendezvous_port = 0;
-  std::string iface;             // HORA_IFACE; empty: the interface of the rendezvous address
+  std::string iface;  // HORA_IFACE; empty: the interface of the rendezvous address
   rdv::Secret secret{};
-  std::chrono::milliseconds timeout = kDefaultTimeout;              // HORA_TIMEOUT_SECONDS
-  std::chrono::milliseconds start_timeout = kDefaultStartTimeout;   // HORA_START_TIMEOUT
-  bool shm = true;                // HORA_SHM: shared memory between the ranks of a host
+  std::chrono::milliseconds timeout = kDefaultTimeout;             // HORA_TIMEOUT_SECONDS
+  std::chrono::milliseconds start_timeout = kDefaultStartTimeout;  // HORA_START_TIMEOUT
+  bool shm = true;                  // HORA_SHM: shared memory between the ranks of a host
   int hierarchical_allreduce = -1;  // HORA_HIERARCHICAL_ALLREDUCE: -1 by layout, 0 off, 1 on
 
   bool launched() const { return !rendezvous_host.empty(); }

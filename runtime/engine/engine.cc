@@ -117,7 +117,8 @@ void Engine::validate(const Handle::State& s) const {
   auto fail = [&](const std::string& why) {
     throw UsageError(who + ": " + why, rank_, options_.hostname);
   };
-  if (r.name.empty()) fail("the name is empty; every async op needs a name unique among in-flight ops");
+  if (r.name.empty())
+    fail("the name is empty; every async op needs a name unique among in-flight ops");
   if (r.name.size() > NegotiationMessage::kMaxNameLength) {
     fail("the name is " + std::to_string(r.name.size()) + " bytes long; at most " +
          std::to_string(NegotiationMessage::kMaxNameLength) + " are allowed");
@@ -125,10 +126,11 @@ void Engine::validate(const Handle::State& s) const {
   if (r.count > 0) {
     bool needs_send = r.type != OpType::kBroadcast;
     bool needs_recv = r.type == OpType::kAllreduce || r.type == OpType::kBroadcast;
-    if (needs_send && s.sendbuf == nullptr) fail("sendbuf is null but count is " + std::to_string(r.count));
+    if (needs_send && s.sendbuf == nullptr)
+      fail("sendbuf is null but count is " + std::to_string(r.count));
     if (needs_recv && s.recvbuf == nullptr) {
-      fail(std::string(r.type == OpType::kBroadcast ? "buffer" : "recvbuf") + " is null but count is " +
-           std::to_string(r.count));
+      fail(std::string(r.type == OpType::kBroadcast ? "buffer" : "recvbuf") +
+           " is null but count is " + std::to_string(r.count));
     }
   }
   if (r.type == OpType::kReducescatter && s.recvbuf == nullptr &&
@@ -164,15 +166,15 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
     if (stopped_) {
       const std::string context = api_name(state->request.type) + "(" + quoted(name) + ")";
       already_stopped =
-          stop_reason_ ? with_context(stop_reason_, context + ": hora's engine has stopped")
-                       : std::make_exception_ptr(Error(
-                             who_ + ": " + context + ": hora was shut down (" + stop_why_ + ")", rank_,
-                             options_.hostname));
+          stop_reason_
+              ? with_context(stop_reason_, context + ": hora's engine has stopped")
+              : std::make_exception_ptr(
+                    Error(who_ + ": " + context + ": hora was shut down (" + stop_why_ + ")", rank_,
+                          options_.hostname));
     } else {
       if (!in_flight_.emplace(name, state).second) {
         throw UsageError(api_name(state->request.type) + "(" + quoted(name) + "): an op named " +
-                             quoted(name) + " is still in flight on rank " +
-                             std::to_string(rank_) +
+                             quoted(name) + " is still in flight on rank " + std::to_string(rank_) +
                              "; names must be unique among in-flight ops (synchronize the "
                              "earlier one first, or use another name)",
                          rank_, options_.hostname);
@@ -237,9 +239,7 @@ void Engine::classify(const std::string& name) {
       invalid_[found.bit / 64] |= std::uint64_t{1} << (found.bit % 64);
       to_announce_.push_back(name);
       break;
-    case ResponseCache::State::kMiss:
-      to_announce_.push_back(name);
-      break;
+    case ResponseCache::State::kMiss: to_announce_.push_back(name); break;
   }
 }
 
@@ -340,7 +340,8 @@ bool Engine::cycle() {
       auto it = hits_.find(bit);
       if (it == hits_.end() || !cache_.contains(bit)) {
         throw Error("hora engine: internal error: cache bit " + std::to_string(bit) +
-                    " was set on every rank but is not waiting on rank " + std::to_string(rank_),
+                        " was set on every rank but is not waiting on rank " +
+                        std::to_string(rank_),
                     rank_, options_.hostname);
       }
       Local& l = local_.at(it->second);
@@ -400,8 +401,8 @@ void Engine::negotiate(std::vector<ReadyOp>& ready) {
   for (const std::string& name : to_announce_) {
     const Handle::State& s = *local_.at(name).state;
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - s.submitted);
-    mine.requests.push_back({s.request, static_cast<std::uint32_t>(std::min<long long>(
-                                            waited.count(), UINT32_MAX))});
+    mine.requests.push_back(
+        {s.request, static_cast<std::uint32_t>(std::min<long long>(waited.count(), UINT32_MAX))});
   }
   mine.abandon = std::move(abandon_);
   to_announce_.clear();
@@ -411,7 +412,8 @@ void Engine::negotiate(std::vector<ReadyOp>& ready) {
   counters_.full_negotiations++;
   if (all.size() != static_cast<std::size_t>(size_)) {
     throw Error("hora engine: the transport's allgather returned " + std::to_string(all.size()) +
-                " messages for " + std::to_string(size_) + " ranks", rank_, options_.hostname);
+                    " messages for " + std::to_string(size_) + " ranks",
+                rank_, options_.hostname);
   }
   const auto agreed = Clock::now();
   std::vector<std::string> completed;
@@ -439,13 +441,13 @@ void Engine::negotiate(std::vector<ReadyOp>& ready) {
     Response failed;
     failed.request = it->second.state->request;
     failed.error_kind = Response::ErrorKind::kStalled;
-    failed.error = std::string(name_of(failed.request.type)) + " " + quoted(name) +
-                   " was abandoned by the stall check: rank" + (p->missing.size() == 1 ? " " : "s ") +
-                   StallInspector::format_ranks(p->missing) + " did not submit it within " +
-                   format_duration(options_.stall_shutdown_time) + " (submitted by rank" +
-                   (p->submitted.size() == 1 ? " " : "s ") +
-                   StallInspector::format_ranks(p->submitted) +
-                   "); HORA_STALL_SHUTDOWN_SECONDS sets this limit";
+    failed.error =
+        std::string(name_of(failed.request.type)) + " " + quoted(name) +
+        " was abandoned by the stall check: rank" + (p->missing.size() == 1 ? " " : "s ") +
+        StallInspector::format_ranks(p->missing) + " did not submit it within " +
+        format_duration(options_.stall_shutdown_time) + " (submitted by rank" +
+        (p->submitted.size() == 1 ? " " : "s ") + StallInspector::format_ranks(p->submitted) +
+        "); HORA_STALL_SHUTDOWN_SECONDS sets this limit";
     ready.push_back(ReadyOp{std::move(failed), it->second.state, agreed});
   }
 }

@@ -92,7 +92,7 @@ class Engine {
  private:
   struct Local {
     std::shared_ptr<Handle::State> state;
-    bool hit = false;          // waiting on cache bit `bit`
+    bool hit = false;  // waiting on cache bit `bit`
     std::size_t bit = 0;
   };
 
@@ -145,12 +145,12 @@ class Engine {
   Timeline timeline_;
   StallInspector stall_;
   Executor executor_;
-  std::unordered_map<std::string, Local> local_;   // this rank's ops not yet completed
-  std::map<std::size_t, std::string> hits_;         // cache bit -> name waiting on it
-  std::vector<std::string> to_announce_;           // in submission order
-  std::vector<std::string> abandon_;               // stall-shutdown proposals for the next round
-  std::vector<std::uint64_t> invalid_;             // this cycle's invalid bits (not inverted)
-  std::string who_;                                 // "rank R on HOST" for messages
+  std::unordered_map<std::string, Local> local_;  // this rank's ops not yet completed
+  std::map<std::size_t, std::string> hits_;       // cache bit -> name waiting on it
+  std::vector<std::string> to_announce_;          // in submission order
+  std::vector<std::string> abandon_;              // stall-shutdown proposals for the next round
+  std::vector<std::uint64_t> invalid_;            // this cycle's invalid bits (not inverted)
+  std::string who_;                               // "rank R on HOST" for messages
   int idle_streak_ = 0;
 };
 

@@ -65,18 +65,19 @@ EngineOptions EngineOptions::from_environment() {
     }
   }
   if (auto v = env("HORA_FUSION_THRESHOLD")) {
-    o.fusion_threshold = non_negative_integer("HORA_FUSION_THRESHOLD", *v,
-                                              "a number of bytes (0 disables fusion)");
+    o.fusion_threshold =
+        non_negative_integer("HORA_FUSION_THRESHOLD", *v, "a number of bytes (0 disables fusion)");
   }
-  if (auto v = env("HORA_STALL_CHECK_DISABLE")) o.stall_check = !flag("HORA_STALL_CHECK_DISABLE", *v);
+  if (auto v = env("HORA_STALL_CHECK_DISABLE"))
+    o.stall_check = !flag("HORA_STALL_CHECK_DISABLE", *v);
   if (auto v = env("HORA_STALL_CHECK_SECONDS")) {
     double s = non_negative_number("HORA_STALL_CHECK_SECONDS", *v, "a positive number of seconds");
     if (s <= 0) bad("HORA_STALL_CHECK_SECONDS", *v, "a positive number of seconds");
     o.stall_warning_time = std::chrono::milliseconds(std::llround(s * 1000));
   }
   if (auto v = env("HORA_STALL_SHUTDOWN_SECONDS")) {
-    double s = non_negative_number("HORA_STALL_SHUTDOWN_SECONDS", *v,
-                                   "a number of seconds (0 = never)");
+    double s =
+        non_negative_number("HORA_STALL_SHUTDOWN_SECONDS", *v, "a number of seconds (0 = never)");
     o.stall_shutdown_time = std::chrono::milliseconds(std::llround(s * 1000));
   }
   if (auto v = env("HORA_TIMELINE")) o.timeline_path = *v;

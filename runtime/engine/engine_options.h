@@ -10,11 +10,13 @@
 namespace hora::detail::engine {
 
 struct EngineOptions {
-  static constexpr std::chrono::microseconds kDefaultCycleTime{1000};       // HORA_CYCLE_TIME_MS=1
-  static constexpr std::size_t kDefaultCacheCapacity = 1024;                // HORA_CACHE_CAPACITY
-  static constexpr std::size_t kDefaultFusionThreshold = 128u << 20;        // HORA_FUSION_THRESHOLD
-  static constexpr std::chrono::milliseconds kDefaultStallWarning{60'000};  // HORA_STALL_CHECK_SECONDS
-  static constexpr std::chrono::milliseconds kDefaultStallShutdown{0};      // HORA_STALL_SHUTDOWN_SECONDS
+  static constexpr std::chrono::microseconds kDefaultCycleTime{1000};  // HORA_CYCLE_TIME_MS=1
+  static constexpr std::size_t kDefaultCacheCapacity = 1024;           // HORA_CACHE_CAPACITY
+  static constexpr std::size_t kDefaultFusionThreshold = 128u << 20;   // HORA_FUSION_THRESHOLD
+  static constexpr std::chrono::milliseconds kDefaultStallWarning{
+      60'000};  // HORA_STALL_CHECK_SECONDS
+  static constexpr std::chrono::milliseconds kDefaultStallShutdown{
+      0};  // HORA_STALL_SHUTDOWN_SECONDS
 
   // How often ranks exchange what is ready. Longer cycles fuse more, shorter ones add less latency.
   std::chrono::microseconds cycle_time = kDefaultCycleTime;

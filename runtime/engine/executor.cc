@@ -168,8 +168,8 @@ void Executor::run_one(ReadyOp& op, const Finish& finish) {
         transport_.broadcast(s.recvbuf, static_cast<std::size_t>(r.count), r.dtype, r.root);
         break;
       case OpType::kReducescatter:
-        transport_.reducescatter(s.sendbuf, s.recvbuf, static_cast<std::size_t>(r.count),
-                                 r.dtype, r.op);
+        transport_.reducescatter(s.sendbuf, s.recvbuf, static_cast<std::size_t>(r.count), r.dtype,
+                                 r.op);
         break;
       case OpType::kAllgather: {
         std::vector<std::size_t> counts(op.response.rank_counts.begin(),
@@ -206,8 +206,9 @@ void Executor::run_one(ReadyOp& op, const Finish& finish) {
   }
   timeline_.span(r.name, upper_name_of(r.type), start, Clock::now(),
                  "\"bytes\":" + std::to_string(op.response.bytes()));
-  finish(op, local_failure ? with_context(local_failure, describe(op) + ": output allocation failed")
-                           : nullptr);
+  finish(op, local_failure
+                 ? with_context(local_failure, describe(op) + ": output allocation failed")
+                 : nullptr);
 }
 
 }  // namespace hora::detail::engine

@@ -33,11 +33,11 @@ void synchronize(const Handle& handle) {
 void synchronize(const Handle& handle, std::chrono::milliseconds timeout) {
   const Handle::State& s = checked(handle, "synchronize");
   if (!s.wait_until(std::chrono::steady_clock::now() + timeout)) {
-    throw TimeoutError("hora::synchronize: " + std::string(detail::engine::name_of(s.request.type)) +
-                       " '" + s.request.name + "' did not complete within " +
-                       std::to_string(timeout.count()) +
-                       " ms; it is still in flight (some rank may not have submitted it yet: "
-                       "the stall check names missing ranks after HORA_STALL_CHECK_SECONDS)");
+    throw TimeoutError(
+        "hora::synchronize: " + std::string(detail::engine::name_of(s.request.type)) + " '" +
+        s.request.name + "' did not complete within " + std::to_string(timeout.count()) +
+        " ms; it is still in flight (some rank may not have submitted it yet: "
+        "the stall check names missing ranks after HORA_STALL_CHECK_SECONDS)");
   }
   if (std::exception_ptr e = s.error()) std::rethrow_exception(e);
 }

@@ -19,8 +19,8 @@ std::string difference(const Request& x, int a, const Request& y, int b) {
   }
   const std::string op = name_of(x.type);
   if (x.dtype != y.dtype) {
-    return "Mismatched " + op + " data types" + tensor + ": " + ra + " sent " +
-           name_of(x.dtype) + " but " + rb + " sent " + name_of(y.dtype);
+    return "Mismatched " + op + " data types" + tensor + ": " + ra + " sent " + name_of(x.dtype) +
+           " but " + rb + " sent " + name_of(y.dtype);
   }
   if (x.has_reduce_op() && x.op != y.op) {
     return "Mismatched " + op + " reduce operations" + tensor + ": " + ra + " asked for " +
@@ -57,9 +57,8 @@ bool MessageTable::add(int rank, const Request& request, Clock::time_point first
   }
   auto& slot = e.by_rank[static_cast<std::size_t>(rank)];
   if (slot.has_value()) {
-    throw Error("hora engine: rank " + std::to_string(rank) + " announced " +
-                quoted(request.name) + " twice (internal error: names are unique among a " +
-                "rank's in-flight ops)");
+    throw Error("hora engine: rank " + std::to_string(rank) + " announced " + quoted(request.name) +
+                " twice (internal error: names are unique among a " + "rank's in-flight ops)");
   }
   slot = request;
   return ++e.submitted == size_;

@@ -1,6 +1,5 @@
 #include "runtime/engine/negotiation_message.h"
 
-
 #include <hora/error.h>
 
 namespace hora::detail::engine {
@@ -45,8 +44,7 @@ class Reader {
   [[noreturn]] void fail(const std::string& why) const {
     throw Error("hora engine: malformed negotiation message from rank " + std::to_string(rank_) +
                 " (" + why + " at byte " + std::to_string(pos_) + " of " +
-                std::to_string(in_.size()) +
-                "); are all ranks running the same build of libhora?");
+                std::to_string(in_.size()) + "); are all ranks running the same build of libhora?");
   }
 
  private:
@@ -56,7 +54,8 @@ class Reader {
   std::uint64_t le(int bytes) {
     need(static_cast<std::size_t>(bytes));
     std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v |= std::uint64_t{in_[pos_ + static_cast<std::size_t>(i)]} << (8 * i);
+    for (int i = 0; i < bytes; ++i)
+      v |= std::uint64_t{in_[pos_ + static_cast<std::size_t>(i)]} << (8 * i);
     pos_ += static_cast<std::size_t>(bytes);
     return v;
   }
@@ -90,8 +89,7 @@ std::vector<std::uint8_t> NegotiationMessage::encode() const {
   return out;
 }
 
-NegotiationMessage NegotiationMessage::decode(std::span<const std::uint8_t> bytes,
-                                              int from_rank) {
+NegotiationMessage NegotiationMessage::decode(std::span<const std::uint8_t> bytes, int from_rank) {
   Reader r(bytes, from_rank);
   if (r.u8() != 'H' || r.u8() != 'E') r.fail("bad magic");
   if (std::uint8_t v = r.u8(); v != kVersion) {

@@ -104,8 +104,7 @@ std::shared_ptr<Handle::State> make_alltoall_op(const std::string& name, const v
 
 std::shared_ptr<Handle::State> make_reducescatter_op(const std::string& name, const void* sendbuf,
                                                      void* recvbuf, std::size_t count,
-                                                     DataType type, ReduceOp op,
-                                                     Callback on_done) {
+                                                     DataType type, ReduceOp op, Callback on_done) {
   auto s = new_state(name, OpType::kReducescatter, type, count, std::move(on_done));
   s->request.op = op;
   s->sendbuf = sendbuf;

@@ -27,9 +27,9 @@ namespace hora {
 struct Handle::State {
   detail::engine::Request request;  // name, op type, dtype, reduce op, count, root
   const void* sendbuf = nullptr;
-  void* recvbuf = nullptr;                    // allreduce, broadcast (in place), reducescatter
-  std::vector<std::size_t> send_splits;       // alltoall
-  OutputAllocator output;                     // allgather, alltoall
+  void* recvbuf = nullptr;               // allreduce, broadcast (in place), reducescatter
+  std::vector<std::size_t> send_splits;  // alltoall
+  OutputAllocator output;                // allgather, alltoall
   Callback on_done;
   std::chrono::steady_clock::time_point submitted;
   // Set by the engine at submission: called when a thread starts waiting for this op (wait(),

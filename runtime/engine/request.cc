@@ -25,8 +25,7 @@ const char* upper_name_of(OpType type) {
 }
 
 bool Request::count_must_match() const {
-  return type == OpType::kAllreduce || type == OpType::kBroadcast ||
-         type == OpType::kReducescatter;
+  return type == OpType::kAllreduce || type == OpType::kBroadcast || type == OpType::kReducescatter;
 }
 
 bool Request::has_reduce_op() const {

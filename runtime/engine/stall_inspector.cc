@@ -46,20 +46,21 @@ std::string StallInspector::format_ranks(const std::vector<int>& ranks) {
 
 std::string StallInspector::format_warning(const std::vector<MessageTable::Pending>& stalled,
                                            Clock::time_point now) const {
-  std::string out = "hora: rank " + std::to_string(rank_) + ": stall check: " +
-                    std::to_string(stalled.size()) +
+  std::string out = "hora: rank " + std::to_string(rank_) +
+                    ": stall check: " + std::to_string(stalled.size()) +
                     (stalled.size() == 1 ? " op was" : " ops were") +
                     " submitted by some ranks but not by others for more than " +
                     format_duration(warning_) + ":\n";
   for (const auto& p : stalled) {
     out += "  " + std::string(name_of(p.type)) + " '" + p.name + "': missing on rank" +
-           (p.missing.size() == 1 ? " " : "s ") + format_ranks(p.missing) +
-           "; submitted by rank" + (p.submitted.size() == 1 ? " " : "s ") +
-           format_ranks(p.submitted) + " (waiting " + format_duration(now - p.first_seen) + ")\n";
+           (p.missing.size() == 1 ? " " : "s ") + format_ranks(p.missing) + "; submitted by rank" +
+           (p.submitted.size() == 1 ? " " : "s ") + format_ranks(p.submitted) + " (waiting " +
+           format_duration(now - p.first_seen) + ")\n";
   }
-  out += "  The missing ranks are stuck elsewhere or submit different names. "
-         "HORA_STALL_CHECK_SECONDS sets when this warning fires, HORA_STALL_SHUTDOWN_SECONDS "
-         "fails such ops after a while, HORA_STALL_CHECK_DISABLE=1 turns the check off.\n";
+  out +=
+      "  The missing ranks are stuck elsewhere or submit different names. "
+      "HORA_STALL_CHECK_SECONDS sets when this warning fires, HORA_STALL_SHUTDOWN_SECONDS "
+      "fails such ops after a while, HORA_STALL_CHECK_DISABLE=1 turns the check off.\n";
   return out;
 }
 

@@ -79,8 +79,8 @@ void Timeline::span(const std::string& tensor, std::string_view activity, Clock:
   long long ts = micros(start);
   long long dur = std::max(0LL, micros(end) - ts);
   std::string e = R"({"name":)" + json_string(activity) + R"(,"ph":"X","pid":)" +
-                  std::to_string(pid) + R"(,"tid":0,"ts":)" + std::to_string(ts) +
-                  R"(,"dur":)" + std::to_string(dur);
+                  std::to_string(pid) + R"(,"tid":0,"ts":)" + std::to_string(ts) + R"(,"dur":)" +
+                  std::to_string(dur);
   if (!args_json.empty()) {
     e += R"(,"args":{)";
     e += args_json;

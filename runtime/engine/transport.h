@@ -54,8 +54,8 @@ class Transport {
 
   // Rank i contributes counts[i] elements (sendbuf holds counts[rank()]); recvbuf receives the
   // concatenation in rank order (sum of counts elements). counts.size() == size().
-  virtual void allgatherv(const void* sendbuf, void* recvbuf,
-                          std::span<const std::size_t> counts, DataType type) = 0;
+  virtual void allgatherv(const void* sendbuf, void* recvbuf, std::span<const std::size_t> counts,
+                          DataType type) = 0;
 
   // root's `count` elements are copied into buffer on every rank.
   virtual void broadcast(void* buffer, std::size_t count, DataType type, int root) = 0;

@@ -72,12 +72,13 @@ DeviceAddress from_interface(const WorldInfo& world) {
     if (!addresses.empty()) available += fmt::format(" ({})", fmt::join(addresses, " "));
   }
   const bool exists = seen.count(world.iface) != 0;
-  throw UsageError(fmt::format(
-      "rank {} on {}: HORA_IFACE={} {}; this host has: {}. Choose another with "
-      "horarun --network-interfaces",
-      world.rank, world.hostname, world.iface,
-      exists ? "has no usable IPv4 or global IPv6 address" : "is not an interface of this host",
-      available.empty() ? "no interfaces" : available),
+  throw UsageError(
+      fmt::format("rank {} on {}: HORA_IFACE={} {}; this host has: {}. Choose another with "
+                  "horarun --network-interfaces",
+                  world.rank, world.hostname, world.iface,
+                  exists ? "has no usable IPv4 or global IPv6 address"
+                         : "is not an interface of this host",
+                  available.empty() ? "no interfaces" : available),
       world.rank, world.hostname);
 }
 
@@ -139,11 +140,11 @@ std::shared_ptr<::gloo::transport::Device> create_device(const WorldInfo& world,
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     // Gloo's EnforceNotMet is not a gloo::Exception; both end up here.
-    throw ConnectionError(fmt::format("rank {} on {}: cannot create the Gloo TCP device on {} ({}): "
-                                      "{}; set HORA_IFACE (horarun --network-interfaces)",
-                                      world.rank, world.hostname, address.address, address.reason,
-                                      e.what()),
-                          world.rank, world.hostname);
+    throw ConnectionError(
+        fmt::format("rank {} on {}: cannot create the Gloo TCP device on {} ({}): "
+                    "{}; set HORA_IFACE (horarun --network-interfaces)",
+                    world.rank, world.hostname, address.address, address.reason, e.what()),
+        world.rank, world.hostname);
   }
 }
 

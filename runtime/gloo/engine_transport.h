@@ -12,9 +12,9 @@
 #include <span>
 #include <vector>
 
+#include "runtime/core/world.h"
 #include "runtime/engine/transport.h"
 #include "runtime/gloo/gloo_backend.h"
-#include "runtime/core/world.h"
 
 namespace hora::detail::gloo {
 

@@ -17,10 +17,10 @@
 #include <hora/hora.h>
 
 #include "common/duration.h"
-#include "runtime/gloo/ring_reduce_scatter.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
+#include "runtime/gloo/ring_reduce_scatter.h"
 
 namespace hora::detail::gloo {
 namespace {
@@ -95,10 +95,10 @@ void GlooBackend::run(Group scope, const OpInfo& info, Body&& body) {
                        world_.hostname);
   }
   if (s.broken) {
-    const std::string message =
-        fmt::format("{}: {} cannot run: the {} group failed earlier and Gloo closed its "
-                    "connections: {}",
-                    who(world_), describe(info, scope), group_name(scope), *s.broken);
+    const std::string message = fmt::format(
+        "{}: {} cannot run: the {} group failed earlier and Gloo closed its "
+        "connections: {}",
+        who(world_), describe(info, scope), group_name(scope), *s.broken);
     switch (s.broken_kind) {
       case kTimeout: throw TimeoutError(message, world_.rank, world_.hostname);
       case kMismatch: throw MismatchError(message, world_.rank, world_.hostname);
@@ -158,9 +158,10 @@ void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
                                  : fmt::format("connection failed: {}", why));
   } else if (enforce) {
     kind = kMismatch;
-    message = fmt::format("{}: {} failed a Gloo consistency check: {} (do all ranks pass the same "
-                          "counts, types and roots to this collective?)",
-                          who(world_), what, why);
+    message = fmt::format(
+        "{}: {} failed a Gloo consistency check: {} (do all ranks pass the same "
+        "counts, types and roots to this collective?)",
+        who(world_), what, why);
   } else {
     message = fmt::format("{}: {} failed: {}", who(world_), what, why);
   }
@@ -184,60 +185,61 @@ void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
 
 void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op,
                             Group scope) {
-  run(scope, {"allreduce", count, type, op}, [&](std::shared_ptr<MeshContext>& context,
-                                                 std::uint32_t tag) {
-    ::gloo::AllreduceOptions opts(context);
-    with_element(size_of(type), [&]<typename S>(S) {
-      opts.setOutput<S>(static_cast<S*>(buffer), count);
-    });
-    opts.setReduceFunction(reduce_function(type, op));
-    opts.setTag(tag);
-    opts.setTimeout(world_.timeout);
-    ::gloo::allreduce(opts);
-  });
+  run(scope, {"allreduce", count, type, op},
+      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+        ::gloo::AllreduceOptions opts(context);
+        with_element(size_of(type),
+                     [&]<typename S>(S) { opts.setOutput<S>(static_cast<S*>(buffer), count); });
+        opts.setReduceFunction(reduce_function(type, op));
+        opts.setTag(tag);
+        opts.setTimeout(world_.timeout);
+        ::gloo::allreduce(opts);
+      });
 }
 
 void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                             const std::vector<std::size_t>& counts, DataType type, Group scope) {
-  run(scope, {"allgather", count, type}, [&](std::shared_ptr<MeshContext>& context,
-                                             std::uint32_t tag) {
-    const std::size_t element = size_of(type);
-    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-    const std::size_t offset =
-        std::accumulate(counts.begin(), counts.begin() + context->rank, std::size_t{0}) * element;
-    auto* out = static_cast<unsigned char*>(recvbuf);
-    // Gloo copies the input into its slot of the output first; in place needs no input, and an
-    // input overlapping the output elsewhere is staged so the ring cannot overwrite it.
-    const bool in_place = sendbuf == out + offset;
-    std::vector<unsigned char> staged;
-    const void* input = sendbuf;
-    if (!in_place && overlaps(sendbuf, count * element, recvbuf, total * element)) {
-      staged.assign(static_cast<const unsigned char*>(sendbuf),
-                    static_cast<const unsigned char*>(sendbuf) + count * element);
-      input = staged.data();
-    }
-    ::gloo::AllgathervOptions opts(context);
-    with_element(element, [&]<typename S>(S) {
-      if (!in_place) opts.setInput<S>(static_cast<S*>(const_cast<void*>(input)), count);
-      opts.setOutput<S>(static_cast<S*>(recvbuf), counts);
-    });
-    opts.setTag(tag);
-    opts.setTimeout(world_.timeout);
-    ::gloo::allgatherv(opts);
-  });
+  run(scope, {"allgather", count, type},
+      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+        const std::size_t element = size_of(type);
+        const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+        const std::size_t offset =
+            std::accumulate(counts.begin(), counts.begin() + context->rank, std::size_t{0}) *
+            element;
+        auto* out = static_cast<unsigned char*>(recvbuf);
+        // Gloo copies the input into its slot of the output first; in place needs no input, and an
+        // input overlapping the output elsewhere is staged so the ring cannot overwrite it.
+        const bool in_place = sendbuf == out + offset;
+        std::vector<unsigned char> staged;
+        const void* input = sendbuf;
+        if (!in_place && overlaps(sendbuf, count * element, recvbuf, total * element)) {
+          staged.assign(static_cast<const unsigned char*>(sendbuf),
+                        static_cast<const unsigned char*>(sendbuf) + count * element);
+          input = staged.data();
+        }
+        ::gloo::AllgathervOptions opts(context);
+        with_element(element, [&]<typename S>(S) {
+          if (!in_place) opts.setInput<S>(static_cast<S*>(const_cast<void*>(input)), count);
+          opts.setOutput<S>(static_cast<S*>(recvbuf), counts);
+        });
+        opts.setTag(tag);
+        opts.setTimeout(world_.timeout);
+        ::gloo::allgatherv(opts);
+      });
 }
 
 std::vector<std::size_t> GlooBackend::allgather_counts(std::size_t count, Group scope) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(state(scope).context->size));
   std::uint64_t mine = count;
-  run(scope, OpInfo{"allgather_counts"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
-    ::gloo::AllgathervOptions opts(context);
-    opts.setInput<std::uint64_t>(&mine, 1);
-    opts.setOutput<std::uint64_t>(all.data(), std::vector<std::size_t>(all.size(), 1));
-    opts.setTag(tag);
-    opts.setTimeout(world_.timeout);
-    ::gloo::allgatherv(opts);
-  });
+  run(scope, OpInfo{"allgather_counts"},
+      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+        ::gloo::AllgathervOptions opts(context);
+        opts.setInput<std::uint64_t>(&mine, 1);
+        opts.setOutput<std::uint64_t>(all.data(), std::vector<std::size_t>(all.size(), 1));
+        opts.setTag(tag);
+        opts.setTimeout(world_.timeout);
+        ::gloo::allgatherv(opts);
+      });
   return {all.begin(), all.end()};
 }
 
@@ -246,9 +248,8 @@ void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int 
   info.root = root;
   run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
     ::gloo::BroadcastOptions opts(context);
-    with_element(size_of(type), [&]<typename S>(S) {
-      opts.setOutput<S>(static_cast<S*>(buffer), count);
-    });
+    with_element(size_of(type),
+                 [&]<typename S>(S) { opts.setOutput<S>(static_cast<S*>(buffer), count); });
     opts.setRoot(root);
     opts.setTag(tag);
     opts.setTimeout(world_.timeout);
@@ -263,43 +264,44 @@ void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& 
   const std::size_t sent = std::accumulate(send_splits.begin(), send_splits.end(), std::size_t{0});
   const std::size_t received =
       std::accumulate(recv_splits.begin(), recv_splits.end(), std::size_t{0});
-  run(scope, {"alltoall", sent, type}, [&](std::shared_ptr<MeshContext>& context,
-                                           std::uint32_t tag) {
-    // Gloo sends straight from the input while receiving into the output: stage an input that
-    // overlaps the output (in place included).
-    std::vector<unsigned char> staged;
-    const void* input = sendbuf;
-    if (overlaps(sendbuf, sent * element, recvbuf, received * element)) {
-      staged.assign(static_cast<const unsigned char*>(sendbuf),
-                    static_cast<const unsigned char*>(sendbuf) + sent * element);
-      input = staged.data();
-    }
-    ::gloo::AlltoallvOptions opts(context);
-    std::vector<std::int64_t> in(send_splits.begin(), send_splits.end());
-    std::vector<std::int64_t> out(recv_splits.begin(), recv_splits.end());
-    with_element(element, [&]<typename S>(S) {
-      opts.setInput<S>(static_cast<S*>(const_cast<void*>(input)), in);
-      opts.setOutput<S>(static_cast<S*>(recvbuf), out);
-    });
-    opts.setTag(tag);
-    opts.setTimeout(world_.timeout);
-    ::gloo::alltoallv(opts);
-  });
+  run(scope, {"alltoall", sent, type},
+      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+        // Gloo sends straight from the input while receiving into the output: stage an input that
+        // overlaps the output (in place included).
+        std::vector<unsigned char> staged;
+        const void* input = sendbuf;
+        if (overlaps(sendbuf, sent * element, recvbuf, received * element)) {
+          staged.assign(static_cast<const unsigned char*>(sendbuf),
+                        static_cast<const unsigned char*>(sendbuf) + sent * element);
+          input = staged.data();
+        }
+        ::gloo::AlltoallvOptions opts(context);
+        std::vector<std::int64_t> in(send_splits.begin(), send_splits.end());
+        std::vector<std::int64_t> out(recv_splits.begin(), recv_splits.end());
+        with_element(element, [&]<typename S>(S) {
+          opts.setInput<S>(static_cast<S*>(const_cast<void*>(input)), in);
+          opts.setOutput<S>(static_cast<S*>(recvbuf), out);
+        });
+        opts.setTag(tag);
+        opts.setTimeout(world_.timeout);
+        ::gloo::alltoallv(opts);
+      });
 }
 
 std::vector<std::size_t> GlooBackend::alltoall_splits(const std::vector<std::size_t>& send_splits,
                                                       Group scope) {
   std::vector<std::uint64_t> out(send_splits.begin(), send_splits.end());
   std::vector<std::uint64_t> in(send_splits.size());
-  run(scope, OpInfo{"alltoall_splits"}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
-    ::gloo::AlltoallvOptions opts(context);
-    const std::vector<std::int64_t> ones(out.size(), 1);
-    opts.setInput<std::uint64_t>(out.data(), ones);
-    opts.setOutput<std::uint64_t>(in.data(), ones);
-    opts.setTag(tag);
-    opts.setTimeout(world_.timeout);
-    ::gloo::alltoallv(opts);
-  });
+  run(scope, OpInfo{"alltoall_splits"},
+      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+        ::gloo::AlltoallvOptions opts(context);
+        const std::vector<std::int64_t> ones(out.size(), 1);
+        opts.setInput<std::uint64_t>(out.data(), ones);
+        opts.setOutput<std::uint64_t>(in.data(), ones);
+        opts.setTag(tag);
+        opts.setTimeout(world_.timeout);
+        ::gloo::alltoallv(opts);
+      });
   return {in.begin(), in.end()};
 }
 
@@ -308,11 +310,11 @@ void GlooBackend::reducescatter(const void* sendbuf, void* recvbuf,
                                 ReduceOp op, Group scope) {
   const std::size_t count =
       std::accumulate(block_counts.begin(), block_counts.end(), std::size_t{0});
-  run(scope, {"reducescatter", count, type, op}, [&](std::shared_ptr<MeshContext>& context,
-                                                     std::uint32_t tag) {
-    ring_reduce_scatter(*context, sendbuf, recvbuf, block_counts, size_of(type),
-                        reduce_function(type, op), tag, world_.timeout);
-  });
+  run(scope, {"reducescatter", count, type, op},
+      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+        ring_reduce_scatter(*context, sendbuf, recvbuf, block_counts, size_of(type),
+                            reduce_function(type, op), tag, world_.timeout);
+      });
 }
 
 void GlooBackend::barrier(Group scope) {
@@ -328,9 +330,8 @@ void GlooBackend::allreduce_custom(void* buffer, std::size_t count, std::size_t 
                                    ReduceFn reduce, const char* name, Group scope) {
   run(scope, OpInfo{name}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
     ::gloo::AllreduceOptions opts(context);
-    with_element(element_size, [&]<typename S>(S) {
-      opts.setOutput<S>(static_cast<S*>(buffer), count);
-    });
+    with_element(element_size,
+                 [&]<typename S>(S) { opts.setOutput<S>(static_cast<S*>(buffer), count); });
     opts.setReduceFunction(reduce);
     opts.setTag(tag);
     opts.setTimeout(world_.timeout);
@@ -361,8 +362,8 @@ void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbu
   allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
 }
 
-void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root,
-                            Scope scope, void* /*stream*/) {
+void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
+                            void* /*stream*/) {
   broadcast(buffer, count, type, root, group_of(scope));
 }
 

@@ -22,11 +22,11 @@
 
 #include <hora/types.h>
 
-#include "runtime/core/backend.h"
-#include "runtime/gloo/mesh.h"
 #include "runtime/core/abort_state.h"
+#include "runtime/core/backend.h"
 #include "runtime/core/reduce.h"
 #include "runtime/core/world.h"
+#include "runtime/gloo/mesh.h"
 
 namespace hora::detail::gloo {
 
@@ -47,8 +47,8 @@ class GlooBackend : public Backend {
 
   // --- Backend: the public collectives on a scope (kAverage divided here; stream unused). ---
   const char* name() const override { return "gloo"; }
-  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                 ReduceOp op, Scope scope, void* stream) override;
+  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                 Scope scope, void* stream) override;
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                  const std::vector<std::size_t>& counts, DataType type, Scope scope,
                  void* stream) override;
@@ -81,12 +81,13 @@ class GlooBackend : public Backend {
   std::vector<std::size_t> alltoall_splits(const std::vector<std::size_t>& send_splits,
                                            Group scope);
   // block_counts[i] elements of the reduction go to scope rank i. kAverage sums.
-  void reducescatter(const void* sendbuf, void* recvbuf, const std::vector<std::size_t>& block_counts,
-                     DataType type, ReduceOp op, Group scope);
+  void reducescatter(const void* sendbuf, void* recvbuf,
+                     const std::vector<std::size_t>& block_counts, DataType type, ReduceOp op,
+                     Group scope);
   void barrier(Group scope);
   // In place with a reduction of the caller's (the engine's bitwise AND of uint64 words).
-  void allreduce_custom(void* buffer, std::size_t count, std::size_t element_size,
-                        ReduceFn reduce, const char* name, Group scope);
+  void allreduce_custom(void* buffer, std::size_t count, std::size_t element_size, ReduceFn reduce,
+                        const char* name, Group scope);
 
   // Fails every context (peers see the connections close). Thread-safe.
   void close_all(const std::string& reason);
@@ -98,7 +99,8 @@ class GlooBackend : public Backend {
   struct OpInfo {
     explicit OpInfo(const char* n) : name(n) {}
     OpInfo(const char* n, std::size_t c, DataType t) : name(n), count(c), type(t) {}
-    OpInfo(const char* n, std::size_t c, DataType t, ReduceOp o) : name(n), count(c), type(t), op(o) {}
+    OpInfo(const char* n, std::size_t c, DataType t, ReduceOp o)
+        : name(n), count(c), type(t), op(o) {}
 
     const char* name;
     std::size_t count = 0;
@@ -111,7 +113,7 @@ class GlooBackend : public Backend {
     std::shared_ptr<MeshContext> context;
     std::uint32_t next_tag = 0;
     std::optional<std::string> broken;  // the first failure's message
-    int broken_kind = 0;                 // which hora::Error subclass it was
+    int broken_kind = 0;                // which hora::Error subclass it was
   };
 
   template <typename Body>

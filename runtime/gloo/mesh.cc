@@ -102,14 +102,15 @@ void spread_loopback(const WorldInfo& world, DeviceAddress& address) {
                      static_cast<std::uint64_t>(world.local_size - 1) +
                      static_cast<std::uint64_t>(world.cross_size - 1);
   if (static_cast<std::uint64_t>(world.local_size) * pairs <= kSharedAddressPorts) return;
-  const std::uint32_t own = (127u << 24) + (64u << 16) + static_cast<std::uint32_t>(world.local_rank);
+  const std::uint32_t own =
+      (127u << 24) + (64u << 16) + static_cast<std::uint32_t>(world.local_rank);
   v4.s_addr = htonl(own);
   char text[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &v4, text, sizeof text);
-  address.reason = fmt::format("{} on loopback: the rank's own address in 127.64.0.0/10 instead of "
-                               "{} ({})",
-                               "local rank " + std::to_string(world.local_rank), address.address,
-                               address.reason);
+  address.reason = fmt::format(
+      "{} on loopback: the rank's own address in 127.64.0.0/10 instead of "
+      "{} ({})",
+      "local rank " + std::to_string(world.local_rank), address.address, address.reason);
   address.address = text;
 }
 
@@ -221,9 +222,9 @@ void connect_context(const WorldInfo& world, const char* scope, PendingContext& 
     try {
       context.transport().getPair(i)->connect(pending.peer_addresses[i]);
     } catch (...) {
-      const std::string step = fmt::format(
-          "init(): connecting the {} Gloo pair to rank {} ({}, {})", scope, peer.global_rank,
-          peer.hostname, peer.endpoint);
+      const std::string step =
+          fmt::format("init(): connecting the {} Gloo pair to rank {} ({}, {})", scope,
+                      peer.global_rank, peer.hostname, peer.endpoint);
       if (abort.reason()) rethrow_translated(world, step, abort, "");
       std::string why;
       try {
@@ -282,8 +283,13 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
       if (j != world.rank) engine_transport->createPair(j);
     }
   }
-  RankRecord mine{world.host_index, world.local_rank, world.local_size, world.cross_rank,
-                  world.cross_size, world.hostname.substr(0, kMaxHostnameBytes), {}};
+  RankRecord mine{world.host_index,
+                  world.local_rank,
+                  world.local_size,
+                  world.cross_rank,
+                  world.cross_size,
+                  world.hostname.substr(0, kMaxHostnameBytes),
+                  {}};
   bool have_base = false;
   const auto global_ports =
       pair_ports(world, *global_transport, n, world.rank, &mine.base, &have_base);
@@ -328,9 +334,10 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     }
     const auto [global_port, engine_port] = get_ports(gathered.slice(j));
     if (global_port == 0 || (n > 1 && engine_port == 0)) {
-      fail_on(fmt::format("rank {} sent no Gloo port for this rank (global {}, engine {}); is "
-                          "every rank running the same version of libhora?",
-                          j, global_port, engine_port));
+      fail_on(
+          fmt::format("rank {} sent no Gloo port for this rank (global {}, engine {}); is "
+                      "every rank running the same version of libhora?",
+                      j, global_port, engine_port));
     }
     layouts[j].global_port = global_port;
     layouts[j].engine_port = engine_port;
@@ -368,7 +375,8 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     for (int j = 0; j < n; ++j) {
       if (j == world.rank) continue;
       engine.peer_addresses[j] = layouts[j].engine_address;
-      engine.context->describe_peer(j, format_pair_endpoint(layouts[j].base, layouts[j].engine_port),
+      engine.context->describe_peer(j,
+                                    format_pair_endpoint(layouts[j].base, layouts[j].engine_port),
                                     gloo_name_of(layouts[j].engine_address));
     }
   }
@@ -403,8 +411,10 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   // rank, or -1.
   std::vector<int> local_slot(static_cast<std::size_t>(n), -1);
   std::vector<int> cross_slot(static_cast<std::size_t>(n), -1);
-  for (std::size_t i = 0; i < local_members.size(); ++i) local_slot[local_members[i]] = static_cast<int>(i);
-  for (std::size_t i = 0; i < cross_members.size(); ++i) cross_slot[cross_members[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < local_members.size(); ++i)
+    local_slot[local_members[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < cross_members.size(); ++i)
+    cross_slot[cross_members[i]] = static_cast<int>(i);
   bool any_group = false;
   for (const Layout& l : layouts) any_group = any_group || l.local_size > 1 || l.cross_size > 1;
   if (any_group) {
@@ -420,8 +430,8 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
       put_ports(slices, j, port_of(local, local_slot[j]), port_of(cross, cross_slot[j]));
     }
     try {
-      gathered = client.gather("hora/mesh/groups", {}, kPortSliceBytes, slices,
-                               remaining(deadline));
+      gathered =
+          client.gather("hora/mesh/groups", {}, kPortSliceBytes, slices, remaining(deadline));
     } catch (...) {
       rethrow_translated(world,
                          "init(): exchanging local/cross Gloo addresses through the rendezvous",

@@ -30,10 +30,10 @@
 #include <gloo/transport/device.h>
 
 #include "rendezvous/client.h"
-#include "runtime/gloo/device.h"
-#include "runtime/gloo/mesh_context.h"
 #include "runtime/core/abort_state.h"
 #include "runtime/core/world.h"
+#include "runtime/gloo/device.h"
+#include "runtime/gloo/mesh_context.h"
 
 namespace hora::detail::gloo {
 

@@ -8,8 +8,8 @@
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "runtime/gloo/socket_peers.h"
 #include "runtime/core/log.h"
+#include "runtime/gloo/socket_peers.h"
 
 namespace hora::detail::gloo {
 

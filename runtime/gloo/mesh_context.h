@@ -47,7 +47,9 @@ class MeshContext : public ::gloo::Context {
   ::gloo::transport::Context& transport() { return *transportContext_; }
 
   // This rank's listening address for the pair with scope rank i (Gloo's opaque bytes).
-  const std::vector<char>& own_address(int scope_rank) const { return own_addresses_.at(scope_rank); }
+  const std::vector<char>& own_address(int scope_rank) const {
+    return own_addresses_.at(scope_rank);
+  }
 
   // Records where scope rank `scope_rank` listens, once the exchange told us.
   void describe_peer(int scope_rank, std::string endpoint, std::string gloo_name);

@@ -52,9 +52,10 @@ class Reader {
     if (at_ != in_.size()) fail(fmt::format("{} bytes after the last field", in_.size() - at_));
   }
   [[noreturn]] void fail(const std::string& why) const {
-    throw Error(fmt::format("malformed mesh record from rank {} ({} bytes): {}; is every rank "
-                            "running the same version of libhora?",
-                            from_, in_.size(), why));
+    throw Error(
+        fmt::format("malformed mesh record from rank {} ({} bytes): {}; is every rank "
+                    "running the same version of libhora?",
+                    from_, in_.size(), why));
   }
 
  private:
@@ -110,9 +111,10 @@ std::uint16_t split_pair_address(const std::vector<char>& gloo_bytes, PairAddres
     clean.sin6_scope_id = in6.sin6_scope_id;
     std::memcpy(&out.sockaddr, &clean, sizeof clean);
   } else {
-    throw Error(fmt::format("a Gloo pair address of family {} (not IPv4 or IPv6): hora's mesh "
-                            "exchange only handles TCP pairs",
-                            ss.ss_family));
+    throw Error(
+        fmt::format("a Gloo pair address of family {} (not IPv4 or IPv6): hora's mesh "
+                    "exchange only handles TCP pairs",
+                    ss.ss_family));
   }
   *base = out;
   return port;

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/gloo/mesh_context.h"
 #include "runtime/core/reduce.h"
+#include "runtime/gloo/mesh_context.h"
 
 namespace hora::detail::gloo {
 

@@ -228,8 +228,7 @@ bool cuda_context_in_use() {
     void* b = nullptr;
     void* c = nullptr;
     d.ok = fetch("cuCtxGetCurrent", &a) && fetch("cuDeviceGet", &b) &&
-           fetch("cuDevicePrimaryCtxGetState", &c) &&
-           cudaGetDeviceCount(&d.devices) == cudaSuccess;
+           fetch("cuDevicePrimaryCtxGetState", &c) && cudaGetDeviceCount(&d.devices) == cudaSuccess;
     if (!d.ok) cudaGetLastError();
     d.ctx_get_current = reinterpret_cast<CtxGetCurrent>(a);
     d.device_get = reinterpret_cast<DeviceGet>(b);
@@ -309,9 +308,9 @@ struct Backend::Impl {
   // Held for the whole of a collective (and by the destructor): guards everything below it.
   std::mutex op_mutex;
   std::array<Comm, 3> comms;
-  int device = -1;                // selected on first use
-  cudaEvent_t event = nullptr;    // recorded after each collective, on `device`
-  void* scratch = nullptr;        // one byte on `device`, for barrier
+  int device = -1;              // selected on first use
+  cudaEvent_t event = nullptr;  // recorded after each collective, on `device`
+  void* scratch = nullptr;      // one byte on `device`, for barrier
 
   // Set by abort() from any thread; read by waiting loops.
   std::atomic<bool> aborted{false};
@@ -476,24 +475,24 @@ struct Backend::Impl {
     UniqueId id;
     try {
       id = exchange_unique_id(
-        client, world, c.group,
-        [&] {
-          ncclUniqueId raw;
-          ncclResult_t r = ncclGetUniqueId(&raw);
-          if (r != ncclSuccess) {
-            throw Error(fmt::format("{}: ncclGetUniqueId failed while {}: {}. NCCL bootstraps "
-                                    "over NCCL_SOCKET_IFNAME (now \"{}\")",
-                                    who(), creating, nccl_text(r, nullptr),
-                                    std::getenv("NCCL_SOCKET_IFNAME")
-                                        ? std::getenv("NCCL_SOCKET_IFNAME")
-                                        : ""),
-                        world.rank, world.hostname);
-          }
-          UniqueId bytes;
-          std::memcpy(bytes.data(), raw.internal, kUniqueIdBytes);
-          return bytes;
-        },
-        deadline);
+          client, world, c.group,
+          [&] {
+            ncclUniqueId raw;
+            ncclResult_t r = ncclGetUniqueId(&raw);
+            if (r != ncclSuccess) {
+              throw Error(fmt::format("{}: ncclGetUniqueId failed while {}: {}. NCCL bootstraps "
+                                      "over NCCL_SOCKET_IFNAME (now \"{}\")",
+                                      who(), creating, nccl_text(r, nullptr),
+                                      std::getenv("NCCL_SOCKET_IFNAME")
+                                          ? std::getenv("NCCL_SOCKET_IFNAME")
+                                          : ""),
+                          world.rank, world.hostname);
+            }
+            UniqueId bytes;
+            std::memcpy(bytes.data(), raw.internal, kUniqueIdBytes);
+            return bytes;
+          },
+          deadline);
     } catch (const Error& e) {
       // The ranks of this scope no longer agree on where they are (some may be initializing
       // with the id already): a later attempt could not be matched, so the scope is closed.
@@ -545,8 +544,7 @@ struct Backend::Impl {
   // As above; `after` enqueues stream work that must follow the NCCL calls (a copy out of a
   // staging buffer) once NCCL has finished enqueueing them.
   template <typename Enqueue, typename After>
-  void run(Scope scope, const std::string& step, void* stream, Enqueue&& enqueue,
-           After&& after) {
+  void run(Scope scope, const std::string& step, void* stream, Enqueue&& enqueue, After&& after) {
     std::lock_guard<std::mutex> lock(op_mutex);
     const Clock::time_point deadline = Clock::now() + timeout;
     throw_if_aborted(step);
@@ -625,16 +623,15 @@ struct Backend::Impl {
 
   void check_scope_rank(const CommGroup& g, int root, const char* what) {
     if (root < 0 || root >= g.nranks) {
-      throw UsageError(fmt::format("{}: {} root {} is not a rank of {} (0..{})", who(), what,
-                                   root, describe(g), g.nranks - 1),
+      throw UsageError(fmt::format("{}: {} root {} is not a rank of {} (0..{})", who(), what, root,
+                                   describe(g), g.nranks - 1),
                        world.rank, world.hostname);
     }
   }
 
   void check_buffer(const void* p, std::size_t count, const char* what, const char* name) {
     if (count > 0 && p == nullptr) {
-      throw UsageError(fmt::format("{}: {}: {} is null but count is {}", who(), what, name,
-                                   count),
+      throw UsageError(fmt::format("{}: {}: {} is null but count is {}", who(), what, name, count),
                        world.rank, world.hostname);
     }
   }
@@ -729,8 +726,8 @@ void Backend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
   if (total == 0) return;  // every rank sees the same counts
 
   const std::size_t my_offset = offsets[static_cast<std::size_t>(g.rank)] * es;
-  const bool uniform = std::all_of(counts.begin(), counts.end(),
-                                   [&](std::size_t c) { return c == counts.front(); });
+  const bool uniform =
+      std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c == counts.front(); });
   // In place means sendbuf is this rank's block of recvbuf (NCCL's convention). Any other
   // overlap would be overwritten by a peer's block before it is sent: stage it first.
   std::optional<DeviceBuffer> staged;
@@ -739,13 +736,13 @@ void Backend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
   impl_->run(scope, step, stream, [&](ncclComm_t comm, cudaStream_t s) -> ncclResult_t {
     if (!in_place && overlap(sendbuf, count * es, recvbuf, total * es)) {
       staged.emplace(count * es);
-      cudaError_t e = cudaMemcpyAsync(staged->get(), sendbuf, count * es,
-                                      cudaMemcpyDeviceToDevice, s);
+      cudaError_t e =
+          cudaMemcpyAsync(staged->get(), sendbuf, count * es, cudaMemcpyDeviceToDevice, s);
       if (e != cudaSuccess) {
         cudaGetLastError();
         // Nothing was handed to NCCL yet, so the communicator stays usable.
-        throw Error(fmt::format("{}: {}: staging sendbuf on the stream failed: {}",
-                                impl_->who(), step, cuda_text(e)),
+        throw Error(fmt::format("{}: {}: staging sendbuf on the stream failed: {}", impl_->who(),
+                                step, cuda_text(e)),
                     impl_->world.rank, impl_->world.hostname);
       }
       source = staged->get();
@@ -757,9 +754,9 @@ void Backend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     for (int r = 0; r < g.nranks; ++r) {
       auto ur = static_cast<std::size_t>(r);
       if (counts[ur] == 0) continue;
-      ncclResult_t res = ncclBroadcast(r == g.rank ? source : nullptr,
-                                       byte_ptr(recvbuf, offsets[ur] * es), counts[ur], t, r,
-                                       comm, s);
+      ncclResult_t res =
+          ncclBroadcast(r == g.rank ? source : nullptr, byte_ptr(recvbuf, offsets[ur] * es),
+                        counts[ur], t, r, comm, s);
       if (first == ncclSuccess && res != ncclSuccess && res != ncclInProgress) first = res;
     }
     ncclResult_t end = ncclGroupEnd();

@@ -41,7 +41,9 @@
 #include "runtime/core/backend.h"
 #include "runtime/core/world.h"
 
-namespace hora::rdv { class Client; }
+namespace hora::rdv {
+class Client;
+}
 
 namespace hora::detail::nccl {
 
@@ -97,8 +99,8 @@ class Backend : public detail::Backend {
   // nullptr is the default stream) and waited for before returning. Arguments mean what they
   // mean in hora.h; sendbuf == recvbuf is in place everywhere except alltoall, where it is a
   // UsageError.
-  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                 ReduceOp op, Scope scope, void* stream) override;
+  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                 Scope scope, void* stream) override;
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                  const std::vector<std::size_t>& counts, DataType type, Scope scope,
                  void* stream) override;

@@ -7,7 +7,6 @@
 
 namespace hora {
 
-
 namespace detail::nccl {
 
 bool compiled() { return false; }
@@ -21,15 +20,14 @@ struct Backend::Impl {};
 
 Backend::Backend(const WorldInfo&, rdv::Client&, std::chrono::milliseconds)
     : impl_(std::make_unique<Impl>()) {}
-Backend::Backend(const WorldInfo&, std::chrono::milliseconds)
-    : impl_(std::make_unique<Impl>()) {}
+Backend::Backend(const WorldInfo&, std::chrono::milliseconds) : impl_(std::make_unique<Impl>()) {}
 Backend::~Backend() = default;
 
 void Backend::allreduce(const void*, void*, std::size_t, DataType, ReduceOp, Scope, void*) {
   throw_not_built("GPU allreduce");
 }
-void Backend::allgather(const void*, std::size_t, void*, const std::vector<std::size_t>&,
-                        DataType, Scope, void*) {
+void Backend::allgather(const void*, std::size_t, void*, const std::vector<std::size_t>&, DataType,
+                        Scope, void*) {
   throw_not_built("GPU allgather");
 }
 void Backend::broadcast(void*, std::size_t, DataType, int, Scope, void*) {

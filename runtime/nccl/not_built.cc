@@ -8,9 +8,10 @@
 namespace hora::detail::nccl {
 
 void throw_not_built(const char* what) {
-  throw UsageError(fmt::format("{}: hora was built without NCCL (rebuild with -Dnccl=enabled on a "
-                               "machine with CUDA and NCCL)",
-                               what));
+  throw UsageError(
+      fmt::format("{}: hora was built without NCCL (rebuild with -Dnccl=enabled on a "
+                  "machine with CUDA and NCCL)",
+                  what));
 }
 
 }  // namespace hora::detail::nccl

@@ -18,8 +18,7 @@ bool parse_index(std::string_view text, int& out) {
   if (text.empty()) return false;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc{} && ptr == end && out >= 0 && text.front() != '-' &&
-         text.front() != '+';
+  return ec == std::errc{} && ptr == end && out >= 0 && text.front() != '-' && text.front() != '+';
 }
 
 std::string visible(int device_count) {

@@ -82,9 +82,10 @@ UniqueId exchange_unique_id(rdv::Client* client, const WorldInfo& world, const C
   const std::string step =
       group.rank == 0
           ? fmt::format("publishing the NCCL unique id of {} (key {})", describe(group), key)
-          : fmt::format("waiting for the NCCL unique id of {} (key {}), which {} publishes on "
-                        "its first GPU collective of that scope",
-                        describe(group), key, publisher(group));
+          : fmt::format(
+                "waiting for the NCCL unique id of {} (key {}), which {} publishes on "
+                "its first GPU collective of that scope",
+                describe(group), key, publisher(group));
   try {
     if (group.rank == 0) {
       UniqueId id = get_unique_id();

@@ -23,18 +23,21 @@
 
 #include "runtime/core/world.h"
 
-namespace hora::rdv { class Client; }
+namespace hora::rdv {
+class Client;
+}
 
 namespace hora::detail::nccl {
 
-inline constexpr std::size_t kUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES (static_assert'ed in backend.cc)
+inline constexpr std::size_t kUniqueIdBytes =
+    128;  // NCCL_UNIQUE_ID_BYTES (static_assert'ed in backend.cc)
 using UniqueId = std::array<std::uint8_t, kUniqueIdBytes>;
 
 // One communicator as seen from one rank.
 struct CommGroup {
   Scope scope = Scope::kGlobal;
-  int group = 0;   // 0 (global), host_index (local), local_rank (cross)
-  int rank = 0;    // this rank's rank within the communicator
+  int group = 0;  // 0 (global), host_index (local), local_rank (cross)
+  int rank = 0;   // this rank's rank within the communicator
   int nranks = 1;
 };
 

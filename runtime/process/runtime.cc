@@ -57,8 +57,10 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
 
   try {
-    gloo_ = std::make_shared<gloo::GlooBackend>(
-        world_, gloo::build_mesh(world_, *client_, abort_, deadline), abort_);
+    gloo_ =
+        std::make_shared<gloo::GlooBackend>(world_,
+                                            gloo::build_mesh(world_, *client_, abort_, deadline),
+                                            abort_);
   } catch (...) {
     // Leave without a goodbye: the launcher must see this rank fail, not finish.
     client_.reset();
@@ -108,9 +110,10 @@ void Runtime::join_shared_memory(Clock::time_point deadline, const std::string& 
     }
     hierarchical_ = able == 1;
     if (!hierarchical_ && world_.hierarchical_allreduce == 1) {
-      log().warn("{}: HORA_HIERARCHICAL_ALLREDUCE=1 ignored: it needs shared memory (HORA_SHM=1) "
-                 "and the same number of ranks on every host",
-                 who(world_));
+      log().warn(
+          "{}: HORA_HIERARCHICAL_ALLREDUCE=1 ignored: it needs shared memory (HORA_SHM=1) "
+          "and the same number of ranks on every host",
+          who(world_));
     }
   }
   log().debug("{}: shared memory between the {} local ranks: {}", who(world_), world_.local_size,
@@ -318,8 +321,7 @@ void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, D
   host_backend("allreduce", scope)->allreduce(sendbuf, recvbuf, count, type, op, scope, nullptr);
 }
 
-void Runtime::allreduce_hierarchical(void* buffer, std::size_t count, DataType type,
-                                     ReduceOp op) {
+void Runtime::allreduce_hierarchical(void* buffer, std::size_t count, DataType type, ReduceOp op) {
   std::shared_ptr<gloo::GlooBackend> gloo;
   std::shared_ptr<shm::ShmBackend> shm;
   {
@@ -356,7 +358,8 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  host_backend("allgather", scope)->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
+  host_backend("allgather", scope)
+      ->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
@@ -410,8 +413,8 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
     if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
     return;
   }
-  host_backend("alltoall", scope)->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
-                                     nullptr);
+  host_backend("alltoall", scope)
+      ->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope, nullptr);
 }
 
 std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>& send_splits,
@@ -440,7 +443,8 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  host_backend("reducescatter", scope)->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
+  host_backend("reducescatter", scope)
+      ->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
 }
 
 void Runtime::barrier(Scope scope, StreamArg stream) {

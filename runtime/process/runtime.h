@@ -54,7 +54,7 @@ class Transport;
 namespace shm {
 class ShmBackend;
 class ShmGroup;
-}
+}  // namespace shm
 
 // A CUDA stream from <hora/cuda.h> (nullptr: the default stream), or none for the host API.
 using StreamArg = std::optional<void*>;
@@ -103,8 +103,8 @@ class Runtime {
 
   // The public collectives (hora.h and cuda.h document them), checked and routed. `stream` is
   // set when the call came through <hora/cuda.h>.
-  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-                 ReduceOp op, Scope scope, StreamArg stream = std::nullopt);
+  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                 Scope scope, StreamArg stream = std::nullopt);
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                  const std::vector<std::size_t>& counts, DataType type, Scope scope,
                  StreamArg stream = std::nullopt);
@@ -165,8 +165,8 @@ class Runtime {
 
   WorldInfo world_;
   AbortState abort_;
-  mutable std::mutex backends_mutex_;              // guards the pointers below, not the backends
-  std::shared_ptr<gloo::GlooBackend> gloo_;        // null in a world of one
+  mutable std::mutex backends_mutex_;        // guards the pointers below, not the backends
+  std::shared_ptr<gloo::GlooBackend> gloo_;  // null in a world of one
   std::shared_ptr<nccl::Backend> nccl_;
   // This host's ranks over shared memory (runtime/shm/): null with one local rank or
   // HORA_SHM=0. Serves the local scope, and the global one when all ranks are on this host.

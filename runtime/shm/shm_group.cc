@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "common/duration.h"
-#include "runtime/shm/futex.h"
 #include "runtime/core/reduce.h"
+#include "runtime/shm/futex.h"
 
 namespace hora::detail::shm {
 namespace {
@@ -241,14 +241,10 @@ void ShmGroup::enter(const Op& op) {
         fmt::format("{}: {} cannot run: the shared-memory group failed earlier: {}", who_,
                     op.describe(), *broken_);
     switch (broken_kind_) {
-      case kTimeout:
-        throw TimeoutError(message, options_.global_rank, options_.host);
-      case kPeer:
-        throw PeerFailure(message, options_.global_rank, options_.host, -1);
-      case kMismatch:
-        throw MismatchError(message, options_.global_rank, options_.host);
-      default:
-        throw Error(message, options_.global_rank, options_.host);
+      case kTimeout: throw TimeoutError(message, options_.global_rank, options_.host);
+      case kPeer: throw PeerFailure(message, options_.global_rank, options_.host, -1);
+      case kMismatch: throw MismatchError(message, options_.global_rank, options_.host);
+      default: throw Error(message, options_.global_rank, options_.host);
     }
   }
   if (header_->broken_kind.load(std::memory_order_acquire) != 0) fail_broken(op);
@@ -335,8 +331,9 @@ void ShmGroup::check_peers(const Op& op, std::uint32_t b) {
     // Tell every other waiter, so they all name the same rank without polling for it.
     header_->broken_rank.store(i, std::memory_order_relaxed);
     std::uint32_t expected = 0;
-    header_->broken_kind.compare_exchange_strong(
-        expected, static_cast<std::uint32_t>(Broken::kDied), std::memory_order_release);
+    header_->broken_kind.compare_exchange_strong(expected,
+                                                 static_cast<std::uint32_t>(Broken::kDied),
+                                                 std::memory_order_release);
     futex_wake_all(&header_->arrivals);
     fail_broken(op);
   }
@@ -367,23 +364,19 @@ void ShmGroup::fail(const Op& op, int kind, const std::string& why, int peer) {
       reason = abort_reason_;
     }
     // The same text as every other step's abort (error_translation.h's aborted_message).
-    throw AbortedError(
-        fmt::format("{}: {} failed: job aborted by launcher: {}", who_, op.describe(), reason),
-        options_.global_rank, options_.host);
+    throw AbortedError(fmt::format("{}: {} failed: job aborted by launcher: {}", who_,
+                                   op.describe(), reason),
+                       options_.global_rank, options_.host);
   }
   const std::string message = fmt::format("{}: {} failed: {}", who_, op.describe(), why);
   // The barrier counts no longer agree with the peers': the group is unusable for this rank.
   broken_ = message;
   broken_kind_ = kind;
   switch (kind) {
-    case kTimeout:
-      throw TimeoutError(message, options_.global_rank, options_.host);
-    case kPeer:
-      throw PeerFailure(message, options_.global_rank, options_.host, peer);
-    case kMismatch:
-      throw MismatchError(message, options_.global_rank, options_.host);
-    default:
-      throw Error(message, options_.global_rank, options_.host);
+    case kTimeout: throw TimeoutError(message, options_.global_rank, options_.host);
+    case kPeer: throw PeerFailure(message, options_.global_rank, options_.host, peer);
+    case kMismatch: throw MismatchError(message, options_.global_rank, options_.host);
+    default: throw Error(message, options_.global_rank, options_.host);
   }
 }
 
@@ -625,8 +618,9 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
       first_sync(info, h, signature(4, type, 0, 0));
       std::size_t max_bytes = 0;
       for (int k = 0; k < n; ++k) {
-        max_bytes = std::max<std::size_t>(
-            max_bytes, ranks_[k].shared_value[h].load(std::memory_order_relaxed));
+        max_bytes =
+            std::max<std::size_t>(max_bytes,
+                                  ranks_[k].shared_value[h].load(std::memory_order_relaxed));
       }
       steps = std::max<std::size_t>(1, (max_bytes + sub - 1) / sub);
     } else {

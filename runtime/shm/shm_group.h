@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/reduce.h"
 #include "runtime/shm/layout.h"
 #include "runtime/shm/peer_watch.h"
 #include "runtime/shm/segment.h"
-#include "runtime/core/reduce.h"
 
 namespace hora::detail::shm {
 

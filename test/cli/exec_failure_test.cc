@@ -13,9 +13,9 @@
 
 #include "cli/spawn/exec_failure.h"
 
+using Catch::Matchers::Contains;
 using hora::cli::exec_failure_exit_code;
 using hora::cli::exec_failure_message;
-using Catch::Matchers::Contains;
 
 namespace {
 

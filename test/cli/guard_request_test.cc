@@ -3,9 +3,9 @@
 #include "cli/errors.h"
 #include "cli/spawn/guard_request.h"
 
+using Catch::Matchers::Contains;
 using hora::cli::GuardProtocolError;
 using hora::cli::GuardRequest;
-using Catch::Matchers::Contains;
 
 namespace {
 GuardRequest sample() {
@@ -46,13 +46,11 @@ TEST_CASE("malformed requests are rejected with a reason") {
   CHECK_THROWS_WITH(GuardRequest::decode("GET / HTTP/1.1\r\n", c), Contains("HORA-GUARD 1"));
   CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\nbogus 0\n\n", c),
                     Contains("unknown record"));
-  CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\narg x\nls\n", c),
-                    Contains("bad length"));
+  CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\narg x\nls\n", c), Contains("bad length"));
   CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\narg 2\nlsX", c),
                     Contains("not terminated"));
   CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\nstart 0\n\n", c), Contains("no command"));
-  CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\nenv 3\nABC\n", c),
-                    Contains("NAME=VALUE"));
+  CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\nenv 3\nABC\n", c), Contains("NAME=VALUE"));
   CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\narg 99999999999\n", c),
                     Contains("bad length"));
   CHECK_THROWS_WITH(GuardRequest::decode("HORA-GUARD 1\n" + std::string(100, 'x'), c),

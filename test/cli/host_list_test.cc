@@ -10,11 +10,11 @@
 #include "cli/errors.h"
 #include "cli/hosts/host_list.h"
 
+using Catch::Matchers::Contains;
 using hora::cli::HostSpec;
 using hora::cli::parse_host_list;
 using hora::cli::parse_hostfile;
 using hora::cli::UsageError;
-using Catch::Matchers::Contains;
 
 TEST_CASE("host list: horovodrun forms") {
   auto hosts = parse_host_list("server1:4,server2:2,server3");
@@ -104,7 +104,8 @@ TEST_CASE("hostfile: a missing file is a usage error naming the path") {
 }
 
 TEST_CASE("hostfile: a directory, an endless device or a binary file is refused with the reason") {
-  CHECK_THROWS_WITH(hora::cli::read_hostfile("/tmp"), Catch::Matchers::Contains("/tmp: is a directory"));
+  CHECK_THROWS_WITH(hora::cli::read_hostfile("/tmp"),
+                    Catch::Matchers::Contains("/tmp: is a directory"));
   // /dev/zero never ends: a device is refused before any read.
   CHECK_THROWS_WITH(hora::cli::read_hostfile("/dev/zero"),
                     Catch::Matchers::Contains("/dev/zero: is not a regular file (a device)"));
@@ -121,7 +122,8 @@ TEST_CASE("hostfile: a directory, an endless device or a binary file is refused 
     std::ofstream out(path, std::ios::binary);
     out << "h1 slots=2\n" << std::string(1, '\0') << "h2\n";
   }
-  CHECK_THROWS_WITH(hora::cli::read_hostfile(path), Catch::Matchers::Contains("contains NUL bytes"));
+  CHECK_THROWS_WITH(hora::cli::read_hostfile(path),
+                    Catch::Matchers::Contains("contains NUL bytes"));
   std::remove(path.c_str());
 }
 

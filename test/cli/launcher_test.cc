@@ -105,9 +105,7 @@ TEST_CASE("this machine under two names is a usage error naming both (issue 15 i
 
 TEST_CASE("a rank whose command cannot run says why: missing #! interpreter, a directory") {
   Job script({"-np", "1", "./train.sh"});
-  {
-    std::ofstream(script.dir + "/train.sh") << "#!/nonexistent/python9\n";
-  }
+  { std::ofstream(script.dir + "/train.sh") << "#!/nonexistent/python9\n"; }
   REQUIRE(::chmod((script.dir + "/train.sh").c_str(), 0755) == 0);
   CHECK(run_launcher(script.ctx) == 126);
   CHECK_THAT(script.err(), Contains("#! interpreter '/nonexistent/python9' does not exist"));

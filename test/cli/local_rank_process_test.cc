@@ -179,7 +179,8 @@ TEST_CASE("a command that cannot be run exits 127 with a message naming it") {
   h.start({"/no/such/program", "arg"}, r);
   h.run_to_end();
   CHECK(h.exit->code == 127);
-  CHECK_THAT(h.err, Contains("(rank 0 on localhost)") && Contains("cannot run '/no/such/program'") &&
+  CHECK_THAT(h.err, Contains("(rank 0 on localhost)") &&
+                        Contains("cannot run '/no/such/program'") &&
                         Contains("No such file or directory"));
 }
 

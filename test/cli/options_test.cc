@@ -3,12 +3,12 @@
 #include "cli/errors.h"
 #include "cli/options.h"
 
+using Catch::Matchers::Contains;
 using hora::cli::Environment;
 using hora::cli::Options;
 using hora::cli::parse_options;
 using hora::cli::split_command_line;
 using hora::cli::UsageError;
-using Catch::Matchers::Contains;
 using Args = std::vector<std::string>;
 
 TEST_CASE("-np is rewritten among the options only") {
@@ -38,13 +38,43 @@ TEST_CASE("the command starts at the first non-option or after --") {
 }
 
 TEST_CASE("horovodrun's options parse into Options") {
-  Options o = parse_options({"-np", "8", "-H", "a:4,b:4", "--start-timeout", "45", "--verbose",
-                             "--output-filename", "logs", "-prefix-timestamp", "--log-level",
-                             "DEBUG", "-p", "12345", "-i", "/k", "--ssh-config", "/c",
-                             "--ssh-strict-host-key-checking", "no", "--network-interfaces",
-                             "eth0, ib0", "--network-interface", "eth2", "--network-interface",
-                             "eth0", "-x", "A=1", "--env", "B", "--tcp", "--force-ssh",
-                             "--horarun-path", "/opt/horarun", "./train", "--epochs", "3"},
+  Options o = parse_options({"-np",
+                             "8",
+                             "-H",
+                             "a:4,b:4",
+                             "--start-timeout",
+                             "45",
+                             "--verbose",
+                             "--output-filename",
+                             "logs",
+                             "-prefix-timestamp",
+                             "--log-level",
+                             "DEBUG",
+                             "-p",
+                             "12345",
+                             "-i",
+                             "/k",
+                             "--ssh-config",
+                             "/c",
+                             "--ssh-strict-host-key-checking",
+                             "no",
+                             "--network-interfaces",
+                             "eth0, ib0",
+                             "--network-interface",
+                             "eth2",
+                             "--network-interface",
+                             "eth0",
+                             "-x",
+                             "A=1",
+                             "--env",
+                             "B",
+                             "--tcp",
+                             "--force-ssh",
+                             "--horarun-path",
+                             "/opt/horarun",
+                             "./train",
+                             "--epochs",
+                             "3"},
                             Environment{{"B", "from-env"}});
   CHECK(o.num_proc == 8);
   CHECK(o.hosts == "a:4,b:4");
@@ -134,23 +164,25 @@ TEST_CASE("--help returns the help text") {
 
 TEST_CASE("horovodrun's engine flags become the runtime's variables") {
   using Tuning = std::vector<std::pair<std::string, std::string>>;
-  Options o = parse_options(
-      {"-np", "2", "--timeline-filename", "tl.json", "--timeline-mark-cycles",
-       "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "0",
-       "--no-stall-check", "--stall-check-warning-time-seconds", "30",
-       "--stall-check-shutdown-time-seconds", "0", "--gloo-timeout-seconds", "45", "x"},
-      {});
+  Options o =
+      parse_options({"-np", "2", "--timeline-filename", "tl.json", "--timeline-mark-cycles",
+                     "--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity",
+                     "0", "--no-stall-check", "--stall-check-warning-time-seconds", "30",
+                     "--stall-check-shutdown-time-seconds", "0", "--gloo-timeout-seconds", "45",
+                     "x"},
+                    {});
   // hora's names first; Horovod's for the same settings follow (test/cli/horovod_flags_test.cc).
-  const Tuning hora_names(o.tuning.begin(), o.tuning.begin() + std::min<std::size_t>(9, o.tuning.size()));
+  const Tuning hora_names(o.tuning.begin(),
+                          o.tuning.begin() + std::min<std::size_t>(9, o.tuning.size()));
   CHECK(hora_names == Tuning{{"HORA_TIMELINE", "tl.json"},
-                           {"HORA_TIMELINE_MARK_CYCLES", "1"},
-                           {"HORA_FUSION_THRESHOLD", "67108864"},
-                           {"HORA_CYCLE_TIME_MS", "2.5"},
-                           {"HORA_CACHE_CAPACITY", "0"},
-                           {"HORA_STALL_CHECK_DISABLE", "1"},
-                           {"HORA_STALL_CHECK_SECONDS", "30"},
-                           {"HORA_STALL_SHUTDOWN_SECONDS", "0"},
-                           {"HORA_TIMEOUT_SECONDS", "45"}});
+                             {"HORA_TIMELINE_MARK_CYCLES", "1"},
+                             {"HORA_FUSION_THRESHOLD", "67108864"},
+                             {"HORA_CYCLE_TIME_MS", "2.5"},
+                             {"HORA_CACHE_CAPACITY", "0"},
+                             {"HORA_STALL_CHECK_DISABLE", "1"},
+                             {"HORA_STALL_CHECK_SECONDS", "30"},
+                             {"HORA_STALL_SHUTDOWN_SECONDS", "0"},
+                             {"HORA_TIMEOUT_SECONDS", "45"}});
   CHECK(parse_options({"-np", "2", "x"}, {}).tuning.empty());
   CHECK_THROWS_WITH(parse_options({"-np", "2", "--cycle-time-ms", "0", "x"}, {}),
                     Contains("--cycle-time-ms"));
@@ -173,8 +205,7 @@ TEST_CASE("--log-level takes spdlog's names and horovodrun's fatal, in any case"
 }
 
 TEST_CASE("empty host lists are usage errors, not localhost (issue 15 item 4)") {
-  CHECK_THROWS_WITH(parse_options({"-H", "", "x"}, {}),
-                    Contains("--hosts: the value is empty"));
+  CHECK_THROWS_WITH(parse_options({"-H", "", "x"}, {}), Contains("--hosts: the value is empty"));
   CHECK_THROWS_WITH(parse_options({"-np", "2", "-H", "", "x"}, {}),
                     Contains("--hosts: the value is empty"));
   CHECK_THROWS_WITH(parse_options({"--hostfile", "", "x"}, {}),
@@ -221,8 +252,8 @@ TEST_CASE("every number is range-checked where it is parsed, naming the flag (is
   Options o = parse_options({"-np", "1", "--fusion-threshold-mb", "1048576", "--cycle-time-ms",
                              "60000", "--cache-capacity", "65536", "x"},
                             {});
-  CHECK(o.tuning[0] == std::pair<std::string, std::string>{"HORA_FUSION_THRESHOLD",
-                                                           "1099511627776"});
+  CHECK(o.tuning[0] ==
+        std::pair<std::string, std::string>{"HORA_FUSION_THRESHOLD", "1099511627776"});
 }
 
 TEST_CASE("-np without -H has the bound of one host's slots (issue 15 item 7)") {

@@ -14,8 +14,8 @@
 #include <sstream>
 #include <thread>
 
-#include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
+#include <boost/asio/io_context.hpp>
 
 #include "cli/errors.h"
 #include "cli/output/output.h"
@@ -71,7 +71,9 @@ TEST_CASE("--prefix-output-with-timestamp puts asctime()'s layout first") {
   o.line(0, Stream::kStdout, "x");
   const std::string text = out.take();
   INFO(text);
-  CHECK(std::regex_match(text, std::regex(R"([A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]\d \d\d:\d\d:\d\d \d{4}\[0\]<stdout>:x\n)")));
+  CHECK(std::regex_match(
+      text,
+      std::regex(R"([A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]\d \d\d:\d\d:\d\d \d{4}\[0\]<stdout>:x\n)")));
 }
 
 TEST_CASE("--output-filename writes DIR/rank.N/stdout and stderr, and the terminal still gets it") {
@@ -189,7 +191,8 @@ TEST_CASE("with an io_context, a reader that takes nothing does not hold line() 
   // A watchdog starts the reader after 10 s, so a line() that waits for the reader ends the
   // test (with a failure below) instead of hanging it.
   std::thread watchdog([&] {
-    for (int i = 0; i < 1000 && !submitted; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 1000 && !submitted; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     reader.start();
   });
   {
@@ -243,7 +246,7 @@ TEST_CASE("flush() waits for a slow reader, and gives up on one that takes nothi
     const auto took = std::chrono::steady_clock::now() - t0;
     CHECK(o.pending(Stream::kStdout) == 0);
     CHECK(took < std::chrono::seconds(5));  // a deadline, not a speed target: 200 ms stall
-    o.line(0, Stream::kStdout, "after");   // a given-up stream takes nothing more
+    o.line(0, Stream::kStdout, "after");    // a given-up stream takes nothing more
     CHECK(o.pending(Stream::kStdout) == 0);
     ::close(p[1]);
   }
@@ -253,9 +256,7 @@ TEST_CASE("flush() waits for a slow reader, and gives up on one that takes nothi
 TEST_CASE("a regular file as stdout is appended to, not reopened") {
   const auto dir = temp_dir();
   const auto file = dir / "log";
-  {
-    std::ofstream(file) << "before\n";
-  }
+  { std::ofstream(file) << "before\n"; }
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   REQUIRE(fd >= 0);
   boost::asio::io_context io;

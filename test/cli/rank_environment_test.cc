@@ -196,12 +196,14 @@ TEST_CASE("OMP_NUM_THREADS=1 only for ranks of hosts with more than one rank, wh
 TEST_CASE("the launcher's forwarded variables fill in only names nothing else set") {
   RankTable table(parse_host_list("localhost:2"), 2);
   JobFacts f = facts();
-  f.inherited = {{"PATH", "/venv/bin:/usr/bin"}, {"HORA_RANK", "99"}, {"MY_FLAG", "launcher"},
+  f.inherited = {{"PATH", "/venv/bin:/usr/bin"},
+                 {"HORA_RANK", "99"},
+                 {"MY_FLAG", "launcher"},
                  {"NCCL_DEBUG", "INFO"}};
   f.forwarded = {{"MY_FLAG", "from -x"}};
   auto env = as_map(rank_environment(table, 1, f));
   CHECK(env["PATH"] == "/venv/bin:/usr/bin");
   CHECK(env["NCCL_DEBUG"] == "INFO");
-  CHECK(env["HORA_RANK"] == "1");       // the contract wins
+  CHECK(env["HORA_RANK"] == "1");      // the contract wins
   CHECK(env["MY_FLAG"] == "from -x");  // -x wins
 }

@@ -3,9 +3,9 @@
 #include "cli/errors.h"
 #include "cli/hosts/rank_table.h"
 
+using Catch::Matchers::Contains;
 using hora::cli::parse_host_list;
 using hora::cli::RankTable;
-using Catch::Matchers::Contains;
 
 namespace {
 struct Expect {

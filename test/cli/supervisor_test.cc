@@ -26,10 +26,10 @@ using Catch::Matchers::EndsWith;
 namespace {
 
 struct Script {
-  std::string stdout_text;            // delivered right after start, in two pieces
+  std::string stdout_text;  // delivered right after start, in two pieces
   std::optional<ExitStatus> exit_at_start;
-  bool obey_terminate = true;         // exit by SIGTERM when asked to terminate
-  bool keep_output_open = false;      // never close the streams (a leftover holds them)
+  bool obey_terminate = true;     // exit by SIGTERM when asked to terminate
+  bool keep_output_open = false;  // never close the streams (a leftover holds them)
   bool fail_start = false;
 };
 
@@ -124,7 +124,8 @@ struct Terminal {
     REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
   }
   ~Terminal() {
-    for (int fd : {out[0], out[1], err[0], err[1]}) if (fd >= 0) ::close(fd);
+    for (int fd : {out[0], out[1], err[0], err[1]})
+      if (fd >= 0) ::close(fd);
   }
   static std::string drain(int (&p)[2]) {
     ::close(p[1]);

@@ -76,7 +76,8 @@ TEST_CASE("Every async collective works through the public API in a world of one
   CHECK(received_counts(t) == std::vector<std::size_t>{2});
 
   std::vector<std::int32_t> rs_in{1, 2, 3}, rs_out(3);
-  synchronize(reducescatter_async("rs", rs_in.data(), rs_out.data(), 3, DataType::kInt32, ReduceOp::kSum));
+  synchronize(
+      reducescatter_async("rs", rs_in.data(), rs_out.data(), 3, DataType::kInt32, ReduceOp::kSum));
   CHECK(rs_out == rs_in);
 
   // The name is free once the op completed.
@@ -96,7 +97,8 @@ TEST_CASE("Completion callbacks run once with the outcome", "[async]") {
   // synchronize returns after complete() woke it; the callback runs right after on the engine
   // thread, so wait for it with a deadline.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (calls.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (calls.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   CHECK(calls.load() == 1);
   CHECK(seen == nullptr);
 
@@ -104,14 +106,17 @@ TEST_CASE("Completion callbacks run once with the outcome", "[async]") {
   std::exception_ptr alloc_error;
   std::atomic<bool> done{false};
   std::vector<float> in{1.0f};
-  Handle bad = allgather_async("bad-alloc", in.data(), 1, DataType::kFloat32,
-                               [](std::size_t) -> void* { throw std::bad_alloc(); },
-                               [&](std::exception_ptr e) {
-                                 alloc_error = e;
-                                 done = true;
-                               });
-  CHECK_THROWS_WITH(synchronize(bad), Catch::Contains("allgather 'bad-alloc': output allocation failed"));
-  while (!done.load() && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(10)) std::this_thread::yield();
+  Handle bad = allgather_async(
+      "bad-alloc", in.data(), 1, DataType::kFloat32,
+      [](std::size_t) -> void* { throw std::bad_alloc(); },
+      [&](std::exception_ptr e) {
+        alloc_error = e;
+        done = true;
+      });
+  CHECK_THROWS_WITH(synchronize(bad),
+                    Catch::Contains("allgather 'bad-alloc': output allocation failed"));
+  while (!done.load() && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(10))
+    std::this_thread::yield();
   CHECK(alloc_error != nullptr);
 }
 
@@ -124,13 +129,15 @@ TEST_CASE("synchronize with a timeout reports an op that is still in flight", "[
   e0.start();
   e1.start();
   std::vector<float> v(2, 1.0f), w(2, 2.0f);
-  Handle h = e0.submit(make_allreduce_op("slow", v.data(), v.data(), 2, DataType::kFloat32, ReduceOp::kSum));
+  Handle h = e0.submit(
+      make_allreduce_op("slow", v.data(), v.data(), 2, DataType::kFloat32, ReduceOp::kSum));
   CHECK_THROWS_AS(synchronize(h, std::chrono::milliseconds(50)), TimeoutError);
   CHECK_THROWS_WITH(synchronize(h, std::chrono::milliseconds(10)),
                     Catch::Contains("allreduce 'slow' did not complete within 10 ms"));
   CHECK_FALSE(poll(h));
   CHECK_THROWS_AS(received_counts(h), UsageError);
-  synchronize(e1.submit(make_allreduce_op("slow", w.data(), w.data(), 2, DataType::kFloat32, ReduceOp::kSum)));
+  synchronize(e1.submit(
+      make_allreduce_op("slow", w.data(), w.data(), 2, DataType::kFloat32, ReduceOp::kSum)));
   synchronize(h, std::chrono::seconds(20));
   CHECK(v[0] == 3.0f);
   e0.shutdown();

@@ -49,7 +49,8 @@ void scenario_all() {
     for (int i : order) {
       auto& g = grads[static_cast<std::size_t>(i)];
       g.assign(static_cast<std::size_t>(1 + i * 97), static_cast<float>(me + i + step));
-      handles.push_back(hora::allreduce_async("grad/" + std::to_string(i), g, hora::ReduceOp::kSum));
+      handles.push_back(
+          hora::allreduce_async("grad/" + std::to_string(i), g, hora::ReduceOp::kSum));
     }
     for (const auto& h : handles) hora::synchronize(h);
     for (int i = 0; i < kTensors; ++i) {
@@ -89,7 +90,8 @@ void scenario_all() {
   for (int k = 0; k < 5; ++k) submit(me % 2 == 0 ? k : 4 - k);
   for (const auto& h : hs) hora::synchronize(h);
   std::vector<std::int32_t> expect_gather;
-  for (int q = 0; q < n; ++q) expect_gather.insert(expect_gather.end(), static_cast<std::size_t>(q + 1), q);
+  for (int q = 0; q < n; ++q)
+    expect_gather.insert(expect_gather.end(), static_cast<std::size_t>(q + 1), q);
   check(gout == expect_gather, "allgather");
   check(weights == std::vector<double>(16, 2.5), "broadcast");
   std::vector<std::int64_t> expect_a2a;
@@ -97,7 +99,8 @@ void scenario_all() {
     for (int k = 0; k <= me; ++k) expect_a2a.push_back(100 * q + me);
   }
   check(a2a_out == expect_a2a, "alltoall");
-  check(hora::received_counts(hs[2]) == std::vector<std::size_t>(static_cast<std::size_t>(n), static_cast<std::size_t>(me + 1)),
+  check(hora::received_counts(hs[2]) ==
+            std::vector<std::size_t>(static_cast<std::size_t>(n), static_cast<std::size_t>(me + 1)),
         "alltoall received counts");
   check(rs_out[0] == static_cast<float>(n), "reducescatter");
   check(cb[0] == 1.0f, "allreduce average");

@@ -58,7 +58,8 @@ Result run(const std::vector<std::string>& argv, const std::map<std::string, std
   char buf[4096];
   bool timed_out = false;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -83,23 +84,29 @@ Result run(const std::vector<std::string>& argv, const std::map<std::string, std
 
 int count(const std::string& text, const std::string& needle) {
   int c = 0;
-  for (std::size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++c;
+  for (std::size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + 1))
+    ++c;
   return c;
 }
 
 }  // namespace
 
-TEST_CASE("horarun: async collectives in different orders, cache, mismatch and timeline", "[integration]") {
+TEST_CASE("horarun: async collectives in different orders, cache, mismatch and timeline",
+          "[integration]") {
   const int np = GENERATE(2, 3);
-  const std::string timeline = "/tmp/hora_async_job_" + std::to_string(::getpid()) + "_" + std::to_string(np) + ".json";
+  const std::string timeline =
+      "/tmp/hora_async_job_" + std::to_string(::getpid()) + "_" + std::to_string(np) + ".json";
   Result r = run({required_env("HORARUN"), "-np", std::to_string(np), "-H",
                   "localhost:" + std::to_string(np), required_env("ASYNC_JOB"), "all"},
                  {{"HORA_TIMELINE", timeline}}, std::chrono::seconds(120));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(count(r.output, "ASYNC_JOB_OK") == np);
-  CHECK(count(r.output, "Mismatched allreduce tensor shapes for tensor 'mismatch': rank 0 sent 8 "
-                        "elements but rank " + std::to_string(np - 1) + " sent 4") == np);
+  CHECK(count(r.output,
+              "Mismatched allreduce tensor shapes for tensor 'mismatch': rank 0 sent 8 "
+              "elements but rank " +
+                  std::to_string(np - 1) + " sent 4") == np);
   hora::test::JsonValue doc = hora::test::parse_json(slurp(timeline));
   std::map<std::string, int> names;
   for (const auto& e : doc.array) names[e.find("name")->string]++;
@@ -110,19 +117,24 @@ TEST_CASE("horarun: async collectives in different orders, cache, mismatch and t
   std::remove(timeline.c_str());
 }
 
-TEST_CASE("horarun: the stall check warns and the stall shutdown fails the orphan op", "[integration]") {
-  Result r = run({required_env("HORARUN"), "-np", "2", "-H", "localhost:2", required_env("ASYNC_JOB"), "orphan"},
+TEST_CASE("horarun: the stall check warns and the stall shutdown fails the orphan op",
+          "[integration]") {
+  Result r = run({required_env("HORARUN"), "-np", "2", "-H", "localhost:2",
+                  required_env("ASYNC_JOB"), "orphan"},
                  {{"HORA_STALL_CHECK_SECONDS", "0.3"}, {"HORA_STALL_SHUTDOWN_SECONDS", "1"}},
                  std::chrono::seconds(90));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(count(r.output, "ASYNC_JOB_OK") == 2);
   CHECK(count(r.output, "allreduce 'orphan': missing on rank 1; submitted by rank 0") >= 1);
-  CHECK(count(r.output, "allreduce 'orphan' was abandoned by the stall check: rank 1 did not submit it") == 1);
+  CHECK(count(r.output,
+              "allreduce 'orphan' was abandoned by the stall check: rank 1 did not submit it") ==
+        1);
 }
 
 TEST_CASE("horarun: shutdown fails an op still in flight", "[integration]") {
-  Result r = run({required_env("HORARUN"), "-np", "2", "-H", "localhost:2", required_env("ASYNC_JOB"), "inflight"},
+  Result r = run({required_env("HORARUN"), "-np", "2", "-H", "localhost:2",
+                  required_env("ASYNC_JOB"), "inflight"},
                  {}, std::chrono::seconds(90));
   INFO(r.output);
   CHECK(r.exit_code == 0);

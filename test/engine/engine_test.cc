@@ -67,7 +67,9 @@ bool fails_with(const Handle& h) {
 
 // Tensor i of rank r: count(i) floats, element j = r + i + j (sum over ranks is checkable).
 std::size_t count_of(int i) { return static_cast<std::size_t>(1 + (i * 37) % 300); }
-float value(int rank, int i, std::size_t j) { return static_cast<float>(rank + i) + static_cast<float>(j % 7); }
+float value(int rank, int i, std::size_t j) {
+  return static_cast<float>(rank + i) + static_cast<float>(j % 7);
+}
 float summed(int n, int i, std::size_t j) {
   float s = 0;
   for (int r = 0; r < n; ++r) s += value(r, i, j);
@@ -87,7 +89,8 @@ TEST_CASE("Ops submitted in a different order on each rank complete with correct
     std::vector<std::vector<float>> grads(kTensors);
     for (int i = 0; i < kTensors; ++i) {
       grads[static_cast<std::size_t>(i)].resize(count_of(i));
-      for (std::size_t j = 0; j < count_of(i); ++j) grads[static_cast<std::size_t>(i)][j] = value(me.rank, i, j);
+      for (std::size_t j = 0; j < count_of(i); ++j)
+        grads[static_cast<std::size_t>(i)][j] = value(me.rank, i, j);
     }
     // Other collectives, each rank with its own inputs.
     std::vector<std::int32_t> gather_in(static_cast<std::size_t>(me.rank + 1), me.rank);
@@ -107,32 +110,36 @@ TEST_CASE("Ops submitted in a different order on each rank complete with correct
 
     std::vector<int> order(kTensors + 4);
     std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(me.rank) * 7919u + 1));
+    std::shuffle(order.begin(), order.end(),
+                 std::mt19937(static_cast<unsigned>(me.rank) * 7919u + 1));
     std::map<int, Handle> handles;
     for (int i : order) {
       if (i < kTensors) {
         auto& g = grads[static_cast<std::size_t>(i)];
-        handles[i] = me.engine->submit(make_allreduce_op("grad/" + std::to_string(i), g.data(),
-                                                         g.data(), g.size(), DataType::kFloat32,
-                                                         ReduceOp::kSum));
+        handles[i] =
+            me.engine->submit(make_allreduce_op("grad/" + std::to_string(i), g.data(), g.data(),
+                                                g.size(), DataType::kFloat32, ReduceOp::kSum));
       } else if (i == kTensors) {
-        handles[i] = me.engine->submit(make_allgather_op(
-            "gather", gather_in.data(), gather_in.size(), DataType::kInt32, [&](std::size_t c) -> void* {
-              gather_out.resize(c);
-              return gather_out.data();
-            }));
+        handles[i] =
+            me.engine->submit(make_allgather_op("gather", gather_in.data(), gather_in.size(),
+                                                DataType::kInt32, [&](std::size_t c) -> void* {
+                                                  gather_out.resize(c);
+                                                  return gather_out.data();
+                                                }));
       } else if (i == kTensors + 1) {
         handles[i] = me.engine->submit(
             make_broadcast_op("bcast", bcast.data(), bcast.size(), DataType::kFloat64, n - 1));
       } else if (i == kTensors + 2) {
-        handles[i] = me.engine->submit(make_alltoall_op(
-            "a2a", a2a_in.data(), splits, DataType::kInt64, [&](std::size_t c) -> void* {
-              a2a_out.resize(c);
-              return a2a_out.data();
-            }));
+        handles[i] =
+            me.engine->submit(make_alltoall_op("a2a", a2a_in.data(), splits, DataType::kInt64,
+                                               [&](std::size_t c) -> void* {
+                                                 a2a_out.resize(c);
+                                                 return a2a_out.data();
+                                               }));
       } else {
-        handles[i] = me.engine->submit(make_reducescatter_op(
-            "rs", rs_in.data(), rs_out.data(), rs_count, DataType::kInt32, ReduceOp::kMax));
+        handles[i] =
+            me.engine->submit(make_reducescatter_op("rs", rs_in.data(), rs_out.data(), rs_count,
+                                                    DataType::kInt32, ReduceOp::kMax));
       }
     }
     for (auto& [i, handle] : handles) {
@@ -148,7 +155,8 @@ TEST_CASE("Ops submitted in a different order on each rank complete with correct
       }
     }
     std::vector<std::int32_t> expect_gather;
-    for (int q = 0; q < n; ++q) expect_gather.insert(expect_gather.end(), static_cast<std::size_t>(q + 1), q);
+    for (int q = 0; q < n; ++q)
+      expect_gather.insert(expect_gather.end(), static_cast<std::size_t>(q + 1), q);
     if (gather_out != expect_gather) bad += "allgather wrong; ";
     std::vector<std::size_t> expect_counts;
     for (int q = 0; q < n; ++q) expect_counts.push_back(static_cast<std::size_t>(q + 1));
@@ -178,7 +186,8 @@ TEST_CASE("Ops submitted in a different order on each rank complete with correct
 TEST_CASE("Many small allreduces are fused into few transport calls", "[engine][fusion]") {
   constexpr int kTensors = 100;
   constexpr std::size_t kCount = 64;  // 256 bytes each
-  const std::size_t threshold = GENERATE(std::size_t{128} << 20, std::size_t{10 * 256}, std::size_t{0});
+  const std::size_t threshold =
+      GENERATE(std::size_t{128} << 20, std::size_t{10 * 256}, std::size_t{0});
   EngineOptions o = fast_options();
   o.fusion_threshold = threshold;
   const std::string timeline = temp_path("fusion.json");
@@ -204,8 +213,9 @@ TEST_CASE("Many small allreduces are fused into few transport calls", "[engine][
           int i = me.rank % 2 == 0 ? k : kTensors - 1 - k;
           auto& v = mine[static_cast<std::size_t>(i)];
           v.assign(kCount, static_cast<float>(me.rank * 1000 + i));
-          handles[static_cast<std::size_t>(me.rank)].push_back(me.engine->submit(make_allreduce_op(
-              "t" + std::to_string(i), v.data(), v.data(), kCount, DataType::kFloat32, ReduceOp::kSum)));
+          handles[static_cast<std::size_t>(me.rank)].push_back(
+              me.engine->submit(make_allreduce_op("t" + std::to_string(i), v.data(), v.data(),
+                                                  kCount, DataType::kFloat32, ReduceOp::kSum)));
         }
       });
   const EngineStats s = h.engine(0).stats();
@@ -254,7 +264,8 @@ TEST_CASE("Many small allreduces are fused into few transport calls", "[engine][
   std::remove(timeline.c_str());
 }
 
-TEST_CASE("A mismatch fails the op on every rank naming the ranks and values", "[engine][mismatch]") {
+TEST_CASE("A mismatch fails the op on every rank naming the ranks and values",
+          "[engine][mismatch]") {
   const int n = 3;
   RankHarness h(n, fast_options());
   std::vector<std::vector<std::string>> errors(n);
@@ -264,19 +275,26 @@ TEST_CASE("A mismatch fails the op on every rank naming the ranks and values", "
     std::vector<float> x(1024), y(8);
     std::vector<std::int32_t> z(8);
     // Shapes: rank 2 sends 512 of 1024.
-    Handle shape = me.engine->submit(make_allreduce_op("x", x.data(), x.data(), me.rank == 2 ? 512 : 1024,
-                                                       DataType::kFloat32, ReduceOp::kSum));
+    Handle shape =
+        me.engine->submit(make_allreduce_op("x", x.data(), x.data(), me.rank == 2 ? 512 : 1024,
+                                            DataType::kFloat32, ReduceOp::kSum));
     // Data types: rank 1 sends int32.
-    Handle dtype = me.rank == 1 ? me.engine->submit(make_allreduce_op("y", z.data(), z.data(), 8, DataType::kInt32, ReduceOp::kSum))
-                                : me.engine->submit(make_allreduce_op("y", y.data(), y.data(), 8, DataType::kFloat32, ReduceOp::kSum));
+    Handle dtype = me.rank == 1
+                       ? me.engine->submit(make_allreduce_op("y", z.data(), z.data(), 8,
+                                                             DataType::kInt32, ReduceOp::kSum))
+                       : me.engine->submit(make_allreduce_op("y", y.data(), y.data(), 8,
+                                                             DataType::kFloat32, ReduceOp::kSum));
     // Broadcast roots: rank 0 says root 1.
-    Handle root = me.engine->submit(make_broadcast_op("b", y.data(), 8, DataType::kFloat32, me.rank == 0 ? 1 : 0));
+    Handle root = me.engine->submit(
+        make_broadcast_op("b", y.data(), 8, DataType::kFloat32, me.rank == 0 ? 1 : 0));
     for (const Handle* hd : {&shape, &dtype, &root}) {
-      errs.push_back(fails_with<MismatchError>(*hd) ? outcome(*hd) : "not a MismatchError: " + outcome(*hd));
+      errs.push_back(fails_with<MismatchError>(*hd) ? outcome(*hd)
+                                                    : "not a MismatchError: " + outcome(*hd));
     }
     // The engine keeps working afterwards.
     std::vector<float> ok(4, 1.0f);
-    Handle fine = me.engine->submit(make_allreduce_op("ok", ok.data(), ok.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+    Handle fine = me.engine->submit(
+        make_allreduce_op("ok", ok.data(), ok.data(), 4, DataType::kFloat32, ReduceOp::kSum));
     std::string e = outcome(fine);  // before reading ok: operands of + are unsequenced
     later[static_cast<std::size_t>(me.rank)] = e + (ok[0] == 3.0f ? "" : "wrong result");
   });
@@ -295,14 +313,16 @@ TEST_CASE("A mismatch fails the op on every rank naming the ranks and values", "
   CHECK(h.engine(0).stats().mismatches == 3);
 }
 
-TEST_CASE("A mismatch on a cached name is caught through the invalid bits", "[engine][mismatch][cache]") {
+TEST_CASE("A mismatch on a cached name is caught through the invalid bits",
+          "[engine][mismatch][cache]") {
   const int n = 3;
   RankHarness h(n, fast_options());
   std::vector<std::string> first(n), second(n), third(n);
   h.run([&](RankHarness::Rank& me) {
     std::vector<float> v(100, 1.0f);
     auto submit = [&](std::size_t count) {
-      return me.engine->submit(make_allreduce_op("w", v.data(), v.data(), count, DataType::kFloat32, ReduceOp::kSum));
+      return me.engine->submit(
+          make_allreduce_op("w", v.data(), v.data(), count, DataType::kFloat32, ReduceOp::kSum));
     };
     first[static_cast<std::size_t>(me.rank)] = outcome(submit(100));  // now cached
     me.barrier("cached");
@@ -343,16 +363,17 @@ TEST_CASE("Steady state uses only the bit-vector exchange once responses are cac
       for (int i : order) {
         auto& v = t[static_cast<std::size_t>(i)];
         std::fill(v.begin(), v.end(), me.rank + step + i);
-        hs.push_back(me.engine->submit(make_allreduce_op("layer" + std::to_string(i), v.data(),
-                                                         v.data(), v.size(), DataType::kInt64,
-                                                         ReduceOp::kSum)));
+        hs.push_back(
+            me.engine->submit(make_allreduce_op("layer" + std::to_string(i), v.data(), v.data(),
+                                                v.size(), DataType::kInt64, ReduceOp::kSum)));
       }
       for (const Handle& hd : hs) {
         std::string e = outcome(hd);
         if (!e.empty()) bad += e + "; ";
       }
       for (int i = 0; i < kTensors; ++i) {
-        if (t[static_cast<std::size_t>(i)][15] != static_cast<std::int64_t>(n * (step + i) + n * (n - 1) / 2)) {
+        if (t[static_cast<std::size_t>(i)][15] !=
+            static_cast<std::int64_t>(n * (step + i) + n * (n - 1) / 2)) {
           bad += "wrong result step " + std::to_string(step) + "; ";
         }
       }
@@ -360,7 +381,8 @@ TEST_CASE("Steady state uses only the bit-vector exchange once responses are cac
       me.barrier("step");
       if (step == 0) {
         after_first[static_cast<std::size_t>(me.rank)] = me.engine->stats();
-        gathers_after_first[static_cast<std::size_t>(me.rank)] = me.transport->gather_bytes_calls.load();
+        gathers_after_first[static_cast<std::size_t>(me.rank)] =
+            me.transport->gather_bytes_calls.load();
       }
     }
     after_all[static_cast<std::size_t>(me.rank)] = me.engine->stats();
@@ -431,22 +453,25 @@ TEST_CASE("The stall shutdown fails a stalled op with TimeoutError on the ranks 
   h.run([&](RankHarness::Rank& me) {
     std::vector<float> v(8, 1.0f);
     if (me.rank != 1) {
-      Handle orphan = me.engine->submit(make_allreduce_op("orphan", v.data(), v.data(), 8,
-                                                          DataType::kFloat32, ReduceOp::kSum));
-      results[static_cast<std::size_t>(me.rank)] =
-          fails_with<TimeoutError>(orphan) ? outcome(orphan) : "not a TimeoutError: " + outcome(orphan);
+      Handle orphan = me.engine->submit(
+          make_allreduce_op("orphan", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum));
+      results[static_cast<std::size_t>(me.rank)] = fails_with<TimeoutError>(orphan)
+                                                       ? outcome(orphan)
+                                                       : "not a TimeoutError: " + outcome(orphan);
     }
     me.barrier("abandoned");
     // The name is free again and the engine keeps working.
-    Handle again = me.engine->submit(make_allreduce_op("orphan", v.data(), v.data(), 8,
-                                                       DataType::kFloat32, ReduceOp::kSum));
+    Handle again = me.engine->submit(
+        make_allreduce_op("orphan", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum));
     std::string e = outcome(again);
-    if (!e.empty() || v[0] != 3.0f) results[static_cast<std::size_t>(me.rank)] += " | second round: " + e;
+    if (!e.empty() || v[0] != 3.0f)
+      results[static_cast<std::size_t>(me.rank)] += " | second round: " + e;
   });
   for (int r : {0, 2}) {
     CHECK_THAT(results[static_cast<std::size_t>(r)],
-               Catch::Contains("allreduce 'orphan' was abandoned by the stall check: rank 1 did not "
-                               "submit it") &&
+               Catch::Contains(
+                   "allreduce 'orphan' was abandoned by the stall check: rank 1 did not "
+                   "submit it") &&
                    Catch::Contains("HORA_STALL_SHUTDOWN_SECONDS") &&
                    !Catch::Contains("second round"));
   }
@@ -472,7 +497,8 @@ TEST_CASE("The timeline is valid JSON with each op's activities", "[engine][time
     });
     h.run([&](RankHarness::Rank& me) {
       std::vector<float> b(4, static_cast<float>(me.rank));
-      synchronize(me.engine->submit(make_broadcast_op("weights", b.data(), 4, DataType::kFloat32, 0)));
+      synchronize(
+          me.engine->submit(make_broadcast_op("weights", b.data(), 4, DataType::kFloat32, 0)));
     });
     // Only rank 0 writes; the file is completed at shutdown.
     h.shutdown_all();
@@ -485,7 +511,8 @@ TEST_CASE("The timeline is valid JSON with each op's activities", "[engine][time
   for (const auto& e : doc.array) {
     const std::string& ph = e.find("ph")->string;
     const int pid = static_cast<int>(e.find("pid")->number);
-    if (ph == "M" && e.find("name")->string == "process_name") rows[pid] = e.find("args")->find("name")->string;
+    if (ph == "M" && e.find("name")->string == "process_name")
+      rows[pid] = e.find("args")->find("name")->string;
     if (ph == "X") activities[rows.at(pid)].push_back(e.find("name")->string);
     if (ph == "i" && e.find("name")->string == "CYCLE_START") ++cycles;
   }
@@ -495,7 +522,8 @@ TEST_CASE("The timeline is valid JSON with each op's activities", "[engine][time
           std::vector<std::string>{"NEGOTIATE_ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
                                    "ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"});
   }
-  CHECK(activities["weights"] == std::vector<std::string>{"NEGOTIATE_BROADCAST", "QUEUE", "BROADCAST"});
+  CHECK(activities["weights"] ==
+        std::vector<std::string>{"NEGOTIATE_BROADCAST", "QUEUE", "BROADCAST"});
   std::remove(path.c_str());
 }
 
@@ -507,8 +535,9 @@ TEST_CASE("Shutdown with ops in flight fails them cleanly on every rank", "[engi
   h.run([&](RankHarness::Rank& me) {
     // Only rank 0 and 2 submit: the op cannot complete.
     if (me.rank != 1) {
-      pending[static_cast<std::size_t>(me.rank)] = me.engine->submit(make_allreduce_op(
-          "never", v.data() + 8 * me.rank, v.data() + 8 * me.rank, 8, DataType::kFloat32, ReduceOp::kSum));
+      pending[static_cast<std::size_t>(me.rank)] = me.engine->submit(
+          make_allreduce_op("never", v.data() + 8 * me.rank, v.data() + 8 * me.rank, 8,
+                            DataType::kFloat32, ReduceOp::kSum));
     }
   });
   // Rank 1 shuts down; its flag stops every engine in the next cycle.
@@ -516,12 +545,14 @@ TEST_CASE("Shutdown with ops in flight fails them cleanly on every rank", "[engi
   for (int r : {0, 2}) {
     const Handle& p = pending[static_cast<std::size_t>(r)];
     CHECK(fails_with<hora::Error>(p));
-    CHECK_THAT(outcome(p), Catch::Contains("hora was shut down before allreduce 'never' completed") &&
-                               Catch::Contains("another rank called hora::shutdown()"));
+    CHECK_THAT(outcome(p),
+               Catch::Contains("hora was shut down before allreduce 'never' completed") &&
+                   Catch::Contains("another rank called hora::shutdown()"));
   }
   // Later submissions complete at once with the reason; a duplicate check does not apply anymore.
   std::vector<float> w(4);
-  Handle late = h.engine(0).submit(make_allreduce_op("late", w.data(), w.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle late = h.engine(0).submit(
+      make_allreduce_op("late", w.data(), w.data(), 4, DataType::kFloat32, ReduceOp::kSum));
   CHECK_THAT(outcome(late), Catch::Contains("'late'") && Catch::Contains("hora was shut down"));
   CHECK(poll(late));
   h.shutdown_all();  // idempotent
@@ -560,7 +591,8 @@ TEST_CASE("A transport failure fails every op in flight with the transport's err
    public:
     using ThreadTransport::ThreadTransport;
     void allreduce(const void*, void*, std::size_t, DataType, ReduceOp) override {
-      throw PeerFailure("allreduce: peer rank 1 (127.0.0.1:4711) closed the connection", rank(), "host", 1);
+      throw PeerFailure("allreduce: peer rank 1 (127.0.0.1:4711) closed the connection", rank(),
+                        "host", 1);
     }
   };
   hora::test::ThreadWorld world(2);
@@ -568,18 +600,23 @@ TEST_CASE("A transport failure fails every op in flight with the transport's err
   EngineOptions o = fast_options();
   Engine e0(t0, o), e1(t1, o);
   std::vector<float> a(4), b(4), c(4), d(4);
-  Handle x0 = e0.submit(make_allreduce_op("x", a.data(), a.data(), 4, DataType::kFloat32, ReduceOp::kSum));
-  Handle x1 = e1.submit(make_allreduce_op("x", b.data(), b.data(), 4, DataType::kFloat32, ReduceOp::kSum));
-  Handle y0 = e0.submit(make_allreduce_op("y", c.data(), c.data(), 4, DataType::kFloat32, ReduceOp::kMax));
+  Handle x0 =
+      e0.submit(make_allreduce_op("x", a.data(), a.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle x1 =
+      e1.submit(make_allreduce_op("x", b.data(), b.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle y0 =
+      e0.submit(make_allreduce_op("y", c.data(), c.data(), 4, DataType::kFloat32, ReduceOp::kMax));
   e0.start();
   e1.start();
   CHECK(fails_with<PeerFailure>(x0));
   CHECK(fails_with<PeerFailure>(x1));
-  CHECK_THAT(outcome(x0), Catch::Contains("allreduce 'x' failed") && Catch::Contains("peer rank 1"));
+  CHECK_THAT(outcome(x0),
+             Catch::Contains("allreduce 'x' failed") && Catch::Contains("peer rank 1"));
   // y was in flight on rank 0 only; it fails with the same cause once the engine stops.
   CHECK(fails_with<PeerFailure>(y0));
   CHECK_THAT(outcome(y0), Catch::Contains("hora's engine stopped before allreduce 'y' completed"));
-  Handle z0 = e0.submit(make_allreduce_op("z", d.data(), d.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle z0 =
+      e0.submit(make_allreduce_op("z", d.data(), d.data(), 4, DataType::kFloat32, ReduceOp::kSum));
   CHECK(fails_with<PeerFailure>(z0));
 }
 
@@ -587,32 +624,40 @@ TEST_CASE("Submission checks names and arguments", "[engine][usage]") {
   RankHarness h(2, fast_options());
   std::vector<float> v(8);
   Engine& e = h.engine(0);
-  Handle first = e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum));
-  CHECK_THROWS_AS(e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum)),
+  Handle first =
+      e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum));
+  CHECK_THROWS_AS(e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32,
+                                             ReduceOp::kSum)),
                   UsageError);
-  CHECK_THROWS_WITH(e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum)),
+  CHECK_THROWS_WITH(e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32,
+                                               ReduceOp::kSum)),
                     Catch::Contains("'dup' is still in flight on rank 0"));
-  CHECK_THROWS_WITH(e.submit(make_allreduce_op("", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum)),
+  CHECK_THROWS_WITH(e.submit(make_allreduce_op("", v.data(), v.data(), 8, DataType::kFloat32,
+                                               ReduceOp::kSum)),
                     Catch::Contains("name is empty"));
   CHECK_THROWS_WITH(e.submit(make_broadcast_op("b", v.data(), 8, DataType::kFloat32, 2)),
                     Catch::Contains("root 2 is not a rank of this job (ranks 0-1)"));
   CHECK_THROWS_WITH(e.submit(make_alltoall_op("a", v.data(), {1, 2, 3}, DataType::kFloat32,
                                               [](std::size_t) -> void* { return nullptr; })),
                     Catch::Contains("send_splits has 3 entries; it needs one per rank (2)"));
-  CHECK_THROWS_WITH(e.submit(make_allreduce_op("null", nullptr, v.data(), 8, DataType::kFloat32, ReduceOp::kSum)),
+  CHECK_THROWS_WITH(e.submit(make_allreduce_op("null", nullptr, v.data(), 8, DataType::kFloat32,
+                                               ReduceOp::kSum)),
                     Catch::Contains("sendbuf is null"));
   // Once the other rank submits too, the first op completes and the name is free again.
   std::vector<float> w(8);
   h.run([&](RankHarness::Rank& me) {
     if (me.rank == 1) {
-      synchronize(me.engine->submit(make_allreduce_op("dup", w.data(), w.data(), 8, DataType::kFloat32, ReduceOp::kSum)));
+      synchronize(me.engine->submit(
+          make_allreduce_op("dup", w.data(), w.data(), 8, DataType::kFloat32, ReduceOp::kSum)));
     }
   });
   synchronize(first);
-  CHECK_NOTHROW(e.submit(make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum)));
+  CHECK_NOTHROW(e.submit(
+      make_allreduce_op("dup", v.data(), v.data(), 8, DataType::kFloat32, ReduceOp::kSum)));
 }
 
-TEST_CASE("Ranks with different fusion thresholds or cache capacities are told so", "[engine][usage]") {
+TEST_CASE("Ranks with different fusion thresholds or cache capacities are told so",
+          "[engine][usage]") {
   const bool fusion = GENERATE(true, false);
   hora::test::ThreadWorld world(2);
   hora::test::ThreadTransport t0(world, 0), t1(world, 1);
@@ -624,8 +669,10 @@ TEST_CASE("Ranks with different fusion thresholds or cache capacities are told s
   }
   Engine e0(t0, a), e1(t1, b);
   std::vector<float> v(4), w(4);
-  Handle h0 = e0.submit(make_allreduce_op("x", v.data(), v.data(), 4, DataType::kFloat32, ReduceOp::kSum));
-  Handle h1 = e1.submit(make_allreduce_op("x", w.data(), w.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle h0 =
+      e0.submit(make_allreduce_op("x", v.data(), v.data(), 4, DataType::kFloat32, ReduceOp::kSum));
+  Handle h1 =
+      e1.submit(make_allreduce_op("x", w.data(), w.data(), 4, DataType::kFloat32, ReduceOp::kSum));
   e0.start();
   e1.start();
   const std::string var = fusion ? "HORA_FUSION_THRESHOLD" : "HORA_CACHE_CAPACITY";

@@ -172,8 +172,9 @@ TEST_CASE("MessageTable agrees when every rank submitted and names mismatches", 
   table.add(0, allreduce("d", 4, DataType::kFloat32), t);
   table.add(1, allreduce("d", 4, DataType::kInt32), t);
   table.add(2, allreduce("d", 4, DataType::kFloat32), t);
-  CHECK(table.take("d").error ==
-        "Mismatched allreduce data types for tensor 'd': rank 0 sent float32 but rank 1 sent int32");
+  CHECK(
+      table.take("d").error ==
+      "Mismatched allreduce data types for tensor 'd': rank 0 sent float32 but rank 1 sent int32");
 
   table.add(0, allreduce("o", 4), t);
   table.add(1, allreduce("o", 4), t);
@@ -189,8 +190,9 @@ TEST_CASE("MessageTable agrees when every rank submitted and names mismatches", 
   table.add(0, b0, t);
   table.add(1, b1, t);
   table.add(2, b0, t);
-  CHECK(table.take("b").error ==
-        "Mismatched broadcast root ranks for tensor 'b': rank 0 sent root 0 but rank 1 sent root 2");
+  CHECK(
+      table.take("b").error ==
+      "Mismatched broadcast root ranks for tensor 'b': rank 0 sent root 0 but rank 1 sent root 2");
 
   table.add(0, allreduce("k", 4), t);
   Request k1 = b0;
@@ -258,8 +260,8 @@ TEST_CASE("StallInspector formats rank lists and the warning block", "[stall]") 
                                         "ranks 0, 2"));
   CHECK_THAT(logged[0], Catch::Contains("HORA_STALL_CHECK_SECONDS"));
   // Durations in hora::format_duration's spelling.
-  CHECK_THAT(logged[0], Catch::Contains("for more than 100 ms:") &&
-                            Catch::Contains("(waiting 1 s)"));
+  CHECK_THAT(logged[0],
+             Catch::Contains("for more than 100 ms:") && Catch::Contains("(waiting 1 s)"));
 
   StallInspector quiet(o, 1, [&](const std::string& block) { logged.push_back(block); });
   quiet.check(table, start + std::chrono::seconds(1));
@@ -290,7 +292,8 @@ TEST_CASE("StallInspector proposes stalled names for shutdown once", "[stall]") 
 namespace {
 
 struct ScopedEnv {
-  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) : vars_(std::move(vars)) {
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars)
+      : vars_(std::move(vars)) {
     for (const auto& [k, v] : vars_) ::setenv(k.c_str(), v.c_str(), 1);
   }
   ~ScopedEnv() {
@@ -332,15 +335,15 @@ TEST_CASE("EngineOptions::from_environment reads every variable with defaults", 
     CHECK(o.timeline_path == "/tmp/t.json");
     CHECK(o.timeline_mark_cycles);
   }
-  for (auto [var, value] : std::vector<std::pair<std::string, std::string>>{
-           {"HORA_CYCLE_TIME_MS", "0"},
-           {"HORA_CYCLE_TIME_MS", "fast"},
-           {"HORA_CACHE_CAPACITY", "-1"},
-           {"HORA_FUSION_THRESHOLD", "64MB"},
-           {"HORA_STALL_CHECK_SECONDS", "0"},
-           {"HORA_STALL_CHECK_DISABLE", "maybe"},
-           {"HORA_STALL_SHUTDOWN_SECONDS", "-5"},
-           {"HORA_TIMELINE_MARK_CYCLES", "2"}}) {
+  for (auto [var, value] :
+       std::vector<std::pair<std::string, std::string>>{{"HORA_CYCLE_TIME_MS", "0"},
+                                                        {"HORA_CYCLE_TIME_MS", "fast"},
+                                                        {"HORA_CACHE_CAPACITY", "-1"},
+                                                        {"HORA_FUSION_THRESHOLD", "64MB"},
+                                                        {"HORA_STALL_CHECK_SECONDS", "0"},
+                                                        {"HORA_STALL_CHECK_DISABLE", "maybe"},
+                                                        {"HORA_STALL_SHUTDOWN_SECONDS", "-5"},
+                                                        {"HORA_TIMELINE_MARK_CYCLES", "2"}}) {
     ScopedEnv env({{var, value}});
     CHECK_THROWS_AS(EngineOptions::from_environment(), hora::UsageError);
     CHECK_THROWS_WITH(EngineOptions::from_environment(),
@@ -393,7 +396,9 @@ TEST_CASE("ThreadTransport implements the transport's semantics", "[transport]")
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto fail = [&](const std::string& what) { failures[static_cast<std::size_t>(r)] += what + "; "; };
+      auto fail = [&](const std::string& what) {
+        failures[static_cast<std::size_t>(r)] += what + "; ";
+      };
       try {
         hora::test::ThreadTransport t(world, r);
         std::vector<std::uint64_t> words{~0ull, 0xffull << (8 * r), 1};
@@ -403,7 +408,8 @@ TEST_CASE("ThreadTransport implements the transport's semantics", "[transport]")
         auto all = t.allgather_bytes(mine);
         for (int q = 0; q < n; ++q) {
           if (all[static_cast<std::size_t>(q)] !=
-              std::vector<std::uint8_t>(static_cast<std::size_t>(q), static_cast<std::uint8_t>(q))) {
+              std::vector<std::uint8_t>(static_cast<std::size_t>(q),
+                                        static_cast<std::uint8_t>(q))) {
             fail("gather bytes");
           }
         }

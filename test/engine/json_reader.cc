@@ -23,7 +23,9 @@ class Parser {
     throw std::runtime_error("invalid JSON at byte " + std::to_string(pos_) + ": " + why);
   }
   void space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t'))
+      ++pos_;
   }
   char peek() {
     if (pos_ >= s_.size()) fail("unexpected end");
@@ -46,7 +48,10 @@ class Parser {
       v.kind = JsonValue::Kind::kObject;
       ++pos_;
       space();
-      if (peek() == '}') { ++pos_; return v; }
+      if (peek() == '}') {
+        ++pos_;
+        return v;
+      }
       while (true) {
         space();
         std::string key = string();
@@ -54,7 +59,10 @@ class Parser {
         expect(':');
         v.object.emplace_back(std::move(key), value());
         space();
-        if (peek() == ',') { ++pos_; continue; }
+        if (peek() == ',') {
+          ++pos_;
+          continue;
+        }
         expect('}');
         return v;
       }
@@ -63,11 +71,17 @@ class Parser {
       v.kind = JsonValue::Kind::kArray;
       ++pos_;
       space();
-      if (peek() == ']') { ++pos_; return v; }
+      if (peek() == ']') {
+        ++pos_;
+        return v;
+      }
       while (true) {
         v.array.push_back(value());
         space();
-        if (peek() == ',') { ++pos_; continue; }
+        if (peek() == ',') {
+          ++pos_;
+          continue;
+        }
         expect(']');
         return v;
       }
@@ -77,9 +91,21 @@ class Parser {
       v.string = string();
       return v;
     }
-    if (c == 't') { literal("true"); v.kind = JsonValue::Kind::kBool; v.boolean = true; return v; }
-    if (c == 'f') { literal("false"); v.kind = JsonValue::Kind::kBool; return v; }
-    if (c == 'n') { literal("null"); return v; }
+    if (c == 't') {
+      literal("true");
+      v.kind = JsonValue::Kind::kBool;
+      v.boolean = true;
+      return v;
+    }
+    if (c == 'f') {
+      literal("false");
+      v.kind = JsonValue::Kind::kBool;
+      return v;
+    }
+    if (c == 'n') {
+      literal("null");
+      return v;
+    }
     v.kind = JsonValue::Kind::kNumber;
     v.number = number();
     return v;
@@ -117,7 +143,10 @@ class Parser {
       ++pos_;
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') { out += c; continue; }
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
       char e = peek();
       ++pos_;
       switch (e) {
@@ -135,10 +164,14 @@ class Parser {
           for (int i = 0; i < 4; ++i) {
             char h = s_[pos_++];
             cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-            else fail("bad \\u escape");
+            if (h >= '0' && h <= '9')
+              cp |= static_cast<unsigned>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+              cp |= static_cast<unsigned>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+              cp |= static_cast<unsigned>(h - 'A' + 10);
+            else
+              fail("bad \\u escape");
           }
           // Enough for the timeline's own escapes (control characters); others kept as '?'.
           out += cp < 0x80 ? static_cast<char>(cp) : '?';

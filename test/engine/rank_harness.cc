@@ -5,18 +5,20 @@
 
 namespace hora::test {
 
-void RankHarness::Rank::barrier(const std::string& what) const { harness->sync_.barrier(rank, what); }
+void RankHarness::Rank::barrier(const std::string& what) const {
+  harness->sync_.barrier(rank, what);
+}
 
 RankHarness::RankHarness(int size, EngineOptions options)
     : size_(size), world_(size), sync_(size), warnings_(static_cast<std::size_t>(size)) {
   for (int r = 0; r < size; ++r) {
     transports_.push_back(std::make_unique<ThreadTransport>(world_, r));
-    engines_.push_back(std::make_unique<Engine>(*transports_.back(), options,
-                                                [this, r](const std::string& block) {
-                                                  std::lock_guard<std::mutex> lock(mu_);
-                                                  warnings_[static_cast<std::size_t>(r)].push_back(block);
-                                                  cv_.notify_all();
-                                                }));
+    engines_.push_back(
+        std::make_unique<Engine>(*transports_.back(), options, [this, r](const std::string& block) {
+          std::lock_guard<std::mutex> lock(mu_);
+          warnings_[static_cast<std::size_t>(r)].push_back(block);
+          cv_.notify_all();
+        }));
     ranks_.push_back(Rank{r, size, engines_.back().get(), transports_.back().get(), this});
   }
 }

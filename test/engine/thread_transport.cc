@@ -9,7 +9,9 @@
 namespace hora::test {
 
 ThreadWorld::ThreadWorld(int size, std::chrono::milliseconds timeout)
-    : size_(size), timeout_(timeout), arrived_(static_cast<std::size_t>(size), false),
+    : size_(size),
+      timeout_(timeout),
+      arrived_(static_cast<std::size_t>(size), false),
       slots_(static_cast<std::size_t>(size), nullptr) {}
 
 void ThreadWorld::barrier(int rank, const std::string& what) {
@@ -28,13 +30,15 @@ void ThreadWorld::barrier(int rank, const std::string& what) {
                       [&] { return generation_ != gen || broken_; })) {
     std::string missing;
     for (int r = 0; r < size_; ++r) {
-      if (!arrived_[static_cast<std::size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (!arrived_[static_cast<std::size_t>(r)])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
     broken_ = true;
     cv_.notify_all();
     throw TimeoutError("thread world: rank " + std::to_string(rank) + " waited " +
-                       std::to_string(timeout_.count()) + " ms in " + what + " for ranks " +
-                       missing, rank);
+                           std::to_string(timeout_.count()) + " ms in " + what + " for ranks " +
+                           missing,
+                       rank);
   }
   if (generation_ == gen) throw Error("thread world: broken by another rank's timeout", rank);
 }
@@ -146,9 +150,9 @@ void ThreadTransport::allgatherv(const void* sendbuf, void* recvbuf,
       [&](const auto& all) {
         for (std::size_t r = 0; r < all.size(); ++r) {
           if (all[r]->count != counts[r]) {
-            throw Error("thread world: allgatherv: rank " + std::to_string(rank_) +
-                        " expected " + std::to_string(counts[r]) + " elements from rank " +
-                        std::to_string(r) + ", it sent " + std::to_string(all[r]->count));
+            throw Error("thread world: allgatherv: rank " + std::to_string(rank_) + " expected " +
+                        std::to_string(counts[r]) + " elements from rank " + std::to_string(r) +
+                        ", it sent " + std::to_string(all[r]->count));
           }
           const auto* p = static_cast<const std::uint8_t*>(all[r]->send);
           out.insert(out.end(), p, p + all[r]->count * elem);
@@ -178,8 +182,8 @@ void ThreadTransport::alltoallv(const void* sendbuf, std::span<const std::size_t
                                 void* recvbuf, std::span<const std::size_t> recv_splits,
                                 DataType type) {
   data_calls++;
-  ThreadWorld::Contribution c{"alltoallv", sendbuf, 0, {send_splits.begin(), send_splits.end()},
-                              type};
+  ThreadWorld::Contribution c{
+      "alltoallv", sendbuf, 0, {send_splits.begin(), send_splits.end()}, type};
   std::vector<std::uint8_t> out;
   const std::size_t elem = size_of(type);
   world_.step(

@@ -37,8 +37,8 @@ TEST_CASE("host buffers given to the stream overloads take the host path") {
   World world;
   std::vector<float> in = {1.5f, -2.0f, 3.25f};
   std::vector<float> out(3, 0.0f);
-  hora::allreduce(in.data(), out.data(), in.size(), hora::DataType::kFloat32,
-                  hora::ReduceOp::kSum, nullptr);
+  hora::allreduce(in.data(), out.data(), in.size(), hora::DataType::kFloat32, hora::ReduceOp::kSum,
+                  nullptr);
   CHECK(out == in);
 
   std::vector<std::int32_t> gathered(2, 0);
@@ -68,8 +68,8 @@ TEST_CASE("without a GPU a CUDA stream or a device query is a usage error") {
   std::vector<float> v(4, 1.0f);
   int not_a_stream = 0;
   try {
-    hora::allreduce(v.data(), v.data(), v.size(), hora::DataType::kFloat32,
-                    hora::ReduceOp::kSum, &not_a_stream);
+    hora::allreduce(v.data(), v.data(), v.size(), hora::DataType::kFloat32, hora::ReduceOp::kSum,
+                    &not_a_stream);
     FAIL("a stream was accepted without a GPU");
   } catch (const hora::UsageError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("no GPU is visible"));

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <cuda.h>  // driver API types; the functions come from cudart's entry-point query
 #include <cuda_runtime.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <hora/error.h>
 #include <hora/types.h>
@@ -46,9 +46,9 @@ namespace {
 
 #define CUDA_OK(call) REQUIRE((call) == cudaSuccess)
 
-const DataType kTypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt32,
-                           DataType::kInt64,    DataType::kFloat16, DataType::kBFloat16,
-                           DataType::kFloat32,  DataType::kFloat64};
+const DataType kTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                           DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                           DataType::kFloat32, DataType::kFloat64};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                          ReduceOp::kProduct};
 const Scope kScopes[] = {Scope::kGlobal, Scope::kLocal, Scope::kCross};
@@ -88,14 +88,46 @@ std::vector<std::uint8_t> values(DataType type, std::size_t count, int seed) {
     const int v = static_cast<int>((i * 7 + static_cast<std::size_t>(seed) * 13) % 61) - 30;
     std::uint8_t* p = out.data() + i * es;
     switch (type) {
-      case DataType::kUInt8: { auto x = static_cast<std::uint8_t>(v + 30); std::memcpy(p, &x, es); break; }
-      case DataType::kInt8: { auto x = static_cast<std::int8_t>(v); std::memcpy(p, &x, es); break; }
-      case DataType::kInt32: { auto x = static_cast<std::int32_t>(v * 1000); std::memcpy(p, &x, es); break; }
-      case DataType::kInt64: { auto x = static_cast<std::int64_t>(v) << 33; std::memcpy(p, &x, es); break; }
-      case DataType::kFloat16: { auto x = hora::to_float16(static_cast<float>(v) * 0.5f); std::memcpy(p, &x, es); break; }
-      case DataType::kBFloat16: { auto x = hora::to_bfloat16(static_cast<float>(v) * 0.25f); std::memcpy(p, &x, es); break; }
-      case DataType::kFloat32: { auto x = static_cast<float>(v) * 0.125f; std::memcpy(p, &x, es); break; }
-      case DataType::kFloat64: { auto x = static_cast<double>(v) / 3.0; std::memcpy(p, &x, es); break; }
+      case DataType::kUInt8: {
+        auto x = static_cast<std::uint8_t>(v + 30);
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kInt8: {
+        auto x = static_cast<std::int8_t>(v);
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kInt32: {
+        auto x = static_cast<std::int32_t>(v * 1000);
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kInt64: {
+        auto x = static_cast<std::int64_t>(v) << 33;
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kFloat16: {
+        auto x = hora::to_float16(static_cast<float>(v) * 0.5f);
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kBFloat16: {
+        auto x = hora::to_bfloat16(static_cast<float>(v) * 0.25f);
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kFloat32: {
+        auto x = static_cast<float>(v) * 0.125f;
+        std::memcpy(p, &x, es);
+        break;
+      }
+      case DataType::kFloat64: {
+        auto x = static_cast<double>(v) / 3.0;
+        std::memcpy(p, &x, es);
+        break;
+      }
     }
   }
   return out;
@@ -274,8 +306,8 @@ TEST_CASE("bad arguments are usage errors that do not touch the communicator") {
   DeviceMemory a(64), b(64);
   CHECK_THROWS_AS(backend.broadcast(a.get(), 4, DataType::kInt32, 1, Scope::kGlobal, nullptr),
                   hora::UsageError);
-  CHECK_THROWS_AS(backend.allgather(a.get(), 4, b.get(), {4, 4}, DataType::kInt32,
-                                    Scope::kGlobal, nullptr),
+  CHECK_THROWS_AS(backend.allgather(a.get(), 4, b.get(), {4, 4}, DataType::kInt32, Scope::kGlobal,
+                                    nullptr),
                   hora::UsageError);
   CHECK_THROWS_AS(backend.alltoall(a.get(), {4}, a.get(), {4}, DataType::kInt32, Scope::kGlobal,
                                    nullptr),
@@ -284,8 +316,7 @@ TEST_CASE("bad arguments are usage errors that do not touch the communicator") {
                                     Scope::kGlobal, nullptr),
                   hora::UsageError);
   // Still usable.
-  backend.allreduce(a.get(), b.get(), 4, DataType::kInt32, ReduceOp::kSum, Scope::kGlobal,
-                    nullptr);
+  backend.allreduce(a.get(), b.get(), 4, DataType::kInt32, ReduceOp::kSum, Scope::kGlobal, nullptr);
 }
 
 TEST_CASE("HORA_CUDA_DEVICE out of range is a usage error naming it") {
@@ -379,8 +410,8 @@ TEST_CASE("two ranks on one GPU is a usage error telling each rank to use its ow
       nccl::Backend backend(world_of_two(r), *client, 60s);  // both local rank 0: GPU 0
       DeviceMemory a(64);
       try {
-        backend.allreduce(a.get(), a.get(), 4, DataType::kFloat32, ReduceOp::kSum,
-                          Scope::kGlobal, nullptr);
+        backend.allreduce(a.get(), a.get(), 4, DataType::kFloat32, ReduceOp::kSum, Scope::kGlobal,
+                          nullptr);
       } catch (const hora::UsageError& e) {
         return std::string("usage: ") + e.what();
       } catch (const hora::Error& e) {

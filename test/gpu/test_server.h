@@ -16,7 +16,8 @@ namespace hora::test {
 
 class TestServer {
  public:
-  explicit TestServer(int size, rdv::Secret secret = {}) : secret_(secret), work_(io_.get_executor()) {
+  explicit TestServer(int size, rdv::Secret secret = {})
+      : secret_(secret), work_(io_.get_executor()) {
     rdv::ServerOptions options;
     options.size = size;
     options.secret = secret_;

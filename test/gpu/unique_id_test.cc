@@ -19,8 +19,8 @@
 
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
-#include "test/gpu/test_server.h"
 #include "runtime/nccl/unique_id.h"
+#include "test/gpu/test_server.h"
 
 namespace nccl = hora::detail::nccl;
 using hora::Scope;
@@ -167,17 +167,20 @@ TEST_CASE("ranks that ask before rank 0 publishes wait for it; late ranks find i
   auto early = std::async(std::launch::async, [&] {
     WorldInfo w = world_of(1, 3, 1);
     waiter_started.set_value();
-    return nccl::exchange_unique_id(c1.get(), w, nccl::comm_group(w, Scope::kGlobal),
-                                    [] { return id_with(1); }, in(kLongDeadline));
+    return nccl::exchange_unique_id(
+        c1.get(), w, nccl::comm_group(w, Scope::kGlobal), [] { return id_with(1); },
+        in(kLongDeadline));
   });
   waiter_started.get_future().wait();
   WorldInfo w0 = world_of(0, 3, 1);
-  CHECK(nccl::exchange_unique_id(c0.get(), w0, nccl::comm_group(w0, Scope::kGlobal),
-                                 [] { return id_with(7); }, in(kLongDeadline)) == id_with(7));
+  CHECK(nccl::exchange_unique_id(
+            c0.get(), w0, nccl::comm_group(w0, Scope::kGlobal), [] { return id_with(7); },
+            in(kLongDeadline)) == id_with(7));
   CHECK(early.get() == id_with(7));
   WorldInfo w2 = world_of(2, 3, 1);
-  CHECK(nccl::exchange_unique_id(c2.get(), w2, nccl::comm_group(w2, Scope::kGlobal),
-                                 [] { return id_with(2); }, in(kLongDeadline)) == id_with(7));
+  CHECK(nccl::exchange_unique_id(
+            c2.get(), w2, nccl::comm_group(w2, Scope::kGlobal), [] { return id_with(2); },
+            in(kLongDeadline)) == id_with(7));
 }
 
 TEST_CASE("a rank whose root never publishes times out at its deadline, naming the key") {
@@ -187,8 +190,8 @@ TEST_CASE("a rank whose root never publishes times out at its deadline, naming t
   const auto deadline = 400ms;
   const auto start = std::chrono::steady_clock::now();
   try {
-    nccl::exchange_unique_id(c1.get(), w, nccl::comm_group(w, Scope::kCross),
-                             [] { return id_with(0); }, in(deadline));
+    nccl::exchange_unique_id(
+        c1.get(), w, nccl::comm_group(w, Scope::kCross), [] { return id_with(0); }, in(deadline));
     FAIL("exchange_unique_id returned without the root");
   } catch (const hora::TimeoutError& e) {
     std::string msg = e.what();
@@ -212,8 +215,9 @@ TEST_CASE("a stored value that is not 128 bytes is a mismatch") {
   c0->set("nccl/global/0/uid", hora::rdv::Bytes(5, 1), 5s);
   WorldInfo w = world_of(1, 2, 1);
   try {
-    nccl::exchange_unique_id(c1.get(), w, nccl::comm_group(w, Scope::kGlobal),
-                             [] { return id_with(0); }, in(kLongDeadline));
+    nccl::exchange_unique_id(
+        c1.get(), w, nccl::comm_group(w, Scope::kGlobal), [] { return id_with(0); },
+        in(kLongDeadline));
     FAIL("a 5-byte id was accepted");
   } catch (const hora::MismatchError& e) {
     CHECK_THAT(std::string(e.what()), Catch::Contains("holds 5 bytes, expected 128"));
@@ -225,8 +229,9 @@ TEST_CASE("the launcher's abort ends a rank waiting for the id, with the launche
   auto c1 = server.connect(1, 2);
   WorldInfo w = world_of(1, 2, 1);
   auto waiting = std::async(std::launch::async, [&] {
-    return nccl::exchange_unique_id(c1.get(), w, nccl::comm_group(w, Scope::kGlobal),
-                                    [] { return id_with(0); }, in(kLongDeadline));
+    return nccl::exchange_unique_id(
+        c1.get(), w, nccl::comm_group(w, Scope::kGlobal), [] { return id_with(0); },
+        in(kLongDeadline));
   });
   server.server().abort_all("rank 0 on host0 exited with code 3");
   const auto start = std::chrono::steady_clock::now();
@@ -242,7 +247,8 @@ TEST_CASE("the launcher's abort ends a rank waiting for the id, with the launche
 
 TEST_CASE("without a rendezvous client a communicator of several ranks is a usage error") {
   WorldInfo w = world_of(1, 2, 1);
-  CHECK_THROWS_AS(nccl::exchange_unique_id(nullptr, w, nccl::comm_group(w, Scope::kGlobal),
-                                           [] { return id_with(0); }, in(1s)),
+  CHECK_THROWS_AS(nccl::exchange_unique_id(
+                      nullptr, w, nccl::comm_group(w, Scope::kGlobal), [] { return id_with(0); },
+                      in(1s)),
                   hora::UsageError);
 }

@@ -38,13 +38,41 @@ std::vector<std::uint8_t> encode(const std::vector<double>& v, DataType t) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     void* p = out.data() + i * hora::size_of(t);
     switch (t) {
-      case DataType::kUInt8: { auto x = static_cast<std::uint8_t>(v[i]); std::memcpy(p, &x, 1); break; }
-      case DataType::kInt8: { auto x = static_cast<std::int8_t>(v[i]); std::memcpy(p, &x, 1); break; }
-      case DataType::kInt32: { auto x = static_cast<std::int32_t>(v[i]); std::memcpy(p, &x, 4); break; }
-      case DataType::kInt64: { auto x = static_cast<std::int64_t>(v[i]); std::memcpy(p, &x, 8); break; }
-      case DataType::kFloat16: { auto x = hora::to_float16(static_cast<float>(v[i])); std::memcpy(p, &x, 2); break; }
-      case DataType::kBFloat16: { auto x = hora::to_bfloat16(static_cast<float>(v[i])); std::memcpy(p, &x, 2); break; }
-      case DataType::kFloat32: { auto x = static_cast<float>(v[i]); std::memcpy(p, &x, 4); break; }
+      case DataType::kUInt8: {
+        auto x = static_cast<std::uint8_t>(v[i]);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DataType::kInt8: {
+        auto x = static_cast<std::int8_t>(v[i]);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DataType::kInt32: {
+        auto x = static_cast<std::int32_t>(v[i]);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DataType::kInt64: {
+        auto x = static_cast<std::int64_t>(v[i]);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case DataType::kFloat16: {
+        auto x = hora::to_float16(static_cast<float>(v[i]));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DataType::kBFloat16: {
+        auto x = hora::to_bfloat16(static_cast<float>(v[i]));
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DataType::kFloat32: {
+        auto x = static_cast<float>(v[i]);
+        std::memcpy(p, &x, 4);
+        break;
+      }
       case DataType::kFloat64: std::memcpy(p, &v[i], 8); break;
     }
   }
@@ -53,14 +81,46 @@ std::vector<std::uint8_t> encode(const std::vector<double>& v, DataType t) {
 
 double decode(const std::uint8_t* p, DataType t) {
   switch (t) {
-    case DataType::kUInt8: { std::uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case DataType::kInt8: { std::int8_t x; std::memcpy(&x, p, 1); return x; }
-    case DataType::kInt32: { std::int32_t x; std::memcpy(&x, p, 4); return x; }
-    case DataType::kInt64: { std::int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case DataType::kFloat16: { hora::float16 x; std::memcpy(&x, p, 2); return hora::to_float(x); }
-    case DataType::kBFloat16: { hora::bfloat16 x; std::memcpy(&x, p, 2); return hora::to_float(x); }
-    case DataType::kFloat32: { float x; std::memcpy(&x, p, 4); return x; }
-    case DataType::kFloat64: { double x; std::memcpy(&x, p, 8); return x; }
+    case DataType::kUInt8: {
+      std::uint8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case DataType::kInt8: {
+      std::int8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case DataType::kInt32: {
+      std::int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DataType::kInt64: {
+      std::int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case DataType::kFloat16: {
+      hora::float16 x;
+      std::memcpy(&x, p, 2);
+      return hora::to_float(x);
+    }
+    case DataType::kBFloat16: {
+      hora::bfloat16 x;
+      std::memcpy(&x, p, 2);
+      return hora::to_float(x);
+    }
+    case DataType::kFloat32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DataType::kFloat64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
   }
   return 0;
 }
@@ -75,7 +135,8 @@ double reduce_reference(std::size_t i, DataType t, ReduceOp op, int n) {
   for (int r = 1; r < n; ++r) {
     const double v = input(r, i, t, op);
     switch (op) {
-      case ReduceOp::kSum: case ReduceOp::kAverage: acc += v; break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage: acc += v; break;
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
       case ReduceOp::kProduct: acc *= v; break;
@@ -92,8 +153,8 @@ bool close_enough(double got, double want, DataType t) {
   return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
 }
 
-const DataType kTypes[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt32,
-                           DataType::kInt64, DataType::kFloat16, DataType::kBFloat16,
+const DataType kTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                           DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
                            DataType::kFloat32, DataType::kFloat64};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                          ReduceOp::kProduct};
@@ -223,7 +284,8 @@ void check_alltoall() {
     std::vector<double> in;
     for (int q = 0; q < n; ++q) {
       send_splits[static_cast<std::size_t>(q)] = static_cast<std::size_t>((r + q) % 3);
-      for (std::size_t k = 0; k < send_splits[static_cast<std::size_t>(q)]; ++k) in.push_back(value(r, q, k));
+      for (std::size_t k = 0; k < send_splits[static_cast<std::size_t>(q)]; ++k)
+        in.push_back(value(r, q, k));
     }
     std::vector<std::uint8_t> send = encode(in, t);
     std::vector<std::size_t> recv_splits = hora::alltoall_splits(send_splits);

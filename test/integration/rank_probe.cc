@@ -263,7 +263,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank_probe %s: %s\n", mode.c_str(), e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|hang DIR|"
-                       "spin DIR|sleep DIR|noinit RANK|garbage\n");
+  std::fprintf(stderr,
+               "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|hang DIR|"
+               "spin DIR|sleep DIR|noinit RANK|garbage\n");
   return 2;
 }

@@ -28,8 +28,8 @@
 #include "common/unique_fd.h"
 
 using namespace hora::cli;
-using hora::UniqueFd;
 using Catch::Matchers::Contains;
+using hora::UniqueFd;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -94,7 +94,8 @@ struct Child {
   // Blocks (up to `deadline`) until the process exits; returns its exit code, -1 on timeout.
   int wait(Clock::time_point deadline) {
     pollfd p{pidfd.get(), POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) != 1) return -1;
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -117,15 +118,18 @@ bool read_until(std::vector<Child*> children, const std::function<bool(const Chi
     if (fds.empty()) {
       return std::all_of(children.begin(), children.end(), [&](Child* c) { return done(*c); });
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     if (::poll(fds.data(), fds.size(), static_cast<int>(left)) < 0 && errno != EINTR) return false;
     for (std::size_t k = 0; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
       char buf[4096];
       const ssize_t r = ::read(fds[k].fd, buf, sizeof buf);
-      if (r <= 0) who[k]->eof = true;
-      else who[k]->text.append(buf, static_cast<std::size_t>(r));
+      if (r <= 0)
+        who[k]->eof = true;
+      else
+        who[k]->text.append(buf, static_cast<std::size_t>(r));
     }
   }
 }
@@ -149,33 +153,41 @@ Probed probe(const std::vector<TestHost>& hosts) {
       kids.back()->in.reset();
       raw.push_back(kids.back().get());
     }
-    REQUIRE(read_until(raw, [](const Child& c) { return c.eof; }, deadline));
+    REQUIRE(read_until(
+        raw, [](const Child& c) { return c.eof; }, deadline));
     for (std::size_t i = 0; i < hosts.size(); ++i) {
       REQUIRE(kids[i]->wait(deadline) == 0);
-      p.hosts.push_back(HostInterfaces{hosts[i].alias, false, parse_interfaces(kids[i]->text, hosts[i].alias),
+      p.hosts.push_back(HostInterfaces{hosts[i].alias, false,
+                                       parse_interfaces(kids[i]->text, hosts[i].alias),
                                        hosts[i].addr});
     }
   }
   std::vector<std::unique_ptr<Child>> listeners;
   std::vector<Child*> raw;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
-    listeners.push_back(std::make_unique<Child>(hosts[i].ns, std::vector<std::string>{"--probe-listen", "tok-h" + std::to_string(i)}));
+    listeners.push_back(std::make_unique<Child>(
+        hosts[i].ns, std::vector<std::string>{"--probe-listen", "tok-h" + std::to_string(i)}));
     raw.push_back(listeners.back().get());
   }
-  REQUIRE(read_until(raw, [](const Child& c) { return listen_output_complete(c.text); }, deadline));
+  REQUIRE(read_until(
+      raw, [](const Child& c) { return listen_output_complete(c.text); }, deadline));
   std::vector<std::vector<ProbeEndpoint>> endpoints;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
-    endpoints.push_back(parse_listen_output(listeners[i]->text, "tok-h" + std::to_string(i), hosts[i].alias));
+    endpoints.push_back(
+        parse_listen_output(listeners[i]->text, "tok-h" + std::to_string(i), hosts[i].alias));
   }
   std::vector<std::unique_ptr<Child>> connectors;
   std::vector<Child*> craw;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     connectors.push_back(std::make_unique<Child>(
-        hosts[i].ns, std::vector<std::string>{"--probe-connect", connect_argument(connect_targets_for(i, endpoints))}));
+        hosts[i].ns,
+        std::vector<std::string>{"--probe-connect",
+                                 connect_argument(connect_targets_for(i, endpoints))}));
     connectors.back()->in.reset();
     craw.push_back(connectors.back().get());
   }
-  REQUIRE(read_until(craw, [](const Child& c) { return c.eof; }, deadline));
+  REQUIRE(read_until(
+      craw, [](const Child& c) { return c.eof; }, deadline));
   std::vector<std::vector<ConnectOutcome>> outcomes;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     REQUIRE(connectors[i]->wait(deadline) == 0);
@@ -224,7 +236,8 @@ TEST_CASE("discovery on 3 namespace hosts keeps only the routable interfaces, qu
   WARN("discovery on 3 hosts took " << p.took.count() << " ms");
 }
 
-TEST_CASE("without the isolated host, the second network is routable, and eth0 stays the common choice") {
+TEST_CASE(
+    "without the isolated host, the second network is routable, and eth0 stays the common choice") {
   std::vector<TestHost> hosts = read_hosts();
   hosts.pop_back();
   const Probed p = probe(hosts);
@@ -234,12 +247,14 @@ TEST_CASE("without the isolated host, the second network is routable, and eth0 s
   CHECK(c.for_host("h1").alternatives == std::vector<std::string>{"eth1"});
   CHECK(c.for_host("h2").alternatives == std::vector<std::string>{"ens5"});
   // The second network by per-host names, checked against the real interfaces.
-  const NetworkChoice e = choose_interfaces(p.hosts, parse_network_spec({"eth1", "h2=ens5"}), nullptr);
+  const NetworkChoice e =
+      choose_interfaces(p.hosts, parse_network_spec({"eth1", "h2=ens5"}), nullptr);
   CHECK(e.for_host("h1").address == hosts[0].addr2);
   CHECK(e.for_host("h2").iface == "ens5");
   CHECK(e.for_host("h2").address == hosts[1].addr2);
-  CHECK_THROWS_WITH(choose_interfaces(p.hosts, parse_network_spec({"eth1"}), nullptr),
-                    "no interface eth1 on h2; it has lo, eth0, ens5; use --network-interfaces eth1,h2=ens5");
+  CHECK_THROWS_WITH(
+      choose_interfaces(p.hosts, parse_network_spec({"eth1"}), nullptr),
+      "no interface eth1 on h2; it has lo, eth0, ens5; use --network-interfaces eth1,h2=ens5");
 }
 
 int main(int argc, char** argv) {

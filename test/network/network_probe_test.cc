@@ -46,8 +46,9 @@ TEST_CASE("this machine's interfaces round-trip through the report") {
 }
 
 TEST_CASE("the report parser skips a banner and rejects cut-off or foreign output") {
-  const std::string ok = "Welcome!\nhora-interfaces 1\niface lo up loopback 127.0.0.1/8 ::1/128\n"
-                         "iface eth0 down\nend\n";
+  const std::string ok =
+      "Welcome!\nhora-interfaces 1\niface lo up loopback 127.0.0.1/8 ::1/128\n"
+      "iface eth0 down\nend\n";
   const auto parsed = parse_interfaces(ok, "h1");
   REQUIRE(parsed.size() == 2);
   CHECK(parsed[0].addresses[1].ipv6);
@@ -81,7 +82,8 @@ class SharedBuf : public std::streambuf {
   // Waits until `line` is a complete line of the output; false when `deadline` passes first.
   bool wait_for_line(const std::string& line, std::chrono::steady_clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_until(lock, deadline, [&] { return text_.find(line + "\n") != std::string::npos; });
+    return cv_.wait_until(lock, deadline,
+                          [&] { return text_.find(line + "\n") != std::string::npos; });
   }
 
  protected:
@@ -118,7 +120,8 @@ struct Listener {
 
   explicit Listener(std::vector<std::string> args) {
     REQUIRE(::pipe2(stdin_pipe, O_CLOEXEC) == 0);
-    rc = std::async(std::launch::async, [this, args] { return run_probe_listen(args, stdin_pipe[0], out, err); });
+    rc = std::async(std::launch::async,
+                    [this, args] { return run_probe_listen(args, stdin_pipe[0], out, err); });
   }
   int stop() {
     ::close(stdin_pipe[1]);
@@ -133,7 +136,8 @@ struct Listener {
 TEST_CASE("listen and connect reach each other; wrong token, closed port and bad target fail") {
   Listener l({"tok-A"});
   // The listener flushes after "ready", once every socket listens.
-  REQUIRE(l.buf.wait_for_line("ready", std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  REQUIRE(
+      l.buf.wait_for_line("ready", std::chrono::steady_clock::now() + std::chrono::seconds(10)));
   const std::string text = l.buf.text();
   const std::vector<ProbeEndpoint> eps = parse_listen_output(text, "tok-A", "this host");
   if (eps.empty()) {
@@ -187,7 +191,8 @@ TEST_CASE("connect output round-trips, and a silent target times out at the dead
   CHECK(parsed[0].target == target);
   CHECK_FALSE(parsed[0].ok);
   CHECK(parsed[0].detail == "connected, but no greeting within 300ms");
-  CHECK_THROWS_WITH(parse_connect_output("connect x ok 1ms\n", "h1"), Contains("h1") && Contains("'done'"));
+  CHECK_THROWS_WITH(parse_connect_output("connect x ok 1ms\n", "h1"),
+                    Contains("h1") && Contains("'done'"));
 }
 
 TEST_CASE("mode argument errors exit 2") {

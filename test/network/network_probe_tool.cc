@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   const int rc = hora::cli::maybe_run_probe_mode(argc, argv);
   if (rc >= 0) return rc;
-  std::fprintf(stderr, "usage: %s --probe-interfaces | --probe-listen TOKEN | --probe-connect TARGETS\n", argv[0]);
+  std::fprintf(stderr,
+               "usage: %s --probe-interfaces | --probe-listen TOKEN | --probe-connect TARGETS\n",
+               argv[0]);
   return 2;
 }

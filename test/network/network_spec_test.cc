@@ -4,10 +4,10 @@
 #include "cli/errors.h"
 #include "cli/network/spec.h"
 
+using Catch::Matchers::Contains;
 using hora::cli::NetworkSpec;
 using hora::cli::parse_network_spec;
 using hora::cli::UsageError;
-using Catch::Matchers::Contains;
 
 TEST_CASE("global names apply to every host") {
   const NetworkSpec s = parse_network_spec({"eth0", "eth1"});
@@ -36,17 +36,18 @@ TEST_CASE("a host may be given several names") {
   CHECK(s.global.empty());
 }
 
-TEST_CASE("no items: empty spec (discovery)") {
-  CHECK(parse_network_spec({}).empty());
-}
+TEST_CASE("no items: empty spec (discovery)") { CHECK(parse_network_spec({}).empty()); }
 
 TEST_CASE("bad items are usage errors that say what to write") {
-  CHECK_THROWS_WITH(parse_network_spec({"=eth0"}), Contains("no host before '='") && Contains("HOST=INTERFACE"));
-  CHECK_THROWS_WITH(parse_network_spec({"h1="}), Contains("no interface after '='") && Contains("h1=eth0"));
+  CHECK_THROWS_WITH(parse_network_spec({"=eth0"}),
+                    Contains("no host before '='") && Contains("HOST=INTERFACE"));
+  CHECK_THROWS_WITH(parse_network_spec({"h1="}),
+                    Contains("no interface after '='") && Contains("h1=eth0"));
   CHECK_THROWS_WITH(parse_network_spec({"h1=eth0=x"}), Contains("more than one '='"));
-  CHECK_THROWS_WITH(parse_network_spec({"eth0,,eth1"}), Contains("empty item") &&
-                                                           Contains("--network-interfaces eth0,eth1"));
-  CHECK_THROWS_WITH(parse_network_spec({"averyveryverylongname0"}), Contains("at most 15 characters"));
+  CHECK_THROWS_WITH(parse_network_spec({"eth0,,eth1"}),
+                    Contains("empty item") && Contains("--network-interfaces eth0,eth1"));
+  CHECK_THROWS_WITH(parse_network_spec({"averyveryverylongname0"}),
+                    Contains("at most 15 characters"));
   CHECK_THROWS_WITH(parse_network_spec({"eth0/1"}), Contains("contains '/'"));
   CHECK_THROWS_WITH(parse_network_spec({"h1=eth 0"}), Contains("contains ' '"));
   CHECK_THROWS_WITH(parse_network_spec({"eth0:1"}), Contains("contains ':'"));

@@ -45,7 +45,10 @@ TEST_CASE("hosts are local by name or by ssh_config HostName, remote otherwise, 
       "Host far\n  HostName 198.18.200.11\n  Port 2222\n  User ann\n");
   const LocalHost local({"node7"}, {"10.1.2.3"});
   const std::vector<HostSpec> hosts = {
-      {"", "localhost", 1}, {"", "node7", 1}, {"", "self-alias", 1}, {"", "far", 2},
+      {"", "localhost", 1},
+      {"", "node7", 1},
+      {"", "self-alias", 1},
+      {"", "far", 2},
       // Not in the config and not this machine: remote, and resolution reads only the file.
       {"bob", "unknown-name-never-looked-up", 1}};
   const auto remote = resolve_remote_hosts(hosts, local, options_for(cfg));

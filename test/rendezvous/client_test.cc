@@ -67,8 +67,7 @@ struct AbortLog {
 
 }  // namespace
 
-TEST_CASE("connecting to a port nobody serves fails with every attempt accounted for",
-          "[client]") {
+TEST_CASE("connecting to a port nobody serves fails with every attempt accounted for", "[client]") {
   ReservedPort port;
   ClientOptions o;
   o.host = "127.0.0.1";
@@ -98,9 +97,11 @@ TEST_CASE("an unresolvable host name is reported as such", "[client]") {
   o.port = 1;
   o.connect_timeout = 100ms;
   CHECK_THROWS_MATCHES(Client::connect(o), ConnectError,
-                       Catch::Matchers::Predicate<ConnectError>([](const ConnectError& e) {
-                         return std::string(e.what()).find("getaddrinfo") != std::string::npos;
-                       }, "mentions getaddrinfo"));
+                       Catch::Matchers::Predicate<ConnectError>(
+                           [](const ConnectError& e) {
+                             return std::string(e.what()).find("getaddrinfo") != std::string::npos;
+                           },
+                           "mentions getaddrinfo"));
 }
 
 TEST_CASE("bad options are refused before connecting", "[client]") {

@@ -166,9 +166,7 @@ class RawPeer {
     if (!r) throw std::runtime_error("raw peer send failed: " + r.why);
   }
 
-  void send_text(const std::string& text) {
-    send(wire::Bytes(text.begin(), text.end()));
-  }
+  void send_text(const std::string& text) { send(wire::Bytes(text.begin(), text.end())); }
 
   // A header as the test wants it, byte by byte.
   void send_header(std::uint8_t version, std::uint8_t op, std::uint32_t payload_bytes,

@@ -192,9 +192,10 @@ TEST_CASE("broken requests are refused and the job's clients are still served") 
                                           &why);
     REQUIRE(fd);
     const std::string half = "PUT /global/1 HTTP/1.1\r\nContent-Le";
-    REQUIRE(hora::rdv::net::write_all(
-        fd.get(), std::span(reinterpret_cast<const std::uint8_t*>(half.data()), half.size()),
-        hora::rdv::net::Clock::now() + 5s));
+    REQUIRE(hora::rdv::net::write_all(fd.get(),
+                                      std::span(reinterpret_cast<const std::uint8_t*>(half.data()),
+                                                half.size()),
+                                      hora::rdv::net::Clock::now() + 5s));
   }
   CHECK(c.get("global", "0").body == "before");
   // Both ranks of the job still rendezvous.

@@ -36,9 +36,8 @@ TEST_CASE("hex parsing accepts upper case and refuses malformed values", "[secre
                         Catch::Contains("has 10 characters"));
   std::string bad = hex;
   bad[17] = 'g';
-  CHECK_THROWS_WITH(parse_secret_hex(bad),
-                    Catch::Contains("character 18 is not a hex digit") &&
-                        !Catch::Contains(bad.substr(0, 16)));
+  CHECK_THROWS_WITH(parse_secret_hex(bad), Catch::Contains("character 18 is not a hex digit") &&
+                                               !Catch::Contains(bad.substr(0, 16)));
   CHECK_THROWS_AS(parse_secret_hex(""), Error);
   CHECK_THROWS_WITH(parse_secret_hex("xyz", "--secret"), Catch::StartsWith("--secret"));
 }

@@ -14,9 +14,7 @@ namespace {
 Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
 struct Fixture {
-  Fixture() : ts(make_options()), good(ts.connect(0)) {
-    good->set("before", bytes_of("ok"), 5s);
-  }
+  Fixture() : ts(make_options()), good(ts.connect(0)) { good->set("before", bytes_of("ok"), 5s); }
 
   static ServerOptions make_options() {
     auto o = test_options(2);
@@ -52,12 +50,14 @@ TEST_CASE_METHOD(Fixture, "wrong secret is rejected", "[rejection]") {
   auto o = ts.client_options(1);
   o.secret[5] ^= 0x40;
   CHECK_THROWS_MATCHES(Client::connect(o), AuthError,
-                       Catch::Matchers::Predicate<AuthError>([](const AuthError& e) {
-                         std::string m = e.what();
-                         return m.find("AUTH_FAILED") != std::string::npos &&
-                                m.find("wrong proof") != std::string::npos &&
-                                m.find("rank 1") != std::string::npos;
-                       }, "names rank, AUTH_FAILED and the wrong proof"));
+                       Catch::Matchers::Predicate<AuthError>(
+                           [](const AuthError& e) {
+                             std::string m = e.what();
+                             return m.find("AUTH_FAILED") != std::string::npos &&
+                                    m.find("wrong proof") != std::string::npos &&
+                                    m.find("rank 1") != std::string::npos;
+                           },
+                           "names rank, AUTH_FAILED and the wrong proof"));
   expect_one_rejection("authentication failed for rank 1");
   expect_good_client_fine();
   CHECK(ts.on_io([&] { return ts.server().ranks_seen(); }) == std::set<int>{0});
@@ -159,13 +159,15 @@ TEST_CASE_METHOD(Fixture, "a bad version is rejected", "[rejection]") {
   expect_good_client_fine();
 }
 
-TEST_CASE_METHOD(Fixture, "a second connection for a connected rank is rejected",
-                 "[rejection]") {
+TEST_CASE_METHOD(Fixture, "a second connection for a connected rank is rejected", "[rejection]") {
   CHECK_THROWS_MATCHES(ts.connect(0), AuthError,
-                       Catch::Matchers::Predicate<AuthError>([](const AuthError& e) {
-                         return std::string(e.what()).find("rank 0 is already connected from "
-                                                           "127.0.0.1:") != std::string::npos;
-                       }, "names the rank and the existing connection"));
+                       Catch::Matchers::Predicate<AuthError>(
+                           [](const AuthError& e) {
+                             return std::string(e.what()).find(
+                                        "rank 0 is already connected from "
+                                        "127.0.0.1:") != std::string::npos;
+                           },
+                           "names the rank and the existing connection"));
   expect_one_rejection("already connected");
   expect_good_client_fine();
   // The first connection still owns rank 0, and no disconnect was reported for it.
@@ -221,8 +223,7 @@ TEST_CASE_METHOD(Fixture, "a peer that never authenticates is cut off at the dea
   expect_good_client_fine();
 }
 
-TEST_CASE_METHOD(Fixture, "a malformed payload after authentication is rejected",
-                 "[rejection]") {
+TEST_CASE_METHOD(Fixture, "a malformed payload after authentication is rejected", "[rejection]") {
   RawPeer p(ts.port());
   p.authenticate(1, 2, ts.options().secret);
   // A SET whose key length runs past the end of the payload.
@@ -236,8 +237,7 @@ TEST_CASE_METHOD(Fixture, "a malformed payload after authentication is rejected"
 TEST_CASE_METHOD(Fixture, "a request carrying a status is rejected", "[rejection]") {
   RawPeer p(ts.port());
   p.authenticate(1, 2, ts.options().secret);
-  p.send(wire::encode_frame(Op::kDel, Status::kTimeout, 3,
-                            wire::encode(wire::DelRequest{"k"})));
+  p.send(wire::encode_frame(Op::kDel, Status::kTimeout, 3, wire::encode(wire::DelRequest{"k"})));
   auto [status, reason] = p.expect_reject();
   CHECK(status == Status::kBadFrame);
   CHECK_THAT(reason, Catch::Contains("requests carry 0"));
@@ -265,7 +265,8 @@ TEST_CASE("a payload that arrives in pieces is assembled whole", "[rejection][me
   const std::string key = "big";
   Bytes value(300000);
   for (std::size_t i = 0; i < value.size(); ++i) value[i] = static_cast<std::uint8_t>(i * 7);
-  Bytes frame = wire::encode_frame(Op::kSet, Status::kOk, 9, wire::encode(wire::SetRequest{key, value}));
+  Bytes frame =
+      wire::encode_frame(Op::kSet, Status::kOk, 9, wire::encode(wire::SetRequest{key, value}));
   for (std::size_t at = 0; at < frame.size(); at += 70000) {
     p.send(Bytes(frame.begin() + at, frame.begin() + std::min(frame.size(), at + 70000)));
   }

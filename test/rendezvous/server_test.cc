@@ -2,9 +2,9 @@
 // exchanges, with the timeouts and their messages.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
-#include <fmt/format.h>
 
 #include "test/rendezvous/harness.h"
 
@@ -193,8 +193,9 @@ TEST_CASE("exchange hands every rank its column", "[server]") {
   auto clients = connect_all(ts, n);
   // Slice lengths vary (including empty) so misplaced slices cannot look right by accident.
   auto slice = [](int from, int to) {
-    return from == to ? Bytes{} : bytes_of(fmt::format("from {} to {}{}", from, to,
-                                                       std::string(from * 3 + to, '.')));
+    return from == to ? Bytes{}
+                      : bytes_of(fmt::format("from {} to {}{}", from, to,
+                                             std::string(from * 3 + to, '.')));
   };
   std::vector<std::vector<Bytes>> columns(n);
   on_threads(n, [&](int r) {
@@ -227,7 +228,9 @@ TEST_CASE("gather hands every rank every record and its column", "[server]") {
   TestServer ts(test_options(n));
   auto clients = connect_all(ts, n);
   // Record sizes vary (including empty); slice bytes encode sender and recipient.
-  auto record = [](int r) { return bytes_of(std::string(static_cast<std::size_t>(r) * 5, 'a' + r)); };
+  auto record = [](int r) {
+    return bytes_of(std::string(static_cast<std::size_t>(r) * 5, 'a' + r));
+  };
   auto byte = [](int from, int to, std::size_t k) {
     return static_cast<std::uint8_t>(from * 31 + to * 7 + static_cast<int>(k));
   };
@@ -258,9 +261,8 @@ TEST_CASE("gather with a width other ranks do not use is refused by the server",
   TestServer ts(test_options(2));
   auto clients = connect_all(ts, 2);
   std::string first_error;
-  auto waiting = std::async(std::launch::async, [&] {
-    return clients[0]->gather("g", {}, 2, Bytes(4), 2s);
-  });
+  auto waiting =
+      std::async(std::launch::async, [&] { return clients[0]->gather("g", {}, 2, Bytes(4), 2s); });
   // Rank 0's upload is there once the store holds a wait for it.
   const auto until = Clock::now() + 10s;
   while (ts.stats().waits == 0 && Clock::now() < until) std::this_thread::sleep_for(1ms);

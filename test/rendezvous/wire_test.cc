@@ -41,8 +41,8 @@ TEST_CASE("header layout is the documented one", "[wire]") {
 }
 
 TEST_CASE("header round trip", "[wire]") {
-  for (auto op : {Op::kHello, Op::kAuth, Op::kReject, Op::kAbort, Op::kGoodbye, Op::kSet,
-                  Op::kGet, Op::kAdd, Op::kDel, Op::kBarrier, Op::kExchange}) {
+  for (auto op : {Op::kHello, Op::kAuth, Op::kReject, Op::kAbort, Op::kGoodbye, Op::kSet, Op::kGet,
+                  Op::kAdd, Op::kDel, Op::kBarrier, Op::kExchange}) {
     for (auto st : {Status::kOk, Status::kTimeout, Status::kInvalid, Status::kAborted,
                     Status::kBadFrame, Status::kDuplicateRank}) {
       wire::Header h;
@@ -170,9 +170,7 @@ TEST_CASE("payload round trips", "[wire]") {
     CHECK(d.key == "count");
     CHECK(d.delta == m.delta);
   }
-  SECTION("DEL") {
-    CHECK(wire::decode_del(wire::encode(wire::DelRequest{"k"})).key == "k");
-  }
+  SECTION("DEL") { CHECK(wire::decode_del(wire::encode(wire::DelRequest{"k"})).key == "k"); }
   SECTION("EXCHANGE") {
     wire::ExchangeRequest m{"mesh", 30000, {bytes_of("to 0"), Bytes{}, bytes_of("to rank 2")}};
     auto enc = wire::encode(m);
@@ -212,8 +210,7 @@ TEST_CASE("every truncation of a payload is refused, as are trailing bytes", "[w
   CHECK_THROWS_AS(wire::decode_set(set), wire::DecodeError);
 }
 
-TEST_CASE("the copy-free exchange encoding and view decoding agree with the plain ones",
-          "[wire]") {
+TEST_CASE("the copy-free exchange encoding and view decoding agree with the plain ones", "[wire]") {
   std::vector<Bytes> slices{bytes_of("first"), Bytes{}, Bytes(300, 9)};
   auto enc = wire::encode_exchange("n", 77, slices);
   CHECK(enc == wire::encode(wire::ExchangeRequest{"n", 77, slices}));
@@ -272,10 +269,12 @@ TEST_CASE("gather request and answer round-trip as views", "[wire]") {
 }
 
 TEST_CASE("gather slices that do not fill count x width exactly are refused", "[wire]") {
-  auto short_by_one = wire::Writer().str("g").u64(1).bytes({}).u32(2).u32(3).raw(bytes_of("12345")).take();
+  auto short_by_one =
+      wire::Writer().str("g").u64(1).bytes({}).u32(2).u32(3).raw(bytes_of("12345")).take();
   CHECK_THROWS_WITH(wire::decode_gather_view(short_by_one),
                     Catch::Contains("3 slices of 2 bytes need 6 bytes, but 5 follow"));
-  auto one_more = wire::Writer().str("g").u64(1).bytes({}).u32(2).u32(3).raw(bytes_of("1234567")).take();
+  auto one_more =
+      wire::Writer().str("g").u64(1).bytes({}).u32(2).u32(3).raw(bytes_of("1234567")).take();
   CHECK_THROWS_AS(wire::decode_gather_view(one_more), wire::DecodeError);
   // A huge count x width is refused without allocating it.
   auto huge = wire::Writer().str("g").u64(1).bytes({}).u32(0xFFFFFFFF).u32(0xFFFFFFFF).take();

@@ -15,9 +15,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <hora/hora.h>
+#include <catch2/catch.hpp>
 
 #include "test/runtime/test_job.h"
 
@@ -117,8 +117,7 @@ std::vector<int> members_of(const std::vector<WorldInfo>& worlds, int g, Scope s
   std::vector<int> members;
   const WorldInfo& me = worlds[g];
   for (const WorldInfo& w : worlds) {
-    if (scope == Scope::kGlobal ||
-        (scope == Scope::kLocal && w.host_index == me.host_index) ||
+    if (scope == Scope::kGlobal || (scope == Scope::kLocal && w.host_index == me.host_index) ||
         (scope == Scope::kCross && w.local_rank == me.local_rank)) {
       members.push_back(w.rank);
     }
@@ -188,10 +187,11 @@ void check_reducescatter(Runtime& rt, const std::vector<WorldInfo>& worlds, int 
     for (std::size_t i = 0; i < mine; ++i) {
       const T want = reference<T>(members, offset + i, op);
       if (!same(recv[i], want)) {
-        mismatch(fmt::format("reducescatter {} {} {} count {}: element {} of rank {}'s block is "
-                             "{}, expected {}",
-                             hora::name_of(scope), hora::name_of(type), hora::name_of(op), count,
-                             i, me, num(recv[i]), num(want)));
+        mismatch(
+            fmt::format("reducescatter {} {} {} count {}: element {} of rank {}'s block is "
+                        "{}, expected {}",
+                        hora::name_of(scope), hora::name_of(type), hora::name_of(op), count, i, me,
+                        num(recv[i]), num(want)));
       }
     }
     if (!same(recv[mine], make<T>(99))) mismatch("reducescatter wrote past its block");
@@ -205,7 +205,9 @@ void check_allgather(Runtime& rt, const std::vector<WorldInfo>& worlds, int g, S
   const int me = rt.rank(scope);
   const DataType type = hora::dtype_of<T>();
   auto count_of = [](int scope_rank) { return static_cast<std::size_t>(scope_rank % 3); };
-  auto value = [](int global, std::size_t i) { return make<T>(global * 10 + static_cast<double>(i)); };
+  auto value = [](int global, std::size_t i) {
+    return make<T>(global * 10 + static_cast<double>(i));
+  };
 
   const auto counts = rt.allgather_counts(count_of(me), scope);
   for (int r = 0; r < n; ++r) {
@@ -334,9 +336,10 @@ void check_barrier(Runtime& rt, std::vector<std::atomic<int>>& arrived, int n, S
     arrived[phase].fetch_add(1);
     rt.barrier(scope);
     if (arrived[phase].load() < n) {
-      mismatch(fmt::format("barrier phase {} let rank {} through with only {} of {} ranks "
-                           "arrived",
-                           phase, rt.rank(Scope::kGlobal), arrived[phase].load(), n));
+      mismatch(
+          fmt::format("barrier phase {} let rank {} through with only {} of {} ranks "
+                      "arrived",
+                      phase, rt.rank(Scope::kGlobal), arrived[phase].load(), n));
     }
   }
 }

@@ -1,12 +1,12 @@
 // Where a rank's Gloo device listens: HORA_IFACE's address, or the route to the rendezvous.
-#include <catch2/catch.hpp>
 #include <hora/error.h>
+#include <catch2/catch.hpp>
 
 #include "runtime/gloo/device.h"
 #include "test/runtime/test_job.h"
 
-using hora::detail::gloo::choose_device_address;
 using hora::detail::WorldInfo;
+using hora::detail::gloo::choose_device_address;
 
 TEST_CASE("without HORA_IFACE the device uses the route to the rendezvous server", "[device]") {
   WorldInfo world;

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "runtime/engine/transport.h"
 #include "test/runtime/test_job.h"
@@ -43,7 +43,8 @@ void exercise(hora::detail::engine::Transport& t) {
   expect(words[3] == (n == 1 ? 0xffull : 0), "AND of disjoint bytes");
 
   // Byte blobs of different sizes, one of them empty.
-  std::vector<std::uint8_t> mine(static_cast<std::size_t>(me % 3), static_cast<std::uint8_t>(me + 1));
+  std::vector<std::uint8_t> mine(static_cast<std::size_t>(me % 3),
+                                 static_cast<std::uint8_t>(me + 1));
   const auto all = t.allgather_bytes(mine);
   expect(static_cast<int>(all.size()) == n, "allgather_bytes: one blob per rank");
   for (int r = 0; r < n; ++r) {
@@ -59,7 +60,8 @@ void exercise(hora::detail::engine::Transport& t) {
 
   std::vector<std::size_t> counts(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) counts[r] = static_cast<std::size_t>(r + 1);
-  std::vector<double> send(counts[me], me * 1.5), gathered(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
+  std::vector<double> send(counts[me], me * 1.5),
+      gathered(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
   t.allgatherv(send.data(), gathered.data(), counts, DataType::kFloat64);
   std::size_t at = 0;
   for (int r = 0; r < n; ++r) {
@@ -88,7 +90,8 @@ TEST_CASE("the engine transport runs every call on its own Gloo context", "[engi
   const int n = GENERATE(1, 2, 3, 4);
   INFO("world size " << n);
   hora::test::TestServer server(n);
-  const auto worlds = hora::test::make_worlds(hora::test::one_host(n), server, std::chrono::seconds(20));
+  const auto worlds =
+      hora::test::make_worlds(hora::test::one_host(n), server, std::chrono::seconds(20));
   const auto results = hora::test::run_job(worlds, [](Runtime& rt, const WorldInfo&) {
     auto transport = rt.make_engine_transport();
     // The user's thread keeps the global context busy while the "engine thread" works.

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <hora/error.h>
 #include <hora/hora.h>
+#include <catch2/catch.hpp>
 
 #include "test/runtime/test_job.h"
 
@@ -98,7 +98,8 @@ TEST_CASE("a peer that vanishes mid-job makes the others raise, naming it, withi
   REQUIRE(is<hora::PeerFailure>(results[0].error));
   CHECK(peer_of(results[0].error) == 1);
   CHECK_THAT(hora::test::message_of(results[0].error),
-             Catch::Contains(shm ? "peer rank 1 (host0, local rank 1)" : "peer rank 1 (host0, 127.0.0.1:") &&
+             Catch::Contains(shm ? "peer rank 1 (host0, local rank 1)"
+                                 : "peer rank 1 (host0, 127.0.0.1:") &&
                  Catch::Contains("closed the connection (it probably died"));
 }
 
@@ -107,7 +108,7 @@ TEST_CASE("a peer that never calls the collective makes the others time out", "[
   hora::test::TestServer server(2);
   const auto worlds = hora::test::make_worlds(hora::test::one_host(2), server, timeout);
   std::atomic<bool> rank0_done{false};
-  std::string later;                        // rank 0's second barrier
+  std::string later;  // rank 0's second barrier
   std::chrono::steady_clock::duration later_took{};
   const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
     if (world.rank == 1) {
@@ -135,7 +136,7 @@ TEST_CASE("a peer that never calls the collective makes the others time out", "[
   INFO(hora::test::message_of(results[0].error));
   REQUIRE(is<hora::TimeoutError>(results[0].error));
   CHECK(results[0].elapsed >= timeout - 100ms);  // it waited for the timeout, not less
-  CHECK(results[0].elapsed < 10 * timeout);       // not a hang (it takes about `timeout`)
+  CHECK(results[0].elapsed < 10 * timeout);      // not a hang (it takes about `timeout`)
   CHECK_THAT(hora::test::message_of(results[0].error),
              Catch::Contains("rank 0 on host0: barrier over the global group failed") &&
                  Catch::Contains("HORA_TIMEOUT_SECONDS"));

@@ -6,14 +6,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include <catch2/catch.hpp>
-#include <cstring>
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 #include <hora/error.h>
+#include <catch2/catch.hpp>
+#include <cstring>
 
 using namespace hora::detail::gloo;
 
@@ -142,7 +142,5 @@ TEST_CASE("malformed records are refused naming the rank that sent them", "[mesh
     CHECK_THROWS_WITH(decode_record(other, 6),
                       Catch::Contains("rank 6") && Catch::Contains("local size 0"));
   }
-  SECTION("an empty record") {
-    CHECK_THROWS_AS(decode_record({}, 0), hora::Error);
-  }
+  SECTION("an empty record") { CHECK_THROWS_AS(decode_record({}, 0), hora::Error); }
 }

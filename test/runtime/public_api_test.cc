@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <hora/hora.h>
+#include <catch2/catch.hpp>
 
 #include "test/runtime/test_job.h"
 
@@ -29,8 +29,8 @@ namespace {
 
 void clear_hora_environment() {
   for (const char* name : {"HORA_RANK", "HORA_SIZE", "HORA_LOCAL_RANK", "HORA_LOCAL_SIZE",
-                           "HORA_CROSS_RANK", "HORA_CROSS_SIZE", "HORA_HOST_INDEX",
-                           "HORA_HOSTNAME", "HORA_RENDEZVOUS", "HORA_SECRET", "HORA_IFACE"}) {
+                           "HORA_CROSS_RANK", "HORA_CROSS_SIZE", "HORA_HOST_INDEX", "HORA_HOSTNAME",
+                           "HORA_RENDEZVOUS", "HORA_SECRET", "HORA_IFACE"}) {
     ::unsetenv(name);
   }
 }
@@ -45,7 +45,8 @@ struct Child {
 Child spawn_rank(const std::vector<std::string>& env, const std::vector<std::string>& args,
                  const std::string& output_path) {
   const char* program = std::getenv("HORA_TEST_RANK_CHILD");
-  if (program == nullptr) throw std::runtime_error("HORA_TEST_RANK_CHILD is not set (run via meson test)");
+  if (program == nullptr)
+    throw std::runtime_error("HORA_TEST_RANK_CHILD is not set (run via meson test)");
   std::vector<std::string> strings;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "HORA_", 5) != 0) strings.emplace_back(*e);
@@ -62,13 +63,15 @@ Child spawn_rank(const std::vector<std::string>& env, const std::vector<std::str
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   Child child;
   child.output_path = output_path;
   const int rc = posix_spawn(&child.pid, program, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error(fmt::format("posix_spawn {}: {}", program, std::strerror(rc)));
+  if (rc != 0)
+    throw std::runtime_error(fmt::format("posix_spawn {}: {}", program, std::strerror(rc)));
   return child;
 }
 
@@ -146,8 +149,7 @@ TEST_CASE("without horarun a program runs as a world of one", "[public]") {
   hora::shutdown();
 }
 
-TEST_CASE("reducescatter_count splits evenly, the first count % n ranks get one more",
-          "[public]") {
+TEST_CASE("reducescatter_count splits evenly, the first count % n ranks get one more", "[public]") {
   CHECK(hora::reducescatter_count(10, 0, 4) == 3);
   CHECK(hora::reducescatter_count(10, 1, 4) == 3);
   CHECK(hora::reducescatter_count(10, 2, 4) == 2);
@@ -156,9 +158,10 @@ TEST_CASE("reducescatter_count splits evenly, the first count % n ranks get one 
   CHECK_THROWS_AS(hora::reducescatter_count(10, 4, 4), hora::UsageError);
 }
 
-TEST_CASE("rank processes join through their environment and leave with a goodbye, even "
-          "without calling shutdown()",
-          "[public][process]") {
+TEST_CASE(
+    "rank processes join through their environment and leave with a goodbye, even "
+    "without calling shutdown()",
+    "[public][process]") {
   const int n = 3;
   std::mutex mutex;
   std::vector<std::pair<int, bool>> left;  // (rank, clean)
@@ -190,8 +193,7 @@ TEST_CASE("rank processes join through their environment and leave with a goodby
     };
     const std::vector<std::string> args =
         w.rank == 0 ? std::vector<std::string>{"shutdown"} : std::vector<std::string>{};
-    children.push_back(
-        spawn_rank(env, args, fmt::format("{}/rank{}.out", dir_template, w.rank)));
+    children.push_back(spawn_rank(env, args, fmt::format("{}/rank{}.out", dir_template, w.rank)));
   }
   for (int r = 0; r < n; ++r) {
     const int status = wait_child(children[r], std::chrono::seconds(60));
@@ -200,9 +202,10 @@ TEST_CASE("rank processes join through their environment and leave with a goodby
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     const auto& w = worlds[r];
-    CHECK_THAT(output, Catch::Contains(fmt::format(
-                           "rank {} of 3 local {}/{} cross {}/{} host host{} sum 6 gathered 6 async 9", r,
-                           w.local_rank, w.local_size, w.cross_rank, w.cross_size, w.host_index)));
+    CHECK_THAT(output,
+               Catch::Contains(fmt::format(
+                   "rank {} of 3 local {}/{} cross {}/{} host host{} sum 6 gathered 6 async 9", r,
+                   w.local_rank, w.local_size, w.cross_rank, w.cross_size, w.host_index)));
     ::unlink(children[r].output_path.c_str());
   }
   ::rmdir(dir_template);

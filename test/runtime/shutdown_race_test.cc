@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <hora/hora.h>
+#include <catch2/catch.hpp>
 
 namespace {
 
@@ -46,9 +46,7 @@ bool one_call(int which, std::string& unexpected) {
         if (out[3] != 4.0f) unexpected = "allreduce of one rank changed the data";
         break;
       }
-      case 4:
-        (void)hora::is_initialized();
-        break;
+      case 4: (void)hora::is_initialized(); break;
     }
   } catch (const hora::UsageError& e) {
     const std::string what = e.what();

@@ -3,13 +3,14 @@
 #include <future>
 #include <stdexcept>
 
-#include <boost/asio/post.hpp>
 #include <fmt/format.h>
+#include <boost/asio/post.hpp>
 
 namespace hora::test {
 
 TestServer::TestServer(int size, rdv::ServerEvents events) {
-  for (std::size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  for (std::size_t i = 0; i < secret_.size(); ++i)
+    secret_[i] = static_cast<std::uint8_t>(i * 7 + 3);
   rdv::ServerOptions options;
   options.bind_address = "127.0.0.1";
   options.port = 0;
@@ -81,8 +82,9 @@ std::vector<detail::WorldInfo> make_worlds(const std::vector<int>& hosts, const 
   return worlds;
 }
 
-std::vector<RankResult> run_job(const std::vector<detail::WorldInfo>& worlds,
-                                const std::function<void(detail::Runtime&, const detail::WorldInfo&)>& body) {
+std::vector<RankResult> run_job(
+    const std::vector<detail::WorldInfo>& worlds,
+    const std::function<void(detail::Runtime&, const detail::WorldInfo&)>& body) {
   std::vector<RankResult> results(worlds.size());
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < worlds.size(); ++r) {

@@ -14,8 +14,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "rendezvous/server.h"
-#include "runtime/process/runtime.h"
 #include "runtime/core/world.h"
+#include "runtime/process/runtime.h"
 
 namespace hora::test {
 
@@ -56,8 +56,9 @@ struct RankResult {
 // Runs body(runtime, world) on one thread per rank, after building each rank's Runtime (which
 // joins the job). Returns when every thread finished. Runtimes are destroyed (shutdown) after
 // the body returns, on the rank's thread.
-std::vector<RankResult> run_job(const std::vector<detail::WorldInfo>& worlds,
-                                const std::function<void(detail::Runtime&, const detail::WorldInfo&)>& body);
+std::vector<RankResult> run_job(
+    const std::vector<detail::WorldInfo>& worlds,
+    const std::function<void(detail::Runtime&, const detail::WorldInfo&)>& body);
 
 // Rethrows the first rank error (for REQUIRE_NOTHROW-style checks with the rank named).
 void rethrow_first(const std::vector<RankResult>& results);

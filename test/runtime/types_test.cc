@@ -1,14 +1,14 @@
 // hora/types.h: sizes, names, and the float16 / bfloat16 conversions the 16-bit reductions use.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <hora/types.h>
+#include <catch2/catch.hpp>
 
 #include "runtime/core/reduce.h"
 
@@ -48,10 +48,10 @@ TEST_CASE("float16 converts exact values both ways", "[types][float16]") {
   CHECK(half_bits(-0.0f) == 0x8000);
   CHECK(half_bits(1.0f) == 0x3c00);
   CHECK(half_bits(-2.0f) == 0xc000);
-  CHECK(half_bits(65504.0f) == 0x7bff);            // largest finite
-  CHECK(half_bits(0x1p-14f) == 0x0400);             // smallest normal
-  CHECK(half_bits(0x1p-24f) == 0x0001);             // smallest subnormal
-  CHECK(half_bits(0x3ffp-24f) == 0x03ff);           // largest subnormal
+  CHECK(half_bits(65504.0f) == 0x7bff);    // largest finite
+  CHECK(half_bits(0x1p-14f) == 0x0400);    // smallest normal
+  CHECK(half_bits(0x1p-24f) == 0x0001);    // smallest subnormal
+  CHECK(half_bits(0x3ffp-24f) == 0x03ff);  // largest subnormal
   CHECK(from_half(0x3c00) == 1.0f);
   CHECK(from_half(0x7bff) == 65504.0f);
   CHECK(from_half(0x0001) == 0x1p-24f);
@@ -66,24 +66,24 @@ TEST_CASE("float16 converts exact values both ways", "[types][float16]") {
 
 TEST_CASE("float16 rounds to nearest, ties to even", "[types][float16]") {
   // Between 1 (0x3c00) and the next half 1 + 2^-10 (0x3c01).
-  CHECK(half_bits(1.0f + 0x1p-11f) == 0x3c00);                // tie: stays even
-  CHECK(half_bits(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01);     // above the tie
-  CHECK(half_bits(1.0f + 0x1p-10f + 0x1p-11f) == 0x3c02);     // tie at odd 0x3c01: up to even
-  CHECK(half_bits(1.0f + 0x1p-12f) == 0x3c00);                // below the tie
+  CHECK(half_bits(1.0f + 0x1p-11f) == 0x3c00);             // tie: stays even
+  CHECK(half_bits(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01);  // above the tie
+  CHECK(half_bits(1.0f + 0x1p-10f + 0x1p-11f) == 0x3c02);  // tie at odd 0x3c01: up to even
+  CHECK(half_bits(1.0f + 0x1p-12f) == 0x3c00);             // below the tie
   // Mantissa carry into the exponent: just below 2 rounds up to 2.
   CHECK(half_bits(2.0f - 0x1p-12f) == 0x4000);
   // Subnormals: 2^-25 is half of the smallest subnormal: a tie, rounds to even (zero).
   CHECK(half_bits(0x1p-25f) == 0x0000);
   CHECK(half_bits(0x1.8p-25f) == 0x0001);
-  CHECK(half_bits(0x3p-25f) == 0x0002);                       // 1.5 units: tie, to even 2
-  CHECK(half_bits(-0x1p-30f) == 0x8000);                      // underflow keeps the sign
+  CHECK(half_bits(0x3p-25f) == 0x0002);   // 1.5 units: tie, to even 2
+  CHECK(half_bits(-0x1p-30f) == 0x8000);  // underflow keeps the sign
   // The largest subnormal plus half a unit rounds to the smallest normal.
   CHECK(half_bits(0x3ffp-24f + 0x1p-25f) == 0x0400);
 }
 
 TEST_CASE("float16 overflow, infinity and NaN", "[types][float16]") {
-  CHECK(half_bits(65519.0f) == 0x7bff);   // below the midpoint to 65536
-  CHECK(half_bits(65520.0f) == 0x7c00);   // the midpoint rounds to infinity
+  CHECK(half_bits(65519.0f) == 0x7bff);  // below the midpoint to 65536
+  CHECK(half_bits(65520.0f) == 0x7c00);  // the midpoint rounds to infinity
   CHECK(half_bits(1e10f) == 0x7c00);
   CHECK(half_bits(-1e10f) == 0xfc00);
   CHECK(half_bits(std::numeric_limits<float>::infinity()) == 0x7c00);
@@ -105,7 +105,7 @@ TEST_CASE("bfloat16 conversions round to nearest even and keep inf and NaN", "[t
   // 1 + 2^-8 is the midpoint between 1 (0x3f80) and 1 + 2^-7 (0x3f81): to even.
   CHECK(bf16_bits(1.0f + 0x1p-8f) == 0x3f80);
   CHECK(bf16_bits(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);
-  CHECK(bf16_bits(1.0f + 0x1p-7f + 0x1p-8f) == 0x3f82);  // midpoint above odd: up
+  CHECK(bf16_bits(1.0f + 0x1p-7f + 0x1p-8f) == 0x3f82);           // midpoint above odd: up
   CHECK(bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);  // rounds up to inf
   CHECK(bf16_bits(std::numeric_limits<float>::infinity()) == 0x7f80);
   CHECK(bf16_bits(-std::numeric_limits<float>::infinity()) == 0xff80);
@@ -169,12 +169,15 @@ TEST_CASE("16-bit reductions over many elements agree with the scalar conversion
       b[i] = static_cast<std::uint16_t>((base + i) * 40503u + 7u);  // a scrambled partner
     }
     for (auto op : {hora::ReduceOp::kSum, hora::ReduceOp::kProduct, hora::ReduceOp::kMax}) {
-      hora::detail::reduce_function(hora::DataType::kFloat16, op)(out.data(), a.data(), b.data(), n);
+      hora::detail::reduce_function(hora::DataType::kFloat16, op)(out.data(), a.data(), b.data(),
+                                                                  n);
       for (std::size_t i = 0; i < n; ++i) {
         const float x = from_half(a[i]), y = from_half(b[i]);
-        const float r = op == hora::ReduceOp::kSum ? x + y
+        const float r = op == hora::ReduceOp::kSum       ? x + y
                         : op == hora::ReduceOp::kProduct ? x * y
-                        : (std::isnan(x) ? x : std::isnan(y) ? y : std::max(x, y));
+                                                         : (std::isnan(x)   ? x
+                                                            : std::isnan(y) ? y
+                                                                            : std::max(x, y));
         const std::uint16_t want = half_bits(r);
         if (std::isnan(r)) {
           REQUIRE(std::isnan(from_half(out[i])));
@@ -183,12 +186,15 @@ TEST_CASE("16-bit reductions over many elements agree with the scalar conversion
           REQUIRE(out[i] == want);
         }
       }
-      hora::detail::reduce_function(hora::DataType::kBFloat16, op)(out.data(), a.data(), b.data(), n);
+      hora::detail::reduce_function(hora::DataType::kBFloat16, op)(out.data(), a.data(), b.data(),
+                                                                   n);
       for (std::size_t i = 0; i < n; ++i) {
         const float x = from_bf16(a[i]), y = from_bf16(b[i]);
-        const float r = op == hora::ReduceOp::kSum ? x + y
+        const float r = op == hora::ReduceOp::kSum       ? x + y
                         : op == hora::ReduceOp::kProduct ? x * y
-                        : (std::isnan(x) ? x : std::isnan(y) ? y : std::max(x, y));
+                                                         : (std::isnan(x)   ? x
+                                                            : std::isnan(y) ? y
+                                                                            : std::max(x, y));
         if (std::isnan(r)) {
           REQUIRE(std::isnan(from_bf16(out[i])));
         } else {

@@ -3,8 +3,8 @@
 #include <map>
 #include <string>
 
-#include <catch2/catch.hpp>
 #include <hora/error.h>
+#include <catch2/catch.hpp>
 
 #include "runtime/core/world.h"
 
@@ -22,10 +22,14 @@ hora::detail::WorldInfo read(const Env& env) {
 
 Env launched() {
   return {
-      {"HORA_RANK", "5"},          {"HORA_SIZE", "8"},
-      {"HORA_LOCAL_RANK", "1"},    {"HORA_LOCAL_SIZE", "4"},
-      {"HORA_CROSS_RANK", "1"},    {"HORA_CROSS_SIZE", "2"},
-      {"HORA_HOST_INDEX", "1"},    {"HORA_HOSTNAME", "server2"},
+      {"HORA_RANK", "5"},
+      {"HORA_SIZE", "8"},
+      {"HORA_LOCAL_RANK", "1"},
+      {"HORA_LOCAL_SIZE", "4"},
+      {"HORA_CROSS_RANK", "1"},
+      {"HORA_CROSS_SIZE", "2"},
+      {"HORA_HOST_INDEX", "1"},
+      {"HORA_HOSTNAME", "server2"},
       {"HORA_RENDEZVOUS", "10.0.0.1:40123"},
       {"HORA_IFACE", "eth0"},
       {"HORA_SECRET", std::string(62, 'a') + "0F"},
@@ -127,9 +131,9 @@ TEST_CASE("malformed values name the variable, the value and what was expected",
 }
 
 TEST_CASE("a missing variable of a launched rank is named", "[world]") {
-  for (const char* variable : {"HORA_SIZE", "HORA_LOCAL_RANK", "HORA_LOCAL_SIZE", "HORA_CROSS_RANK",
-                               "HORA_CROSS_SIZE", "HORA_HOST_INDEX", "HORA_RENDEZVOUS",
-                               "HORA_SECRET"}) {
+  for (const char* variable :
+       {"HORA_SIZE", "HORA_LOCAL_RANK", "HORA_LOCAL_SIZE", "HORA_CROSS_RANK", "HORA_CROSS_SIZE",
+        "HORA_HOST_INDEX", "HORA_RENDEZVOUS", "HORA_SECRET"}) {
     auto env = launched();
     env.erase(variable);
     const std::string message = error_for(env);

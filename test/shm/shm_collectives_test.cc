@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/reduce.h"
 #include "runtime/shm/segment.h"
 #include "runtime/shm/shm_group.h"
-#include "runtime/core/reduce.h"
 #include "test/shm/shm_job.h"
 
 using hora::DataType;
@@ -44,22 +44,14 @@ void put(void* data, std::size_t i, int v) {
 
 void put_value(DataType type, void* data, std::size_t i, int v) {
   switch (type) {
-    case DataType::kUInt8:
-      return put<std::uint8_t>(data, i, v);
-    case DataType::kInt8:
-      return put<std::int8_t>(data, i, v);
-    case DataType::kInt32:
-      return put<std::int32_t>(data, i, v);
-    case DataType::kInt64:
-      return put<std::int64_t>(data, i, v);
-    case DataType::kFloat16:
-      return put<hora::float16>(data, i, v);
-    case DataType::kBFloat16:
-      return put<hora::bfloat16>(data, i, v);
-    case DataType::kFloat32:
-      return put<float>(data, i, v);
-    case DataType::kFloat64:
-      return put<double>(data, i, v);
+    case DataType::kUInt8: return put<std::uint8_t>(data, i, v);
+    case DataType::kInt8: return put<std::int8_t>(data, i, v);
+    case DataType::kInt32: return put<std::int32_t>(data, i, v);
+    case DataType::kInt64: return put<std::int64_t>(data, i, v);
+    case DataType::kFloat16: return put<hora::float16>(data, i, v);
+    case DataType::kBFloat16: return put<hora::bfloat16>(data, i, v);
+    case DataType::kFloat32: return put<float>(data, i, v);
+    case DataType::kFloat64: return put<double>(data, i, v);
   }
 }
 

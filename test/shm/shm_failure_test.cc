@@ -104,16 +104,18 @@ TEST_CASE(
 }
 
 TEST_CASE("ranks that pass different counts get MismatchError", "[shm]") {
-  const auto reports = hora::test::run_threads(
-      2, hora::test::fresh_segment_name(), 4096, 5s, [](ShmGroup& g, int r) -> std::string {
-        std::vector<float> data(100 + r, 1.0f);
-        try {
-          g.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum, "local");
-        } catch (...) {
-          return hora::test::describe_current_exception();
-        }
-        return "no error";
-      });
+  const auto reports =
+      hora::test::run_threads(2, hora::test::fresh_segment_name(), 4096, 5s,
+                              [](ShmGroup& g, int r) -> std::string {
+                                std::vector<float> data(100 + r, 1.0f);
+                                try {
+                                  g.allreduce(data.data(), data.size(), DataType::kFloat32,
+                                              ReduceOp::kSum, "local");
+                                } catch (...) {
+                                  return hora::test::describe_current_exception();
+                                }
+                                return "no error";
+                              });
   for (const auto& report : reports) {
     INFO(report);
     CHECK(report.rfind("MismatchError:", 0) == 0);

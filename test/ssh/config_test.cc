@@ -40,13 +40,14 @@ TEST_CASE("a host without any config resolves to itself with defaults", "[config
   CHECK(t.host_key_policy == HostKeyPolicy::kAcceptNew);
   CHECK(t.identity_files_are_defaults);
   CHECK(t.identity_files == std::vector<std::string>{dir / ".ssh/id_ed25519", dir / ".ssh/id_ecdsa",
-                                                      dir / ".ssh/id_rsa"});
+                                                     dir / ".ssh/id_rsa"});
   CHECK(t.known_hosts_files ==
         std::vector<std::string>{dir / ".ssh/known_hosts", dir / ".ssh/known_hosts2"});
   CHECK(t.endpoint() == "server1:22");
 }
 
-TEST_CASE("~/.ssh/config is read by default; HostName, User, Port from the matching block", "[config]") {
+TEST_CASE("~/.ssh/config is read by default; HostName, User, Port from the matching block",
+          "[config]") {
   TempDir dir;
   dir.write(".ssh/config",
             "# comment\n"
@@ -81,10 +82,10 @@ TEST_CASE("Host patterns: *, ?, several per line, negation, case of the host", "
   CHECK(port("A.LAB") == 1001);  // the host is lowercased before matching, as OpenSSH does
   CHECK(port("bad.lab") == 22);  // negation wins over the positive pattern
   CHECK(port("node7") == 1002);
-  CHECK(port("node17") == 22);   // ? is exactly one character
+  CHECK(port("node17") == 22);  // ? is exactly one character
   CHECK(port("edge") == 1002);
-  CHECK(port("never") == 22);    // a line of only negated patterns never matches...
-  CHECK(port("x") == 22);        // ...not even hosts the negation does not name
+  CHECK(port("never") == 22);  // a line of only negated patterns never matches...
+  CHECK(port("x") == 22);      // ...not even hosts the negation does not name
 }
 
 TEST_CASE("first value wins; IdentityFile accumulates; Host * gives defaults after", "[config]") {
@@ -141,11 +142,12 @@ TEST_CASE("Include: relative to ~/.ssh, globs in name order, inside Host blocks"
   CHECK(port("b") == 2020);
   CHECK(port("inc") == 3030);  // top lines of an included file inherit the includer's block
   CHECK(resolve("inc", {}, source_for(dir)).user == "incuser");
-  CHECK(port("zzz") == 22);    // by_host and never_read only apply inside their Host blocks
+  CHECK(port("zzz") == 22);  // by_host and never_read only apply inside their Host blocks
   CHECK(port("other") == 4040);
 }
 
-TEST_CASE("Include: absolute paths and ~; a Host line inside an included file ends at its end", "[config]") {
+TEST_CASE("Include: absolute paths and ~; a Host line inside an included file ends at its end",
+          "[config]") {
   TempDir dir;
   const std::string inc = dir.write("abs/inc.conf", "Host nope\n  User nobody\n");
   dir.write(".ssh/extra", "Port 5050\n");
@@ -161,7 +163,8 @@ TEST_CASE("Include loops are reported, not followed forever", "[config]") {
   const std::string cfg = dir.write("loop", "");
   dir.write("loop", "Include " + cfg + "\n");
   REQUIRE_THROWS_AS(resolve("h", {}, source_for(dir, cfg)), ConfigError);
-  REQUIRE_THROWS_WITH(resolve("h", {}, source_for(dir, cfg)), Catch::Contains("nested more than 16"));
+  REQUIRE_THROWS_WITH(resolve("h", {}, source_for(dir, cfg)),
+                      Catch::Contains("nested more than 16"));
 }
 
 TEST_CASE("Match all applies; other Match blocks are skipped", "[config]") {
@@ -188,8 +191,9 @@ TEST_CASE("%-tokens in HostName, IdentityFile and UserKnownHostsFile", "[config]
   const Target t = resolve("n1", {}, source_for(dir, cfg));
   CHECK(t.hostname == "n1.cluster.local");
   REQUIRE(t.identity_files.size() == 1);
-  CHECK(t.identity_files[0] == dir.path().string() +
-                                   "/keys/alice-rob@n1.cluster.local:2022-n1-launcher.example.org-launcher-1000-100%");
+  CHECK(t.identity_files[0] ==
+        dir.path().string() +
+            "/keys/alice-rob@n1.cluster.local:2022-n1-launcher.example.org-launcher-1000-100%");
   CHECK(t.known_hosts_files == std::vector<std::string>{dir / "kh/n1.cluster.local", "/abs/known"});
 }
 
@@ -247,12 +251,13 @@ TEST_CASE("bad values are errors naming the file and line", "[config]") {
   TempDir dir;
   CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, dir.write("c1", "\n\nPort 99999\n"))),
                     Catch::Contains("c1:3") && Catch::Contains("Port"));
-  CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, dir.write("c2", "StrictHostKeyChecking maybe\n"))),
+  CHECK_THROWS_WITH(resolve("h", {},
+                            source_for(dir, dir.write("c2", "StrictHostKeyChecking maybe\n"))),
                     Catch::Contains("c2:1") && Catch::Contains("accept-new"));
   CHECK_THROWS_WITH(resolve("h", {}, source_for(dir, dir.write("c3", "ConnectTimeout soon\n"))),
                     Catch::Contains("c3:1"));
-  CHECK(resolve("h", {}, source_for(dir, dir.write("c4", "ConnectTimeout 1m30s\n"))).connect_timeout ==
-        std::chrono::seconds(90));
+  CHECK(resolve("h", {}, source_for(dir, dir.write("c4", "ConnectTimeout 1m30s\n")))
+            .connect_timeout == std::chrono::seconds(90));
 }
 
 TEST_CASE("a given config file must exist; the default ones may not", "[config]") {
@@ -273,7 +278,8 @@ TEST_CASE("StrictHostKeyChecking spellings", "[config]") {
 
 // hora connects directly; ignoring a ProxyJump/ProxyCommand would send the connection straight to
 // HostName (a timeout, or the wrong machine), so resolution refuses the host and says where.
-TEST_CASE("ProxyJump and ProxyCommand are refused at resolution, naming the line and file", "[config]") {
+TEST_CASE("ProxyJump and ProxyCommand are refused at resolution, naming the line and file",
+          "[config]") {
   TempDir dir;
   dir.write(".ssh/config",
             "Host direct\n"
@@ -293,7 +299,8 @@ TEST_CASE("ProxyJump and ProxyCommand are refused at resolution, naming the line
   const std::string cfg = dir / ".ssh/config";
 
   const std::string tail =
-      "; horarun connects directly and does not support ProxyJump/ProxyCommand: make the host reachable "
+      "; horarun connects directly and does not support ProxyJump/ProxyCommand: make the host "
+      "reachable "
       "directly or run horarun from a host that reaches it";
   REQUIRE_THROWS_AS(resolve("inner", {}, source_for(dir)), ConfigError);
   CHECK_THROWS_WITH(resolve("inner", {}, source_for(dir)),
@@ -311,10 +318,12 @@ TEST_CASE("ProxyJump and ProxyCommand are refused at resolution, naming the line
                     "direct: ssh_config sets ProxyCommand (line 13 of " + cfg + ")" + tail);
 
   // Without the Host * block, a host that has no proxy resolves as before.
-  const std::string plain = dir.write("plain", "Host inner\n  ProxyJump bastion\nHost *\n  Port 2200\n");
+  const std::string plain =
+      dir.write("plain", "Host inner\n  ProxyJump bastion\nHost *\n  Port 2200\n");
   CHECK(resolve("other", {}, source_for(dir, plain)).port == 2200);
   CHECK_THROWS_WITH(resolve("inner", {}, source_for(dir, plain)),
-                    Catch::StartsWith("inner: ssh_config sets ProxyJump (line 2 of " + plain + ")"));
+                    Catch::StartsWith("inner: ssh_config sets ProxyJump (line 2 of " + plain +
+                                      ")"));
 }
 
 TEST_CASE("the Target records the files read and the Host line naming the host", "[config]") {
@@ -383,8 +392,8 @@ TEST_CASE("an Include tree that fans out stops at 256 files with a short message
   for (int level = 0; level < 16; ++level) {
     std::string text;
     for (int i = 0; i < fanout; ++i) {
-      text += "Include " + (dir / ("l" + std::to_string(level + 1) + "-" + std::to_string(i))) +
-              "\n";
+      text +=
+          "Include " + (dir / ("l" + std::to_string(level + 1) + "-" + std::to_string(i))) + "\n";
     }
     for (int i = 0; i < fanout; ++i) {
       dir.write("l" + std::to_string(level) + "-" + std::to_string(i), text);

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include "ssh/errors.h"
-#include "test/ssh/temp_dir.h"
 #include "test/read_file.h"
+#include "test/ssh/temp_dir.h"
 
 using namespace hora::ssh;
 using hora::ssh::test::TempDir;
@@ -69,10 +69,15 @@ TEST_CASE("lookup: known, new, changed (with file:line), other key type is new",
   const std::string f = dir.write("known_hosts",
                                   "# a comment\n"
                                   "\n"
-                                  "alpha,10.0.0.1 ssh-ed25519 " + std::string(kEd1) + " comment\n"
-                                  "[beta]:2222 ssh-ed25519 " + kEd1 + "\n"
-                                  "garbage line\n"
-                                  "beta ecdsa-sha2-nistp256 " + kEcdsa + "\n");
+                                  "alpha,10.0.0.1 ssh-ed25519 " +
+                                      std::string(kEd1) +
+                                      " comment\n"
+                                      "[beta]:2222 ssh-ed25519 " +
+                                      kEd1 +
+                                      "\n"
+                                      "garbage line\n"
+                                      "beta ecdsa-sha2-nistp256 " +
+                                      kEcdsa + "\n");
   KnownHosts kh({dir / "missing", f});
 
   auto r = kh.check("alpha", ed1());
@@ -96,11 +101,14 @@ TEST_CASE("lookup: known, new, changed (with file:line), other key type is new",
 
 TEST_CASE("lookup: patterns, negation, hashed names, @revoked, @cert-authority", "[known_hosts]") {
   TempDir dir;
-  const std::string f = dir.write("kh",
-                                  "*.lab,!bad.lab ssh-ed25519 " + std::string(kEd1) + "\n" +
-                                  kHashedLine + "\n"
-                                  "@cert-authority *.lab ssh-ed25519 " + kEd2 + "\n"
-                                  "@revoked * ssh-ed25519 " + kEd2 + "\n");
+  const std::string f =
+      dir.write("kh", "*.lab,!bad.lab ssh-ed25519 " + std::string(kEd1) + "\n" + kHashedLine +
+                          "\n"
+                          "@cert-authority *.lab ssh-ed25519 " +
+                          kEd2 +
+                          "\n"
+                          "@revoked * ssh-ed25519 " +
+                          kEd2 + "\n");
   KnownHosts kh({f});
   CHECK(kh.check("n1.lab", ed1()).status == KnownHosts::Status::kKnown);
   CHECK(kh.check("bad.lab", ed1()).status == KnownHosts::Status::kNew);
@@ -142,5 +150,6 @@ TEST_CASE("add to an unwritable place names the file", "[known_hosts]") {
   TempDir dir;
   const std::string blocker = dir.write("file", "");
   KnownHosts kh({});
-  CHECK_THROWS_WITH(kh.add(blocker + "/known_hosts", "h", ed1()), Catch::Contains(blocker + "/known_hosts"));
+  CHECK_THROWS_WITH(kh.add(blocker + "/known_hosts", "h", ed1()),
+                    Catch::Contains(blocker + "/known_hosts"));
 }

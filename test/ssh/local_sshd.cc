@@ -27,7 +27,8 @@ std::string sh(const std::string& command) {
   std::size_t n;
   while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
   const int status = ::pclose(p);
-  if (status != 0) throw std::runtime_error("`" + command + "` failed (status " + std::to_string(status) + ")");
+  if (status != 0)
+    throw std::runtime_error("`" + command + "` failed (status " + std::to_string(status) + ")");
   return out;
 }
 
@@ -44,17 +45,19 @@ LocalSshd::LocalSshd(const std::string& extra_config) {
   sh("ssh-keygen -q -t ed25519 -N '' -C hora-test-client -f " + client_key());
   sh("ssh-keygen -q -t ed25519 -N '' -C hora-test-stranger -f " + stranger_key());
   sh("cp " + client_key() + ".pub " + (dir_ / "authorized_keys"));
-  dir_.write("sshd_config",
-             "HostKey " + (dir_ / "host_ed25519") + "\n"
-             "AuthorizedKeysFile " + (dir_ / "authorized_keys") + "\n"
-             "PermitRootLogin prohibit-password\n"
-             "UsePAM no\n"
-             "StrictModes no\n"
-             "PasswordAuthentication no\n"
-             "KbdInteractiveAuthentication no\n"
-             "PidFile none\n"
-             "LogLevel VERBOSE\n" +
-                 extra_config);
+  dir_.write("sshd_config", "HostKey " + (dir_ / "host_ed25519") +
+                                "\n"
+                                "AuthorizedKeysFile " +
+                                (dir_ / "authorized_keys") +
+                                "\n"
+                                "PermitRootLogin prohibit-password\n"
+                                "UsePAM no\n"
+                                "StrictModes no\n"
+                                "PasswordAuthentication no\n"
+                                "KbdInteractiveAuthentication no\n"
+                                "PidFile none\n"
+                                "LogLevel VERBOSE\n" +
+                                extra_config);
 
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -63,9 +66,11 @@ LocalSshd::LocalSshd(const std::string& extra_config) {
   a.sin_port = 0;
   socklen_t len = sizeof a;
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::listen(listen_fd_, 64) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+      ::listen(listen_fd_, 64) != 0 ||
+      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
       ::pipe2(stop_pipe_, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("LocalSshd: cannot listen on 127.0.0.1:0: ") + std::strerror(errno));
+    throw std::runtime_error(std::string("LocalSshd: cannot listen on 127.0.0.1:0: ") +
+                             std::strerror(errno));
   }
   port_ = ntohs(a.sin_port);
   std::ofstream(known_hosts()) << known_hosts_line() << "\n";
@@ -130,8 +135,8 @@ std::string LocalSshd::host_fingerprint() const {
 }
 
 void LocalSshd::regenerate_host_key() {
-  sh("rm -f " + (dir_ / "host_ed25519") + " " + host_pub() + " && ssh-keygen -q -t ed25519 -N '' -C hora-test-host2 -f " +
-     (dir_ / "host_ed25519"));
+  sh("rm -f " + (dir_ / "host_ed25519") + " " + host_pub() +
+     " && ssh-keygen -q -t ed25519 -N '' -C hora-test-host2 -f " + (dir_ / "host_ed25519"));
 }
 
 Target LocalSshd::target() const {

@@ -37,8 +37,8 @@ class LocalSshd {
 
   int port() const { return port_; }
   const TempDir& dir() const { return dir_; }
-  std::string client_key() const { return dir_ / "client_ed25519"; }        // authorised
-  std::string stranger_key() const { return dir_ / "stranger_ed25519"; }    // not authorised
+  std::string client_key() const { return dir_ / "client_ed25519"; }      // authorised
+  std::string stranger_key() const { return dir_ / "stranger_ed25519"; }  // not authorised
   std::string host_pub() const { return dir_ / "host_ed25519.pub"; }
   std::string known_hosts() const { return dir_ / "known_hosts"; }
   // "[127.0.0.1]:port ssh-ed25519 AAAA..." for the current host key.

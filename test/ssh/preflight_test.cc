@@ -41,7 +41,8 @@ struct RefusingPort {
 
 }  // namespace
 
-TEST_CASE("every host is probed; failures carry their own reason; results keep request order", "[preflight]") {
+TEST_CASE("every host is probed; failures carry their own reason; results keep request order",
+          "[preflight]") {
   LocalSshd sshd;
   RefusingPort refusing;
 
@@ -70,7 +71,8 @@ TEST_CASE("every host is probed; failures carry their own reason; results keep r
   CHECK_FALSE(results[1].ok());
   CHECK_THROWS_AS(std::rethrow_exception(results[1].error), ConnectError);
   CHECK_THAT(results[1].error_message,
-             Catch::StartsWith("wrongport: connection refused on 127.0.0.1:" + std::to_string(refusing.port)));
+             Catch::StartsWith("wrongport: connection refused on 127.0.0.1:" +
+                               std::to_string(refusing.port)));
   CHECK_FALSE(results[1].session);
 
   CHECK_FALSE(results[2].ok());
@@ -118,6 +120,7 @@ TEST_CASE("a probe that outlives the deadline fails that host with a timeout", "
   const auto results = probe_hosts({slow, quick}, {}, Clock::now() + 15s);
   CHECK(Clock::now() - t0 < 300s);  // returned at the deadline, not after the 600 s sleep
   CHECK_FALSE(results[0].ok());
-  CHECK_THAT(results[0].error_message, Catch::StartsWith("slowhost: `sleep 600` did not finish within"));
+  CHECK_THAT(results[0].error_message,
+             Catch::StartsWith("slowhost: `sleep 600` did not finish within"));
   CHECK(results[1].ok());
 }

@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <string>
 
-#define HORA_TEST_MAIN_SKIP_UNLESS(reason_expr)                         \
-  int main(int argc, char** argv) {                                     \
-    const std::string reason = (reason_expr);                           \
-    if (!reason.empty()) {                                              \
-      std::fprintf(stderr, "skipped: %s\n", reason.c_str());            \
-      return 77;                                                        \
-    }                                                                   \
-    return Catch::Session().run(argc, argv);                            \
+#define HORA_TEST_MAIN_SKIP_UNLESS(reason_expr)              \
+  int main(int argc, char** argv) {                          \
+    const std::string reason = (reason_expr);                \
+    if (!reason.empty()) {                                   \
+      std::fprintf(stderr, "skipped: %s\n", reason.c_str()); \
+      return 77;                                             \
+    }                                                        \
+    return Catch::Session().run(argc, argv);                 \
   }

@@ -27,7 +27,8 @@ std::string script() {
 
 std::string unavailable() {
   if (::geteuid() != 0) return "needs root for network namespaces";
-  if (::access(script().c_str(), X_OK) != 0) return script() + " not found (set HORA_TESTHOSTS_SCRIPT)";
+  if (::access(script().c_str(), X_OK) != 0)
+    return script() + " not found (set HORA_TESTHOSTS_SCRIPT)";
   try {
     const std::string ns = "hora-probe-" + std::to_string(::getpid());
     sh("ip netns add " + ns + " 2>/dev/null && ip netns del " + ns);
@@ -97,13 +98,15 @@ TEST_CASE("aliases from the testhosts ssh_config resolve to the namespace hosts"
   CHECK(t.host_key_policy == HostKeyPolicy::kAcceptNew);
 }
 
-TEST_CASE("a session to a namespace host: exec, and the launcher address that host sees", "[testhosts]") {
+TEST_CASE("a session to a namespace host: exec, and the launcher address that host sees",
+          "[testhosts]") {
   const TestHosts& th = hosts();
   auto s = Session::connect(resolve("root@h1", {}, th.config()), {}, Clock::now() + 20s);
   CHECK(s->local_address() == th.net() + ".1");
   CHECK(s->remote_endpoint() == th.net() + ".11:12345");
-  const RunResult r = s->run("ip -o -4 addr show dev eth0 | awk '{print $4}'; echo oops >&2; exit 4", "",
-                             Clock::now() + 20s);
+  const RunResult r =
+      s->run("ip -o -4 addr show dev eth0 | awk '{print $4}'; echo oops >&2; exit 4", "",
+             Clock::now() + 20s);
   CHECK(r.out == th.net() + ".11/24\n");
   // Root's login shell may print to stderr before the command (see session_test.cc).
   CHECK(r.err.size() >= 5);
@@ -147,12 +150,15 @@ TEST_CASE("parallel preflight over every test host reports each host's interface
   // sessions: sshd listens on eth0 only, so a reachable peer refuses at once and the isolated
   // host does not answer.
   auto probe = [&](std::size_t from, const std::string& to) {
-    return results[from].session
-        ->run("timeout 2 bash -c 'exec 3<>/dev/tcp/" + to + "/12345' 2>&1 | grep -q refused && echo reachable || echo unreachable", "", Clock::now() + 20s)
+    return results[from]
+        .session
+        ->run("timeout 2 bash -c 'exec 3<>/dev/tcp/" + to +
+                  "/12345' 2>&1 | grep -q refused && echo reachable || echo unreachable",
+              "", Clock::now() + 20s)
         .out;
   };
-  CHECK(probe(0, th.net(1) + ".13") == "reachable\n");  // h1 -> h3's ens5
-  CHECK(probe(2, th.net(1) + ".11") == "reachable\n");  // h3 -> h1's eth1
+  CHECK(probe(0, th.net(1) + ".13") == "reachable\n");    // h1 -> h3's ens5
+  CHECK(probe(2, th.net(1) + ".11") == "reachable\n");    // h3 -> h1's eth1
   CHECK(probe(3, th.net(1) + ".11") == "unreachable\n");  // isolated h4 -> h1
   CHECK(probe(0, th.net(1) + ".14") == "unreachable\n");  // h1 -> isolated h4
 }

@@ -53,8 +53,8 @@ int cuda_device();
 
 // --- The collectives of <hora/hora.h>, with a stream. Same arguments and rules there. ---
 
-void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-               ReduceOp op, void* stream, Scope scope = Scope::kGlobal);
+void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+               void* stream, Scope scope = Scope::kGlobal);
 
 void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                const std::vector<std::size_t>& counts, DataType type, void* stream,

@@ -20,13 +20,19 @@ class Error : public std::runtime_error {
 };
 
 // Wrong arguments or environment (a bad count, an unknown root, a malformed HORA_* variable).
-class UsageError : public Error { using Error::Error; };
+class UsageError : public Error {
+  using Error::Error;
+};
 
 // Could not reach or authenticate with the rendezvous server or a peer.
-class ConnectionError : public Error { using Error::Error; };
+class ConnectionError : public Error {
+  using Error::Error;
+};
 
 // A deadline passed; the message says what was still missing.
-class TimeoutError : public Error { using Error::Error; };
+class TimeoutError : public Error {
+  using Error::Error;
+};
 
 // A peer died or closed its connection during a collective. peer() is -1 when unknown.
 class PeerFailure : public Error {
@@ -39,9 +45,13 @@ class PeerFailure : public Error {
 };
 
 // Ranks disagreed about an operation (shapes, dtypes, ops or roots differ across ranks).
-class MismatchError : public Error { using Error::Error; };
+class MismatchError : public Error {
+  using Error::Error;
+};
 
 // The launcher aborted the job (another rank failed, or horarun was interrupted).
-class AbortedError : public Error { using Error::Error; };
+class AbortedError : public Error {
+  using Error::Error;
+};
 
 }  // namespace hora

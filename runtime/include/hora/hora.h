@@ -60,15 +60,14 @@ const std::string& hostname();  // the host name this rank was launched on (HORA
 // in float32 and rounded (to nearest even) after every step. kMin and kMax propagate NaN.
 // Floating-point sums are computed in a ring order that depends on the number of ranks, so the
 // last bits may differ from a sequential sum (but are the same on every rank).
-void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
-               ReduceOp op, Scope scope = Scope::kGlobal);
+void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+               Scope scope = Scope::kGlobal);
 
 // Each rank contributes `count` elements (counts may differ per rank). recvbuf receives the
 // concatenation in rank order and must hold the sum of all counts; counts[i] is rank i's count.
 // sendbuf may already sit at this rank's place inside recvbuf (in place).
 void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-               const std::vector<std::size_t>& counts, DataType type,
-               Scope scope = Scope::kGlobal);
+               const std::vector<std::size_t>& counts, DataType type, Scope scope = Scope::kGlobal);
 
 // Gathers every rank's count (so a caller can size recvbuf for allgather).
 std::vector<std::size_t> allgather_counts(std::size_t count, Scope scope = Scope::kGlobal);

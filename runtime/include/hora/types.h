@@ -33,11 +33,16 @@ enum class Scope : std::uint8_t {
 };
 
 // Storage types for the two 16-bit floating point formats: the raw bits.
-struct float16 { std::uint16_t bits; };
-struct bfloat16 { std::uint16_t bits; };
+struct float16 {
+  std::uint16_t bits;
+};
+struct bfloat16 {
+  std::uint16_t bits;
+};
 
 std::size_t size_of(DataType type);
-const char* name_of(DataType type);  // "uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64"
+const char* name_of(DataType type);  // "uint8", "int8", "int32", "int64", "float16", "bfloat16",
+                                     // "float32", "float64"
 const char* name_of(ReduceOp op);    // "sum", "avg", "min", "max", "prod"
 const char* name_of(Scope scope);    // "global", "local", "cross"
 
@@ -48,14 +53,39 @@ float16 to_float16(float v);
 bfloat16 to_bfloat16(float v);
 
 // dtype_of<T>() maps a C++ element type to its DataType.
-template <typename T> constexpr DataType dtype_of();
-template <> constexpr DataType dtype_of<std::uint8_t>() { return DataType::kUInt8; }
-template <> constexpr DataType dtype_of<std::int8_t>() { return DataType::kInt8; }
-template <> constexpr DataType dtype_of<std::int32_t>() { return DataType::kInt32; }
-template <> constexpr DataType dtype_of<std::int64_t>() { return DataType::kInt64; }
-template <> constexpr DataType dtype_of<float16>() { return DataType::kFloat16; }
-template <> constexpr DataType dtype_of<bfloat16>() { return DataType::kBFloat16; }
-template <> constexpr DataType dtype_of<float>() { return DataType::kFloat32; }
-template <> constexpr DataType dtype_of<double>() { return DataType::kFloat64; }
+template <typename T>
+constexpr DataType dtype_of();
+template <>
+constexpr DataType dtype_of<std::uint8_t>() {
+  return DataType::kUInt8;
+}
+template <>
+constexpr DataType dtype_of<std::int8_t>() {
+  return DataType::kInt8;
+}
+template <>
+constexpr DataType dtype_of<std::int32_t>() {
+  return DataType::kInt32;
+}
+template <>
+constexpr DataType dtype_of<std::int64_t>() {
+  return DataType::kInt64;
+}
+template <>
+constexpr DataType dtype_of<float16>() {
+  return DataType::kFloat16;
+}
+template <>
+constexpr DataType dtype_of<bfloat16>() {
+  return DataType::kBFloat16;
+}
+template <>
+constexpr DataType dtype_of<float>() {
+  return DataType::kFloat32;
+}
+template <>
+constexpr DataType dtype_of<double>() {
+  return DataType::kFloat64;
+}
 
 }  // namespace hora
