@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives fusion rendezvous launch remote_launch discovery)
+BENCHMARKS=(collectives compare fusion torch rendezvous scale launch remote_launch discovery)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -28,6 +28,22 @@ source bench/remote_launch.sh
 # bench_discovery in bench/discovery.sh (network discovery time on 2, 4 and 8 test hosts).
 # shellcheck source=bench/discovery.sh
 source bench/discovery.sh
+
+# bench_scale in bench/bench_scale.sh (rendezvous at 1024/4096 ranks, a real -np 128 job).
+# shellcheck source=bench/bench_scale.sh
+source bench/bench_scale.sh
+
+# hora vs Open MPI side by side in one run (bench/bench_compare.sh).
+bench_compare() {
+  echo "== compare: hora vs Open MPI (shared memory and TCP-only), -np 2 and 4 on this host"
+  bash bench/bench_compare.sh "$BUILD_DIR" "$@" || echo "(compare: skipped or failed, rc=$?)"
+}
+
+# hora.torch.DistributedOptimizer vs DistributedDataParallel over torch's gloo (bench_torch.sh).
+bench_torch() {
+  echo "== torch: training steps/s, hora.torch vs DDP over gloo, -np 2 and 4"
+  bash bench/bench_torch.sh "$BUILD_DIR" "$@" || echo "(torch: skipped or failed, rc=$?)"
+}
 
 # How many times the launch benchmark starts each job (the median is printed).
 LAUNCH_RUNS=7
@@ -39,6 +55,12 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
   collectives   allreduce_bench (nccl-tests table: allreduce, allgather, broadcast, alltoall,
                 reducescatter; float32 sum) at -np 2 and -np 4 on localhost, 4 B to 64 MiB.
                 ARGS go to allreduce_bench, e.g. --collective allreduce -e 1M
+  compare       bench/bench_compare.sh: allreduce_bench and its Open MPI twin side by side at
+                -np 2 and 4 (MPI over shared memory and TCP-only), ratios hora/MPI per row
+  torch         bench/bench_torch.sh: steps/s of hora.torch's DistributedOptimizer vs DDP over
+                torch's gloo, both under horarun, at -np 2 and 4, with the ratio
+  scale         bench/bench_scale.sh: rendezvous_bench at 1024 and 4096 ranks, and a real
+                horarun -np 128 job's time and memory. ARGS: the job's rank count
   fusion        fusion_bench --launch --np 4: step time of 200 ResNet-like gradients (4 KiB to
                 4 MiB) through the async API fused, unfused (HORA_FUSION_THRESHOLD=0), and
                 through the blocking API one by one. ARGS go to fusion_bench, e.g. --steps 10
