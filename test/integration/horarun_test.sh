@@ -432,6 +432,7 @@ case_stall_check_stopped_rank() {
   grep -q "^horarun: rank 1 on localhost stopped responding (state T, stopped) for .*--stall-check-shutdown-time-seconds" err ||
     fail "the verdict does not name rank 1 and the stall shutdown"
   ok "the stall check warns about and ends a job with a stopped rank"
+}
 
 case_scale() {
   # NP ranks on this host with a full Gloo mesh (3 contexts of NP - 1 pairs per rank: about
