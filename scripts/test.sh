@@ -71,7 +71,7 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
   # reports at exit. scripts/lsan.supp lists the only leaks tolerated (inside third-party
   # libraries). Timeouts are raised: sanitized code runs 2-3x slower.
   rc=0
-  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0" \
+  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
