@@ -53,6 +53,17 @@ void leave_group(Groups& groups, const std::string& name, int rank, Member membe
   if (present.empty()) groups.erase(it);
 }
 
+// A reply whose whole answer is `body` (no header room, no shared GATHER block).
+Store::Reply make_reply(Store::ClientId client, Op op, std::uint32_t id, Status status, Bytes body) {
+  Store::Reply r;
+  r.client = client;
+  r.op = op;
+  r.id = id;
+  r.status = status;
+  r.payload = std::move(body);
+  return r;
+}
+
 }  // namespace
 
 Store::Store(int size) : size_(size) {}
@@ -61,7 +72,7 @@ Store::Replies Store::handle(ClientId client, int rank, Op op, std::uint32_t id,
                              Clock::time_point now) {
   Replies out;
   auto reply = [&](Status status, Bytes body) {
-    out.push_back(Reply{client, op, id, status, std::move(body)});
+    out.push_back(make_reply(client, op, id, status, std::move(body)));
   };
   if (abort_reason_) {
     // Requests after an abort still get an answer, so no rank blocks on a dead job; the
@@ -153,7 +164,7 @@ Store::Replies Store::handle(ClientId client, int rank, Op op, std::uint32_t id,
 
 // A well-formed request the store cannot serve: INVALID with the reason.
 void Store::refuse(Replies& out, const Wait& w, const std::string& why) {
-  out.push_back(Reply{w.client, w.op, w.id, Status::kInvalid, wire::encode_message(why)});
+  out.push_back(make_reply(w.client, w.op, w.id, Status::kInvalid, wire::encode_message(why)));
 }
 
 void Store::handle_barrier(Replies& out, const Wait& w) {
@@ -398,7 +409,8 @@ Store::Replies Store::expire(Clock::time_point now) {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     std::uint64_t token = deadlines_.begin()->second;
     const Wait& w = waits_.at(token);
-    Reply r{w.client, w.op, w.id, Status::kTimeout, wire::encode_message(timeout_message(w))};
+    Reply r = make_reply(w.client, w.op, w.id, Status::kTimeout,
+                         wire::encode_message(timeout_message(w)));
     remove_wait(token);
     out.push_back(std::move(r));
   }

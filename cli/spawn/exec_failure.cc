@@ -24,9 +24,11 @@ std::optional<std::string> locate(const std::string& command, const std::string&
   while (start <= path.size()) {
     std::size_t colon = path.find(':', start);
     if (colon == std::string::npos) colon = path.size();
-    std::string dir = path.substr(start, colon - start);
-    if (dir.empty()) dir = ".";
-    const std::string candidate = dir + "/" + command;
+    // An empty entry means the current directory. (Built by appending: gcc 12's -Wrestrict
+    // misfires on assigning a literal to the substring.)
+    std::string candidate = colon == start ? std::string(".") : path.substr(start, colon - start);
+    candidate += '/';
+    candidate += command;
     if (::stat(candidate.c_str(), &st) == 0) return candidate;
     start = colon + 1;
   }

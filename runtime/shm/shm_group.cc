@@ -78,6 +78,10 @@ bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_by
 
 // What a collective is, formatted only when it fails (as GlooBackend::describe).
 struct ShmGroup::Op {
+  Op(const char* name, const char* group, std::size_t count = 0,
+     std::optional<DataType> type = std::nullopt, std::optional<ReduceOp> op = std::nullopt)
+      : name(name), group(group), count(count), type(type), op(op) {}
+
   const char* name;
   const char* group;
   std::size_t count = 0;
