@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/agent/agent.h"
 #include "cli/errors.h"
 #include "cli/launch/launcher.h"
 #include "cli/network/probe.h"
@@ -65,6 +66,8 @@ void ensure_standard_descriptors() {
 int main(int argc, char** argv) {
   ensure_standard_descriptors();
   if (argc >= 2 && std::strcmp(argv[1], "--guard") == 0) return run_guard();
+  // The per-host agent, started by the preflight on every remote host (cli/agent/agent.h).
+  if (argc == 2 && std::strcmp(argv[1], "--agent") == 0) return agent::run_agent(0, 1);
   // Hidden probe modes run on remote hosts by the preflight (cli/network/probe.h).
   if (const int rc = maybe_run_probe_mode(argc, argv); rc >= 0) return rc;
 

@@ -54,7 +54,8 @@ void leave_group(Groups& groups, const std::string& name, int rank, Member membe
 }
 
 // A reply whose whole answer is `body` (no header room, no shared GATHER block).
-Store::Reply make_reply(Store::ClientId client, Op op, std::uint32_t id, Status status, Bytes body) {
+Store::Reply make_reply(Store::ClientId client, Op op, std::uint32_t id, Status status,
+                        Bytes body) {
   Store::Reply r;
   r.client = client;
   r.op = op;

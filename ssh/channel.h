@@ -56,6 +56,10 @@ class Channel {
   // with error "closed by us" unless the command had already finished.
   void close();
 
+  // Replaces the handlers (e.g. when a command started by Session::start_until() is handed to
+  // its long-term owner). Not from inside one of this channel's own handlers.
+  void set_handlers(Handlers handlers) { handlers_ = std::move(handlers); }
+
   State state() const { return state_; }
   bool done() const { return state_ == State::kDone; }
   // Set once done().

@@ -20,9 +20,19 @@
 namespace hora::ssh {
 
 struct ProbeRequest {
+  ProbeRequest(Target target, std::string command = {}, std::string stdin_data = {},
+               std::string keep_running_after = {})
+      : target(std::move(target)),
+        command(std::move(command)),
+        stdin_data(std::move(stdin_data)),
+        keep_running_after(std::move(keep_running_after)) {}
+
   Target target;
   std::string command;     // empty: only connect and authenticate
   std::string stdin_data;  // sent to the command's stdin, then EOF
+  // Non-empty: the command keeps running (Session::start_until); the probe ends when its stdout
+  // holds this marker, and the result keeps the running channel (`started`).
+  std::string keep_running_after;
 };
 
 struct ProbeResult {
@@ -36,6 +46,10 @@ struct ProbeResult {
   // The connected session when keep_sessions was set and the host succeeded; the launcher reuses
   // it to spawn ranks (one connection per host). Hand it to one thread at a time (session.h).
   std::unique_ptr<Session> session;
+  // With keep_running_after: the running command's channel (set when the marker came; `run`
+  // then holds the output before it) and what followed the marker.
+  std::shared_ptr<Channel> started;
+  std::string started_rest;
   std::string local_address;  // Session::local_address(), kept even when the session is not
   std::chrono::milliseconds elapsed{0};
 
@@ -43,8 +57,13 @@ struct ProbeResult {
 };
 
 struct PreflightOptions {
+  // sshd's MaxStartups (default 10:30:100) starts refusing unauthenticated connections past 10
+  // at once from anywhere; the preflight keeps at most this many in their handshake together.
+  static constexpr int kDefaultMaxConnecting = 8;
+
   ConnectOptions connect;
   bool keep_sessions = false;
+  int max_connecting = kDefaultMaxConnecting;
 };
 
 // Runs all requests concurrently; never throws for a host's failure (that goes in its result).

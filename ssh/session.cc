@@ -497,25 +497,38 @@ void Session::pump() {
   pumping_ = false;
 }
 
-RunResult Session::run(const std::string& command, std::string_view stdin_data,
-                       Clock::time_point deadline) {
+Session::Started Session::run_command(const std::string& command, std::string_view stdin_data,
+                                      bool close_stdin, std::string_view marker,
+                                      Clock::time_point deadline) {
   auto result = std::make_shared<RunResult>();
   Channel::Handlers h;
   h.on_stdout = [result](std::string_view d) { result->out.append(d); };
   h.on_stderr = [result](std::string_view d) { result->err.append(d); };
   const auto t0 = Clock::now();
-  std::shared_ptr<Channel> ch = exec(command, std::move(h));
+  Started started;
+  started.channel = exec(command, std::move(h));
+  const std::shared_ptr<Channel>& ch = started.channel;
   if (!stdin_data.empty()) ch->write(stdin_data);
-  ch->close_stdin();
+  if (close_stdin) ch->close_stdin();
   while (true) {
     pump();
+    if (!marker.empty()) {
+      if (const std::size_t at = result->out.find(marker); at != std::string::npos) {
+        started.reached = true;
+        started.rest = result->out.substr(at + marker.size());
+        result->out.resize(at);
+        started.run = *result;
+        ch->set_handlers({});
+        return started;
+      }
+    }
     if (ch->done()) break;
     if (!wait(deadline)) {
       ch->close();
       pump();
       throw TimeoutError(
-          target_.alias + ": `" + command + "` did not finish within " +
-          format_duration(elapsed_since(t0)) + " on " + target_.describe() +
+          target_.alias + ": `" + command + "` did not " + (marker.empty() ? "finish" : "start") +
+          " within " + format_duration(elapsed_since(t0)) + " on " + target_.describe() +
           (result->err.empty() ? std::string() : "; its stderr so far: " + result->err));
     }
   }
@@ -524,7 +537,19 @@ RunResult Session::run(const std::string& command, std::string_view stdin_data,
     throw ChannelError(target_.alias + ": running `" + command + "`: " + exit.error);
   result->exit_status = exit.exit_status;
   result->exit_signal = exit.exit_signal;
-  return std::move(*result);
+  started.run = std::move(*result);
+  started.channel.reset();
+  return started;
+}
+
+RunResult Session::run(const std::string& command, std::string_view stdin_data,
+                       Clock::time_point deadline) {
+  return run_command(command, stdin_data, true, {}, deadline).run;
+}
+
+Session::Started Session::start_until(const std::string& command, std::string_view marker,
+                                      Clock::time_point deadline) {
+  return run_command(command, {}, false, marker, deadline);
 }
 
 }  // namespace hora::ssh

@@ -145,9 +145,26 @@ class Session {
   RunResult run(const std::string& command, std::string_view stdin_data,
                 Clock::time_point deadline);
 
+  // Like run(), but for a command that keeps running: stdin stays open, and the call returns as
+  // soon as the command's stdout holds `marker`. Then `reached` is set, `run.out` holds stdout
+  // before the marker, `rest` what followed it, and the command goes on on `channel` (give it
+  // its owner's handlers with Channel::set_handlers() before the next pump()). When the command
+  // ends first, `reached` is false and `run` says how it ended. Throws like run().
+  struct Started {
+    RunResult run;
+    bool reached = false;
+    std::shared_ptr<Channel> channel;
+    std::string rest;
+  };
+  Started start_until(const std::string& command, std::string_view marker,
+                      Clock::time_point deadline);
+
   // Blocks until fd() is ready for interest() or `deadline` passes; returns false on timeout.
   // For blocking helpers and tests; an event loop uses its own wait instead.
   bool wait(Clock::time_point deadline) const;
+  // run() and start_until(): an empty marker waits for the command's end.
+  Started run_command(const std::string& command, std::string_view stdin_data, bool close_stdin,
+                      std::string_view marker, Clock::time_point deadline);
 
  private:
   friend class Channel;

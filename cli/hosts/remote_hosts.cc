@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/agent/agent.h"
 #include "cli/output/log.h"
+#include "common/duration.h"
 #include "ssh/errors.h"
 #include "ssh/format.h"
 #include "ssh/preflight.h"
@@ -22,9 +24,9 @@ std::string strip_port(const std::string& endpoint) {
 }
 
 // The first line of the probe's output names the binary's state; returns the problem, or ""
-// when the binary is there and the extra probe (if any) succeeded.
-std::string judge_probe(const ssh::RunResult& run, const std::string& horarun_path,
-                        const std::string& extra_probe_args, const std::string& where) {
+// when the binary is there and the agent started (`started`: its ready line came).
+std::string judge_probe(const ssh::RunResult& run, bool started, const std::string& horarun_path,
+                        const std::string& where) {
   const std::string first = run.out.substr(0, run.out.find('\n'));
   if (first.rfind(kProbeTag, 0) != 0) {
     std::string err = run.err.substr(0, 200);
@@ -49,29 +51,27 @@ std::string judge_probe(const ssh::RunResult& run, const std::string& horarun_pa
         where, horarun_path);
   }
   if (state != "ok") return fmt::format("{}: unexpected probe result '{}'", where, state);
-  if (!extra_probe_args.empty() && run.exit_status != 0) {
+  if (!started) {
     std::string err = run.err;
     while (!err.empty() && err.back() == '\n') err.pop_back();
     return fmt::format(
-        "{}: `{} {}` failed (exit status {}{}{}); the remote horarun may be an "
-        "older build: install the same hora on every host",
-        where, horarun_path, extra_probe_args, run.exit_status, err.empty() ? "" : ": ",
-        err.substr(0, 300));
+        "{}: `{} --agent` ended before it was ready (exit status {}{}{}); the remote horarun "
+        "may be an older build: install the same hora on every host",
+        where, horarun_path, run.exit_status, err.empty() ? "" : ": ", err.substr(0, 300));
   }
   return {};
 }
 
 }  // namespace
 
-std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args,
-                          const std::string& command_snippet) {
+std::string probe_command(const std::string& horarun_path, const std::string& command_snippet) {
   const std::string p = ssh::shell_quote(horarun_path);
   std::string cmd = fmt::format(
       "if [ ! -e {0} ]; then echo '{1}missing'; elif [ ! -x {0} ] || [ -d {0} ]; then "
       "echo '{1}not-executable'; else echo '{1}ok'",
       p, kProbeTag);
   if (!command_snippet.empty()) cmd += "; " + command_snippet;
-  if (!extra_probe_args.empty()) cmd += fmt::format("; exec {} {}", p, extra_probe_args);
+  cmd += fmt::format("; exec {} --agent", p);
   cmd += "; fi";
   return cmd;
 }
@@ -122,27 +122,21 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
   return remote;
 }
 
-RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
-                                const std::vector<int>& ranks_per_host, const LocalHost& local,
+RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
                                 const RemoteOptions& options) {
   RemotePlan plan;
   const std::map<int, ssh::Target> targets = resolve_remote_hosts(hosts, local, options);
   if (targets.empty()) return plan;
 
-  // One request per session: the first session of a host runs the probe; further sessions
-  // (hosts with more than 10 ranks) only connect and authenticate.
+  // One request per host: connect, authenticate, and start the agent, which stays running.
   std::vector<ssh::ProbeRequest> requests;
   std::vector<int> owner;  // host index of each request
-  const std::string probe = probe_command(options.horarun_path, options.extra_probe_args,
-                                          command_probe_snippet(options.command_check));
+  const std::string probe =
+      probe_command(options.horarun_path, command_probe_snippet(options.command_check));
   for (const auto& [index, target] : targets) {
-    const int ranks = ranks_per_host.at(static_cast<std::size_t>(index));
-    const int sessions = std::max(1, (ranks + RemoteHostSessions::kChannelsPerSession - 1) /
-                                         RemoteHostSessions::kChannelsPerSession);
-    for (int s = 0; s < sessions; ++s) {
-      requests.push_back(ssh::ProbeRequest{target, s == 0 ? probe : std::string(), {}});
-      owner.push_back(index);
-    }
+    ssh::ProbeRequest req{target, probe, {}, agent::kReadyLine};
+    requests.push_back(std::move(req));
+    owner.push_back(index);
   }
 
   ssh::PreflightOptions popts;
@@ -151,52 +145,51 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
   const auto t0 = ssh::Clock::now();
   std::vector<ssh::ProbeResult> results =
       ssh::probe_hosts(requests, popts, t0 + options.preflight_timeout);
-  launcher_log()->info("preflight of {} host{} ({} session{}) took {}", targets.size(),
-                       targets.size() == 1 ? "" : "s", requests.size(),
-                       requests.size() == 1 ? "" : "s",
-                       ssh::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+  launcher_log()->info("preflight of {} host{} took {}", targets.size(),
+                       targets.size() == 1 ? "" : "s",
+                       hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
                            ssh::Clock::now() - t0)));
 
-  // One problem per host: the first failing session's, or the probe's verdict.
   std::map<int, std::string> problems;
   for (std::size_t i = 0; i < results.size(); ++i) {
     ssh::ProbeResult& r = results[i];
     const int index = owner[i];
-    if (problems.count(index) != 0) continue;
     const ssh::Target& target = targets.at(index);
     if (!r.ok()) {
       problems[index] = r.error_message;
       continue;
     }
+    const std::string where = fmt::format("{}@{}", target.user, target.describe());
+    if (!r.run) {
+      problems[index] = where + ": the probe did not run; this is a horarun bug";
+      continue;
+    }
+    const std::string verdict =
+        judge_probe(*r.run, r.started != nullptr, options.horarun_path, where);
+    if (!verdict.empty()) {
+      problems[index] = verdict;
+      continue;
+    }
+    const std::string& out = r.run->out;
+    const std::size_t nl = out.find('\n');
+    std::string probe_output = nl == std::string::npos ? std::string() : out.substr(nl + 1);
+    const std::string missing = take_command_verdict(probe_output, options.command_check, where);
+    if (!missing.empty()) {
+      problems[index] = missing;
+      continue;
+    }
     RemoteHost& host = plan.hosts[index];
-    if (host.sessions.sessions.empty()) {
-      host.index = index;
-      host.target = target;
-      host.launcher_address = r.local_address;
-      host.host_address = r.session ? strip_port(r.session->remote_endpoint()) : target.hostname;
-    }
-    if (r.run) {
-      const std::string verdict =
-          judge_probe(*r.run, options.horarun_path, options.extra_probe_args,
-                      fmt::format("{}@{}", target.user, target.describe()));
-      if (!verdict.empty()) {
-        problems[index] = verdict;
-        continue;
-      }
-      const std::string& out = r.run->out;
-      const std::size_t nl = out.find('\n');
-      host.probe_output = nl == std::string::npos ? std::string() : out.substr(nl + 1);
-      const std::string missing =
-          take_command_verdict(host.probe_output, options.command_check,
-                               fmt::format("{}@{}", target.user, target.describe()));
-      if (!missing.empty()) {
-        problems[index] = missing;
-        continue;
-      }
-    }
-    if (r.session) host.sessions.sessions.push_back(std::move(r.session));
+    host.index = index;
+    host.target = target;
+    host.launcher_address = r.local_address;
+    host.host_address = r.session ? strip_port(r.session->remote_endpoint()) : target.hostname;
+    host.probe_output = std::move(probe_output);
+    host.session = std::move(r.session);
+    host.agent = agent::link_over_ssh(target.describe(), std::move(r.started), r.started_rest,
+                                      &host.agent_stream);
   }
   if (!problems.empty()) {
+    // Started agents end with their channels when `plan` goes away.
     std::string lines;
     for (const auto& [index, why] : problems) lines += "\n  " + why;
     throw PreflightError(

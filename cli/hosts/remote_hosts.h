@@ -18,11 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/agent/agent_link.h"
+#include "cli/agent/ssh_stream.h"
 #include "cli/errors.h"
 #include "cli/hosts/command_probe.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
-#include "cli/spawn/ssh_rank_process.h"
 #include "ssh/config.h"
 #include "ssh/session.h"
 
@@ -40,10 +41,7 @@ struct RemoteOptions {
   ssh::ConfigSource config;     // --ssh-config (file empty: ~/.ssh/config, /etc/ssh/ssh_config)
   ssh::Overrides overrides;     // -p, -i, --ssh-strict-host-key-checking; user set per host
   ssh::ConnectOptions connect;  // agent socket, resolver
-  std::string horarun_path;     // the guard binary on every remote host (absolute)
-  // Appended to the probe on each host when non-empty, e.g. "--probe-interfaces": runs
-  // `<horarun_path> <extra_probe_args>` after the binary check; its stdout is returned per host.
-  std::string extra_probe_args;
+  std::string horarun_path;     // the agent binary on every remote host (absolute)
   std::chrono::seconds preflight_timeout = kDefaultPreflightTimeout;
   // The user's program, checked on every host before the extra probe (cli/command_probe.h).
   CommandCheck command_check;
@@ -54,8 +52,12 @@ struct RemoteHost {
   ssh::Target target;
   std::string launcher_address;  // this machine as the host sees it (Session::local_address)
   std::string host_address;      // the address we connected to, without port
-  std::string probe_output;      // stdout of the extra probe (empty without one)
-  RemoteHostSessions sessions;   // ceil(ranks / 10) connected sessions
+  std::string probe_output;      // the agent's interface report (--probe-interfaces format)
+  // The one connection to the host, and the agent running on it (cli/agent/): every later
+  // command of the job on this host — probes, guards — goes through the agent.
+  std::unique_ptr<ssh::Session> session;
+  std::unique_ptr<agent::AgentLink> agent;
+  agent::SshStream* agent_stream = nullptr;  // owned by `agent`; for set_kick()
 };
 
 struct RemotePlan {
@@ -75,15 +77,14 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
 void check_local_host_once(const std::vector<HostSpec>& hosts,
                            const std::map<int, ssh::Target>& remote);
 
-// The probe command run on every host (exposed for tests): prints one line
-// `HORA-PROBE ok|missing|not-executable`, then runs the extra probe if any.
-std::string probe_command(const std::string& horarun_path, const std::string& extra_probe_args,
-                          const std::string& command_snippet = "");
+// The one command run on every host (exposed for tests): prints one line
+// `HORA-PROBE ok|missing|not-executable`, the program check's line when `command_snippet` is
+// given, then execs `<horarun_path> --agent`, which prints the interfaces and its ready line.
+std::string probe_command(const std::string& horarun_path, const std::string& command_snippet = "");
 
-// Resolves and preflights; `ranks_per_host[i]` is the number of ranks on hosts[i] (for the
-// number of sessions). Throws PreflightError naming every failing host.
-RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
-                                const std::vector<int>& ranks_per_host, const LocalHost& local,
+// Resolves and preflights: one SSH connection and one exec channel per remote host, on which the
+// agent then keeps running. Throws PreflightError naming every failing host.
+RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
                                 const RemoteOptions& options);
 
 }  // namespace hora::cli

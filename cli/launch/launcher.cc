@@ -31,7 +31,7 @@
 #include "cli/output/log_sink.h"
 #include "cli/output/output.h"
 #include "cli/spawn/env_forwarding.h"
-#include "cli/spawn/ssh_rank_process.h"
+#include "cli/spawn/remote_rank_process.h"
 #include "cli/spawn/supervisor.h"
 #include "common/fd_limit.h"
 #include "common/unique_fd.h"
@@ -118,8 +118,6 @@ RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
   ro.connect = hora::ssh::ConnectOptions::from_environment();
   ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
   ro.preflight_timeout = options.start_timeout;
-  // Every remote host reports its interfaces in the preflight (step 3).
-  ro.extra_probe_args = "--probe-interfaces";
   ro.command_check = command_check_for(options, ctx.env, ctx.cwd);
   return ro;
 }
@@ -223,11 +221,8 @@ int launch(const Options& options, const LaunchContext& ctx) {
 
   // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,
   // so it shows what a launch would use, and stops before any rank starts.
-  std::vector<int> ranks_per_host(table.hosts().size(), 0);
-  for (int r = 0; r < table.size(); ++r) ++ranks_per_host.at(table.rank(r).host_index);
-  RemotePlan plan = prepare_remote_hosts(table.hosts(), ranks_per_host, local, ro);
-  const JobNetwork network =
-      choose_job_network(table, plan, resolved.spec, ro.horarun_path, options.start_timeout);
+  RemotePlan plan = prepare_remote_hosts(table.hosts(), local, ro);
+  const JobNetwork network = choose_job_network(table, plan, resolved.spec, options.start_timeout);
   if (options.verbose && network.reach) {
     print(ctx.stdout_fd, "network: reachability measured by the probes:\n" +
                              format_reachability_table(network.probed, *network.reach));
@@ -238,11 +233,8 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // Step 5: rendezvous, spawn, supervise.
   SupervisorConfig config = supervisor_config(options, ctx, table, network, plan);
   boost::asio::io_context io;
-  std::map<int, RemoteHostSessions> sessions;
-  for (auto& [index, host] : plan.hosts) sessions.emplace(index, std::move(host.sessions));
-  // Declared before the supervisor: it owns the SSH sessions the rank processes use.
-  HybridRankProcessFactory factory(io, table.hosts(), std::move(sessions), ro.horarun_path,
-                                   ctx.local_guard);
+  // Declared before the supervisor: it owns the SSH sessions and agents the rank processes use.
+  HybridRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);
   // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
                 ctx.stdout_fd, ctx.stderr_fd, &io);

@@ -30,7 +30,7 @@ constexpr const char* kFix =
 
 // One probe command on one remote host: what it printed and how it ended.
 struct Probe {
-  std::shared_ptr<ssh::Channel> channel;
+  std::shared_ptr<agent::AgentChannel> channel;
   std::string out;
   std::string err;
   std::optional<ssh::ExitInfo> exit;
@@ -79,14 +79,16 @@ std::string random_token() {
   return fmt::format("{:08x}{:08x}", rd(), rd());
 }
 
-Probe* start(ssh::Session& session, const std::string& command, std::unique_ptr<Probe>& slot) {
+// Starts `horarun ARGS` on a remote host through its agent.
+Probe* start(agent::AgentLink& agent, const std::vector<std::string>& args,
+             std::unique_ptr<Probe>& slot) {
   slot = std::make_unique<Probe>();
   Probe* p = slot.get();
-  ssh::Channel::Handlers h;
+  agent::AgentChannel::Handlers h;
   h.on_stdout = [p](std::string_view d) { p->out.append(d); };
   h.on_stderr = [p](std::string_view d) { p->err.append(d); };
   h.on_exit = [p](const ssh::ExitInfo& e) { p->exit = e; };
-  p->channel = session.exec(command, std::move(h));
+  p->channel = agent.exec("", args, std::move(h));
   return p;
 }
 
@@ -144,11 +146,9 @@ std::string failure(const std::string& host, const std::string& step, const Prob
 }  // namespace
 
 Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
-                                   const std::string& horarun_path,
                                    ssh::Clock::time_point deadline) {
   const std::size_t n = hosts.size();
-  const std::string bin = ssh::shell_quote(horarun_path);
-  auto is_local = [&](std::size_t i) { return hosts[i].session == nullptr; };
+  auto is_local = [&](std::size_t i) { return hosts[i].agent == nullptr; };
 
   // 1. Listeners on every host; read up to "ready". This machine's listen at once, in-process.
   std::vector<std::string> tokens(n);
@@ -160,7 +160,7 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
       locals[i] = std::make_unique<LocalProbe>();
       locals[i]->start(tokens[i], deadline);
     } else {
-      start(*hosts[i].session, bin + " --probe-listen " + tokens[i], listeners[i]);
+      start(*hosts[i].agent, {"--probe-listen", tokens[i]}, listeners[i]);
     }
   }
   auto close_listeners = [&] {
@@ -228,9 +228,9 @@ Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
           });
       continue;
     }
-    start(*hosts[i].session,
-          fmt::format("{} --probe-connect {} --probe-timeout-ms {}", bin,
-                      ssh::shell_quote(connect_argument(targets)), connect_timeout.count()),
+    start(*hosts[i].agent,
+          {"--probe-connect", connect_argument(targets), "--probe-timeout-ms",
+           std::to_string(connect_timeout.count())},
           connects[i]);
   }
   auto connected = [&] {

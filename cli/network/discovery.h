@@ -2,6 +2,8 @@
 // protocol is in cli/network/probe.h). Runs over the SSH sessions the preflight left open
 // (remote_hosts.h), before any rank starts; this machine, when it is one of the hosts, takes part
 // in-process (ProbeListener on a thread, probe_connect() on another):
+// Remote probes are children of the host's agent (cli/agent/), so they cost no SSH exec and no
+// login shell:
 //   1. on every host at once: `<horarun> --probe-listen TOKEN_i` (TOKEN_i random, distinct per
 //      host), stdin kept open, stdout read until "ready";
 //   2. on every host at once: `<horarun> --probe-connect <every other host's endpoints>`, read
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/agent/agent_link.h"
 #include "cli/errors.h"
 #include "cli/network/choice.h"
 #include "ssh/session.h"
@@ -23,16 +26,16 @@ namespace hora::cli {
 
 struct DiscoveryTarget {
   std::string name;  // the host as in -H (error messages, reachability table)
-  // A connected session to that host, not used by anyone else now; nullptr: the host is this
-  // machine and its probes run in-process.
-  ssh::Session* session;
+  // A connected session to that host, not used by anyone else now, and the agent running on
+  // it (remote_hosts.h); both nullptr: the host is this machine and its probes run in-process.
+  ssh::Session* session = nullptr;
+  agent::AgentLink* agent = nullptr;
 };
 
 // Measures which interface of every host every other host reaches. Throws NetworkError naming
 // the host, the step and the fix (--network-interfaces, --start-timeout) when a probe cannot
 // run, fails or the deadline passes.
 Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
-                                   const std::string& horarun_path,
                                    ssh::Clock::time_point deadline);
 
 }  // namespace hora::cli

@@ -21,7 +21,7 @@ std::string ifnames(const HostChoice& c) {
 }  // namespace
 
 JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const NetworkSpec& spec,
-                              const std::string& horarun_path, std::chrono::seconds start_timeout) {
+                              std::chrono::seconds start_timeout) {
   JobNetwork net;
   const std::size_t n = table.hosts().size();
   bool all_local = true;
@@ -47,12 +47,14 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
     std::vector<DiscoveryTarget> targets;
     for (std::size_t i = 0; i < n; ++i) {
       const auto it = plan.hosts.find(static_cast<int>(i));
-      targets.push_back(
-          DiscoveryTarget{net.probed[i].host, it == plan.hosts.end()
-                                                  ? nullptr
-                                                  : it->second.sessions.sessions.at(0).get()});
+      DiscoveryTarget t{net.probed[i].host};
+      if (it != plan.hosts.end()) {
+        t.session = it->second.session.get();
+        t.agent = it->second.agent.get();
+      }
+      targets.push_back(std::move(t));
     }
-    net.reach = discover_reachability(targets, horarun_path, started + budget);
+    net.reach = discover_reachability(targets, started + budget);
     net.discovery_time =
         std::chrono::duration_cast<std::chrono::milliseconds>(ssh::Clock::now() - started);
     launcher_log()->info("network discovery on {} hosts took {} ms", n, net.discovery_time.count());

@@ -34,9 +34,9 @@ struct JobNetwork {
 
 // Throws UsageError (the spec does not fit), NetworkError (discovery failed or found no
 // routable set; exit 1). Discovery has one deadline: min(10 s, start_timeout) from now. Uses
-// the plan's first session per remote host (nobody else may use them meanwhile).
+// the plan's session and agent per remote host (nobody else may use them meanwhile).
 JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const NetworkSpec& spec,
-                              const std::string& horarun_path, std::chrono::seconds start_timeout);
+                              std::chrono::seconds start_timeout);
 
 // Sets config's bind_address, iface, nccl_ifnames, master_addr, master_port_probe_address and
 // host_network from the choice:

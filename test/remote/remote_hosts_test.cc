@@ -11,7 +11,7 @@
 
 #include "cli/errors.h"
 #include "cli/hosts/remote_hosts.h"
-#include "cli/spawn/ssh_rank_process.h"
+#include "cli/spawn/remote_rank_process.h"
 
 using namespace hora::cli;
 
@@ -86,14 +86,11 @@ TEST_CASE("a bad ssh_config value is a usage error naming the host and the file"
   }
 }
 
-TEST_CASE("the probe and guard commands quote paths and carry nothing secret") {
-  const std::string probe = probe_command("/opt/my hora/horarun", "--probe-interfaces");
+TEST_CASE("the probe command quotes the path, starts the agent and carries nothing secret") {
+  const std::string probe = probe_command("/opt/my hora/horarun");
   CHECK(probe.find("'/opt/my hora/horarun'") != std::string::npos);
-  CHECK(probe.find("exec '/opt/my hora/horarun' --probe-interfaces") != std::string::npos);
-  CHECK(probe_command("/usr/bin/horarun", "").find("exec /usr/bin/horarun") == std::string::npos);
-  CHECK(guard_command("/home/a b", "/usr/bin/horarun") ==
-        "cd '/home/a b' && exec /usr/bin/horarun --guard");
-  CHECK(guard_command("", "/usr/bin/horarun") == "exec /usr/bin/horarun --guard");
+  CHECK(probe.find("exec '/opt/my hora/horarun' --agent") != std::string::npos);
+  CHECK(probe.find("HORA_SECRET") == std::string::npos);
 }
 
 TEST_CASE("sshd's exit reports become the rank's exit status") {

@@ -1,4 +1,4 @@
-#include "cli/spawn/ssh_rank_process.h"
+#include "cli/spawn/remote_rank_process.h"
 
 #include <signal.h>
 #include <string.h>
@@ -32,44 +32,6 @@ constexpr int kChannelFailureCode = 255;
 
 }  // namespace
 
-// ---- SessionDriver -------------------------------------------------------------------------
-
-SessionDriver::SessionDriver(asio::io_context& io, std::unique_ptr<ssh::Session> session)
-    : io_(io), session_(std::move(session)), sd_(io, session_->fd()) {}
-
-SessionDriver::~SessionDriver() {
-  *alive_ = false;
-  boost::system::error_code ignored;
-  sd_.cancel(ignored);
-  sd_.release();  // the session owns and closes the socket
-}
-
-void SessionDriver::kick() {
-  session_->pump();
-  const ssh::Session::Interest want = session_->interest();
-  std::weak_ptr<bool> alive = alive_;
-  if (want.again && !posted_) {
-    posted_ = true;
-    asio::post(io_, [this, alive] {
-      if (alive.expired()) return;
-      posted_ = false;
-      kick();
-    });
-  }
-  // One wait per direction at a time; its completion pumps again.
-  auto arm = [&](bool& armed, asio::posix::stream_descriptor::wait_type what) {
-    if (armed) return;
-    armed = true;
-    sd_.async_wait(what, [this, alive, &armed](const boost::system::error_code& ec) {
-      if (alive.expired()) return;
-      armed = false;
-      if (!ec) kick();
-    });
-  };
-  if (want.read) arm(read_armed_, asio::posix::stream_descriptor::wait_read);
-  if (want.write) arm(write_armed_, asio::posix::stream_descriptor::wait_write);
-}
-
 // ---- helpers -------------------------------------------------------------------------------
 
 ExitStatus exit_status_from(const ssh::ExitInfo& info) {
@@ -90,22 +52,13 @@ ExitStatus exit_status_from(const ssh::ExitInfo& info) {
   return st;
 }
 
-std::string guard_command(const std::string& cwd, const std::string& horarun_path) {
-  const std::string exec = fmt::format("exec {} --guard", ssh::shell_quote(horarun_path));
-  if (cwd.empty()) return exec;
-  return fmt::format("cd {} && {}", ssh::shell_quote(cwd), exec);
-}
+// ---- RemoteRankProcess ---------------------------------------------------------------------
 
-// ---- SshRankProcess ------------------------------------------------------------------------
+RemoteRankProcess::RemoteRankProcess(int rank, std::string host, SessionDriver& driver,
+                                     agent::AgentLink& agent)
+    : rank_(rank), host_(std::move(host)), driver_(driver), agent_(agent) {}
 
-SshRankProcess::SshRankProcess(int rank, std::string host, SessionDriver& driver,
-                               std::string horarun_path)
-    : rank_(rank),
-      host_(std::move(host)),
-      driver_(driver),
-      horarun_path_(std::move(horarun_path)) {}
-
-SshRankProcess::~SshRankProcess() {
+RemoteRankProcess::~RemoteRankProcess() {
   *alive_ = false;
   if (channel_ && !channel_->done()) {
     // The supervisor waits for every rank; this path is for exceptions. Closing the channel
@@ -115,10 +68,9 @@ SshRankProcess::~SshRankProcess() {
   }
 }
 
-void SshRankProcess::start(const GuardRequest& request, Events events) {
+void RemoteRankProcess::start(const GuardRequest& request, Events events) {
   events_ = std::move(events);
-  const std::string block = request.encode();
-  ssh::Channel::Handlers h;
+  agent::AgentChannel::Handlers h;
   std::weak_ptr<bool> alive = alive_;
   h.on_stdout = [this, alive](std::string_view data) {
     if (!alive.expired() && !output_closed_ && events_.on_output)
@@ -131,23 +83,23 @@ void SshRankProcess::start(const GuardRequest& request, Events events) {
   h.on_exit = [this, alive](const ssh::ExitInfo& info) {
     if (!alive.expired()) finish(info);
   };
-  if (!driver_.session().error().empty()) {
-    throw SpawnError(fmt::format("rank {} on {}: {}", rank_, host_, driver_.session().error()));
+  if (agent_.closed()) {
+    throw SpawnError(fmt::format("rank {} on {}: {}", rank_, host_, agent_.error()));
   }
-  // The command line carries only paths; the request (environment, secret) goes on stdin.
-  channel_ = driver_.session().exec(guard_command(request.cwd, horarun_path_), std::move(h));
-  channel_->write(block);
+  // The arguments carry nothing but the mode; the request (environment, secret) goes on stdin.
+  channel_ = agent_.exec(request.cwd, {"--guard"}, std::move(h));
+  channel_->write(request.encode());
   driver_.kick();
 }
 
-void SshRankProcess::finish(const ssh::ExitInfo& info) {
+void RemoteRankProcess::finish(const ssh::ExitInfo& info) {
   if (exit_) return;
   exit_ = exit_status_from(info);
   if (!info.error.empty()) {
     // The supervisor reports "exited with code 255"; this says why.
     launcher_log()->error("rank {} on {}: {}", rank_, host_, info.error);
   }
-  // sshd sends the command's output before its exit status, so both streams are complete.
+  // The agent sends a child's output before its EXIT, so both streams are complete.
   if (!output_closed_) {
     output_closed_ = true;
     if (events_.on_output_closed) {
@@ -158,16 +110,15 @@ void SshRankProcess::finish(const ssh::ExitInfo& info) {
   if (events_.on_exit) events_.on_exit(*exit_);
 }
 
-void SshRankProcess::terminate() {
+void RemoteRankProcess::terminate() {
   if (!running()) return;
   channel_->write(GuardRequest::kTerminate);
   driver_.kick();
 }
 
-void SshRankProcess::kill() {
-  // No way to signal a remote process directly: closing the channel closes the guard's stdin
-  // (and sshd's session process exits, sending the guard PR_SET_PDEATHSIG), so the guard kills
-  // its rank's process group.
+void RemoteRankProcess::kill() {
+  // No way to signal a remote process directly: closing the channel makes the agent close the
+  // guard's stdin, so the guard kills its rank's process group.
   if (!running()) return;
   channel_->close();
   driver_.kick();
@@ -185,7 +136,7 @@ void SshRankProcess::kill() {
   });
 }
 
-void SshRankProcess::close_output() {
+void RemoteRankProcess::close_output() {
   // Output ends with the channel (finish()); nothing is left to stop reading.
 }
 
@@ -193,22 +144,30 @@ void SshRankProcess::close_output() {
 
 HybridRankProcessFactory::HybridRankProcessFactory(asio::io_context& io,
                                                    std::vector<HostSpec> hosts,
-                                                   std::map<int, RemoteHostSessions> remote,
-                                                   std::string horarun_path,
+                                                   std::map<int, RemoteHost> remote,
                                                    std::string local_guard)
-    : io_(io),
-      hosts_(std::move(hosts)),
-      horarun_path_(std::move(horarun_path)),
-      local_guard_(std::move(local_guard)) {
+    : io_(io), hosts_(std::move(hosts)), local_guard_(std::move(local_guard)) {
   for (auto& [index, host] : remote) {
-    auto& drivers = drivers_[index];
-    for (auto& session : host.sessions) {
-      drivers.push_back(std::make_unique<SessionDriver>(io_, std::move(session)));
-    }
+    Driven& d = remote_[index];
+    d.host = std::move(host);
+    d.driver = std::make_unique<SessionDriver>(io_, *d.host.session);
+    SessionDriver* driver = d.driver.get();
+    d.host.agent_stream->set_kick([driver] { driver->kick(); });
+    d.host.agent->set_defer([&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); });
+    // Whatever the agent sent while nobody pumped (nothing, normally) is taken now.
+    driver->kick();
   }
 }
 
-HybridRankProcessFactory::~HybridRankProcessFactory() = default;
+HybridRankProcessFactory::~HybridRankProcessFactory() {
+  for (auto& [index, d] : remote_) {
+    // The agents end with their channels; the drivers go before the sessions they pump.
+    d.host.agent_stream->set_kick({});
+    d.host.agent.reset();
+    d.driver.reset();
+    d.host.session->pump();  // sends the close, so the agent sees EOF at once
+  }
+}
 
 std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const HostSpec& host) {
   int index = -1;
@@ -218,21 +177,12 @@ std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const Ho
       break;
     }
   }
-  auto it = drivers_.find(index);
-  if (it == drivers_.end()) {
+  auto it = remote_.find(index);
+  if (it == remote_.end()) {
     return std::make_unique<LocalRankProcess>(io_, rank, host.name, local_guard_);
   }
-  const int n = created_[index]++;
-  const auto slot = static_cast<std::size_t>(n / RemoteHostSessions::kChannelsPerSession);
-  if (slot >= it->second.size()) {
-    throw SpawnError(
-        fmt::format("rank {} on {}: no SSH session left for it ({} connected, {} "
-                    "ranks each); this is a horarun bug",
-                    rank, host.address_for_display(), it->second.size(),
-                    RemoteHostSessions::kChannelsPerSession));
-  }
-  return std::make_unique<SshRankProcess>(rank, host.address_for_display(), *it->second[slot],
-                                          horarun_path_);
+  return std::make_unique<RemoteRankProcess>(rank, host.address_for_display(), *it->second.driver,
+                                             *it->second.host.agent);
 }
 
 }  // namespace hora::cli

@@ -1,0 +1,171 @@
+#include "cli/agent/agent_link.h"
+
+#include <string.h>
+
+#include <fmt/format.h>
+
+namespace hora::cli::agent {
+
+// ---- AgentChannel ---------------------------------------------------------------------------
+
+void AgentChannel::write(std::string_view data) {
+  if (done() || stdin_closed_ || closed_ || link_->closed()) return;
+  std::string out;
+  append_chunked(out, FrameType::kStdin, id_, data);
+  link_->stream_->write(out);
+}
+
+void AgentChannel::close_stdin() {
+  if (done() || stdin_closed_ || closed_) return;
+  stdin_closed_ = true;
+  link_->send(FrameType::kStdinEof, id_, {});
+}
+
+void AgentChannel::close() {
+  if (done() || closed_) return;
+  closed_ = true;
+  link_->send(FrameType::kClose, id_, {});
+  // Like ssh::Channel::close(): the command's end is not waited for; the handler runs later,
+  // never inside this call.
+  AgentLink* link = link_;
+  std::weak_ptr<AgentChannel> self;
+  if (auto it = link->channels_.find(id_); it != link->channels_.end()) self = it->second;
+  link->forget(id_);
+  auto finish = [self] {
+    if (auto ch = self.lock()) {
+      ssh::ExitInfo info;
+      info.error = "closed by us";
+      ch->complete(info);
+    }
+  };
+  if (link->defer_) {
+    link->defer_(finish);
+  } else {
+    link->deferred_.push_back(finish);
+  }
+}
+
+void AgentChannel::complete(ssh::ExitInfo info) {
+  if (exit_) return;
+  exit_ = std::move(info);
+  if (handlers_.on_exit) handlers_.on_exit(*exit_);
+}
+
+// ---- AgentLink ------------------------------------------------------------------------------
+
+AgentLink::AgentLink(std::string host, std::unique_ptr<Stream> stream)
+    : host_(std::move(host)), stream_(std::move(stream)) {}
+
+AgentLink::~AgentLink() {
+  if (!closed()) stream_->close();
+}
+
+std::shared_ptr<AgentChannel> AgentLink::exec(const std::string& cwd,
+                                              const std::vector<std::string>& args,
+                                              AgentChannel::Handlers handlers) {
+  const std::uint32_t id = next_id_++;
+  std::shared_ptr<AgentChannel> ch(new AgentChannel(this, id, std::move(handlers)));
+  if (closed()) {
+    ssh::ExitInfo info;
+    info.error = error_;
+    auto finish = [ch, info] { ch->complete(info); };
+    if (defer_) {
+      defer_(finish);
+    } else {
+      deferred_.push_back(finish);
+    }
+    return ch;
+  }
+  channels_.emplace(id, ch);
+  send(FrameType::kOpen, id, encode_open(OpenRequest{cwd, args}));
+  return ch;
+}
+
+void AgentLink::send(FrameType type, std::uint32_t id, std::string_view payload) {
+  if (closed()) return;
+  std::string out;
+  append_frame(out, type, id, payload);
+  stream_->write(out);
+}
+
+void AgentLink::run_deferred() {
+  std::vector<std::function<void()>> now;
+  now.swap(deferred_);
+  for (auto& f : now) f();
+}
+
+void AgentLink::on_data(std::string_view data) {
+  run_deferred();
+  decoder_.feed(data);
+  while (std::optional<Frame> f = decoder_.next()) {
+    const auto it = channels_.find(f->id);
+    if (it == channels_.end()) continue;  // closed by us: what it still sends is dropped
+    std::shared_ptr<AgentChannel> ch = it->second.lock();
+    if (!ch) {
+      if (f->type == FrameType::kExit || f->type == FrameType::kFailed) channels_.erase(it);
+      continue;
+    }
+    switch (f->type) {
+      case FrameType::kStdout:
+        if (ch->handlers_.on_stdout) ch->handlers_.on_stdout(f->payload);
+        break;
+      case FrameType::kStderr:
+        if (ch->handlers_.on_stderr) ch->handlers_.on_stderr(f->payload);
+        break;
+      case FrameType::kExit: {
+        channels_.erase(f->id);
+        ssh::ExitInfo info;
+        const std::optional<ExitCode> code = decode_exit(f->payload);
+        if (!code) {
+          info.error = fmt::format("the agent on {} sent a malformed EXIT", host_);
+        } else if (code->signal != 0) {
+          const char* name = ::sigabbrev_np(static_cast<int>(code->signal));
+          info.exit_signal = name != nullptr ? name : fmt::format("{}", code->signal);
+        } else {
+          info.exit_status = static_cast<int>(code->status);
+        }
+        ch->complete(info);
+        break;
+      }
+      case FrameType::kFailed: {
+        channels_.erase(f->id);
+        ssh::ExitInfo info;
+        info.error = fmt::format("the agent on {} could not start it: {}", host_, f->payload);
+        ch->complete(info);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (!decoder_.error().empty()) {
+    const std::string why =
+        fmt::format("the agent on {} sent something that is not a frame ({}); install the same "
+                    "hora on every host",
+                    host_, decoder_.error());
+    stream_->close();
+    on_closed(why);
+  }
+}
+
+void AgentLink::on_closed(const std::string& why) {
+  run_deferred();
+  if (!closed()) error_ = why.empty() ? fmt::format("the agent on {} ended", host_) : why;
+  auto open = std::move(channels_);
+  channels_.clear();
+  for (auto& [id, weak] : open) {
+    if (auto ch = weak.lock()) {
+      ssh::ExitInfo info;
+      info.error = error_;
+      ch->complete(info);
+    }
+  }
+}
+
+void AgentLink::close() {
+  if (closed()) return;
+  stream_->close();
+  on_closed(fmt::format("the agent on {} was stopped by horarun", host_));
+}
+
+}  // namespace hora::cli::agent

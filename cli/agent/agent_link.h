@@ -1,0 +1,108 @@
+// The launcher's end of one host's agent (cli/agent/agent.h): the frames over the agent's channel,
+// and an AgentChannel per command started through it. AgentChannel behaves like an ssh::Channel
+// (same handlers, write/close_stdin/close, ExitInfo), so the discovery probes and the rank
+// processes use it the way they used exec channels — but no new channel, no new login shell.
+//
+// Transport: a Stream — the SSH exec channel the preflight left open (ssh_stream.h), or a
+// local child's pipes (srun). Threading: single-threaded; handlers run inside the transport's
+// delivery (Session::pump(), or the io_context for pipes). Nothing here blocks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/agent/frame.h"
+#include "ssh/channel.h"
+
+namespace hora::cli::agent {
+
+// What AgentLink needs from the channel that carries its frames.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // Queues bytes for the agent's stdin and makes sure they go out soon.
+  virtual void write(std::string_view data) = 0;
+  // Ends the agent: closes its stdin (and the channel). The agent stops every child.
+  virtual void close() = 0;
+};
+
+class AgentLink;
+
+// One command the agent runs (a guard, a probe).
+class AgentChannel {
+ public:
+  using Handlers = ssh::Channel::Handlers;
+
+  void write(std::string_view data);
+  void close_stdin();
+  // Closes the child's stdin/stdout/stderr now; on_exit follows with error "closed by us" unless
+  // the command had already finished.
+  void close();
+  bool done() const { return exit_.has_value(); }
+  const std::optional<ssh::ExitInfo>& exit() const { return exit_; }
+
+ private:
+  friend class AgentLink;
+  AgentChannel(AgentLink* link, std::uint32_t id, Handlers handlers)
+      : link_(link), id_(id), handlers_(std::move(handlers)) {}
+  void complete(ssh::ExitInfo info);
+
+  AgentLink* link_;
+  std::uint32_t id_;
+  Handlers handlers_;
+  bool stdin_closed_ = false;
+  bool closed_ = false;
+  std::optional<ssh::ExitInfo> exit_;
+};
+
+class AgentLink {
+ public:
+  // `host` names the host in messages ("h1 (198.18.0.11:12345)").
+  AgentLink(std::string host, std::unique_ptr<Stream> stream);
+  ~AgentLink();
+  AgentLink(const AgentLink&) = delete;
+  AgentLink& operator=(const AgentLink&) = delete;
+
+  // Starts `<horarun> ARGS...` on the host in `cwd` (empty: the agent's directory).
+  std::shared_ptr<AgentChannel> exec(const std::string& cwd, const std::vector<std::string>& args,
+                                     AgentChannel::Handlers handlers);
+
+  // From the transport: bytes the agent wrote on stdout, and the end of the channel (`why`
+  // says how; every command still running completes with it as its error).
+  void on_data(std::string_view data);
+  void on_closed(const std::string& why);
+
+  // How completions that must not run inside the caller's call (AgentChannel::close) are run
+  // later; default: at the next on_data/on_closed. The launcher posts them to its io_context.
+  void set_defer(std::function<void(std::function<void()>)> defer) { defer_ = std::move(defer); }
+
+  // Stops the agent (closes the channel).
+  void close();
+  bool closed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  const std::string& host() const { return host_; }
+  std::size_t active() const { return channels_.size(); }
+
+ private:
+  friend class AgentChannel;
+  void send(FrameType type, std::uint32_t id, std::string_view payload);
+  void forget(std::uint32_t id) { channels_.erase(id); }
+  void run_deferred();
+
+  std::string host_;
+  std::unique_ptr<Stream> stream_;
+  FrameDecoder decoder_;
+  std::uint32_t next_id_ = 1;
+  std::map<std::uint32_t, std::weak_ptr<AgentChannel>> channels_;
+  std::function<void(std::function<void()>)> defer_;
+  std::vector<std::function<void()>> deferred_;
+  std::string error_;
+};
+
+}  // namespace hora::cli::agent

@@ -1,0 +1,86 @@
+// The agent protocol's frames (docs/agent.md): what horarun and `horarun --agent` send each other
+// over the agent's one channel (an SSH exec channel's stdin/stdout, or srun's pipes) once the agent
+// printed "HORA-AGENT ready". Every frame is
+//
+//     u8 type | u32 id | u32 length | payload (length bytes)        integers big-endian
+//
+// `id` names one child of the agent (chosen by the launcher, unique per link). Frames of
+// different children interleave; frames of one child keep their order. Socket- and process-free,
+// so the decoder can be fuzzed (fuzz/agent_frame.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hora::cli::agent {
+
+enum class FrameType : std::uint8_t {
+  // launcher -> agent
+  kOpen = 0x01,      // start a child: payload = cwd NUL arg1 NUL arg2 ... (args of this binary)
+  kStdin = 0x02,     // bytes for the child's stdin
+  kStdinEof = 0x03,  // close the child's stdin once everything before it is written
+  kClose = 0x04,     // close the child's stdin, stdout and stderr now (a guard stops its rank)
+  // agent -> launcher
+  kStdout = 0x11,  // the child's stdout bytes
+  kStderr = 0x12,  // the child's stderr bytes
+  kExit = 0x13,    // the child ended: payload = u32 exit status | u32 signal (0 when none)
+  kFailed = 0x14,  // the child could not be started: payload = the reason (text)
+};
+
+inline constexpr std::size_t kHeaderBytes = 9;
+// The largest payload either side sends or accepts; writers split stdin/stdout into chunks.
+inline constexpr std::size_t kMaxPayload = 1u << 20;
+inline constexpr std::size_t kChunk = 64u << 10;
+
+struct Frame {
+  FrameType type = FrameType::kStdin;
+  std::uint32_t id = 0;
+  std::string payload;
+};
+
+// Appends one frame to `out`. `payload` must be at most kMaxPayload bytes.
+void append_frame(std::string& out, FrameType type, std::uint32_t id, std::string_view payload);
+// Appends `data` as as many frames of at most kChunk bytes as needed (none for empty data).
+void append_chunked(std::string& out, FrameType type, std::uint32_t id, std::string_view data);
+
+// Splits a byte stream into frames. feed() takes whatever arrived; next() returns complete
+// frames in order. A frame of an unknown type or an oversized length makes error() non-empty,
+// and the stream is unusable from there on (a peer that speaks something else).
+class FrameDecoder {
+ public:
+  void feed(std::string_view data);
+  std::optional<Frame> next();
+  const std::string& error() const { return error_; }
+  // Bytes received but not yet returned as a frame.
+  std::size_t buffered() const { return buffer_.size() - start_; }
+
+ private:
+  std::string buffer_;
+  std::size_t start_ = 0;
+  std::string error_;
+};
+
+bool known_type(std::uint8_t type);
+const char* type_name(FrameType type);
+
+// kOpen's payload.
+struct OpenRequest {
+  std::string cwd;  // empty: the agent's own
+  std::vector<std::string> args;
+};
+std::string encode_open(const OpenRequest& request);
+// nullopt when the payload holds no argument or an empty one.
+std::optional<OpenRequest> decode_open(std::string_view payload);
+
+// kExit's payload.
+struct ExitCode {
+  std::uint32_t status = 0;
+  std::uint32_t signal = 0;
+};
+std::string encode_exit(ExitCode code);
+std::optional<ExitCode> decode_exit(std::string_view payload);
+
+}  // namespace hora::cli::agent

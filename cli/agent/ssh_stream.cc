@@ -1,0 +1,53 @@
+#include "cli/agent/ssh_stream.h"
+
+#include "cli/output/log.h"
+
+namespace hora::cli::agent {
+
+SshStream::~SshStream() {
+  // The link that the handlers point at is going away with this stream.
+  channel_->set_handlers({});
+  if (!channel_->done()) channel_->close();
+  if (kick_) kick_();
+}
+
+void SshStream::write(std::string_view data) {
+  channel_->write(data);
+  if (kick_) kick_();
+}
+
+void SshStream::close() {
+  channel_->close();
+  if (kick_) kick_();
+}
+
+std::unique_ptr<AgentLink> link_over_ssh(const std::string& host,
+                                         std::shared_ptr<ssh::Channel> channel,
+                                         const std::string& rest, SshStream** stream) {
+  auto s = std::make_unique<SshStream>(channel);
+  if (stream != nullptr) *stream = s.get();
+  auto link = std::make_unique<AgentLink>(host, std::move(s));
+  AgentLink* l = link.get();
+  ssh::Channel::Handlers h;
+  h.on_stdout = [l](std::string_view d) { l->on_data(d); };
+  // The agent writes to its stderr only about itself (a protocol error, a failed poll).
+  auto err_line = std::make_shared<std::string>();
+  h.on_stderr = [l, err_line](std::string_view d) {
+    err_line->append(d);
+    for (std::size_t nl; (nl = err_line->find('\n')) != std::string::npos;) {
+      launcher_log()->warn("{}: {}", l->host(), err_line->substr(0, nl));
+      err_line->erase(0, nl + 1);
+    }
+  };
+  h.on_exit = [l](const ssh::ExitInfo& e) {
+    l->on_closed(e.error.empty()
+                     ? "the agent on " + l->host() + " ended (" + e.describe() + ")"
+                     : "the connection to the agent on " + l->host() + " ended: " + e.error);
+  };
+  channel->set_handlers(std::move(h));
+  if (!rest.empty()) l->on_data(rest);
+  if (channel->done()) l->on_closed("the agent on " + host + " ended before it was used");
+  return link;
+}
+
+}  // namespace hora::cli::agent

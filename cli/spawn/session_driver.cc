@@ -1,0 +1,45 @@
+#include "cli/spawn/session_driver.h"
+
+#include <boost/asio/post.hpp>
+
+namespace hora::cli {
+
+namespace asio = boost::asio;
+
+SessionDriver::SessionDriver(asio::io_context& io, ssh::Session& session)
+    : io_(io), session_(session), sd_(io, session_.fd()) {}
+
+SessionDriver::~SessionDriver() {
+  *alive_ = false;
+  boost::system::error_code ignored;
+  sd_.cancel(ignored);
+  sd_.release();  // the session owns and closes the socket
+}
+
+void SessionDriver::kick() {
+  session_.pump();
+  const ssh::Session::Interest want = session_.interest();
+  std::weak_ptr<bool> alive = alive_;
+  if (want.again && !posted_) {
+    posted_ = true;
+    asio::post(io_, [this, alive] {
+      if (alive.expired()) return;
+      posted_ = false;
+      kick();
+    });
+  }
+  // One wait per direction at a time; its completion pumps again.
+  auto arm = [&](bool& armed, asio::posix::stream_descriptor::wait_type what) {
+    if (armed) return;
+    armed = true;
+    sd_.async_wait(what, [this, alive, &armed](const boost::system::error_code& ec) {
+      if (alive.expired()) return;
+      armed = false;
+      if (!ec) kick();
+    });
+  };
+  if (want.read) arm(read_armed_, asio::posix::stream_descriptor::wait_read);
+  if (want.write) arm(write_armed_, asio::posix::stream_descriptor::wait_write);
+}
+
+}  // namespace hora::cli
