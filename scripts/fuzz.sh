@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HARNESSES=(wire host_list guard_request ssh_config known_hosts)
+HARNESSES=(wire host_list guard_request ssh_config known_hosts agent_frame)
 BUILD="${FUZZ_BUILD_DIR:-build-fuzz}"
 TIMEOUT="${FUZZ_TIMEOUT:-10}"
 RSS_MB="${FUZZ_RSS_MB:-2048}"

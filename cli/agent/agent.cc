@@ -100,11 +100,14 @@ void Agent::open_child(std::uint32_t id, const std::string& payload) {
     return failed(id, fmt::format("'{}' is not a mode the agent starts", req->args.front()));
   }
   int p_in[2], p_out[2], p_err[2];
-  if (::pipe2(p_in, O_CLOEXEC) != 0) return failed(id, fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(p_in, O_CLOEXEC) != 0)
+    return failed(id, fmt::format("pipe: {}", std::strerror(errno)));
   UniqueFd in_r(p_in[0]), in_w(p_in[1]);
-  if (::pipe2(p_out, O_CLOEXEC) != 0) return failed(id, fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(p_out, O_CLOEXEC) != 0)
+    return failed(id, fmt::format("pipe: {}", std::strerror(errno)));
   UniqueFd out_r(p_out[0]), out_w(p_out[1]);
-  if (::pipe2(p_err, O_CLOEXEC) != 0) return failed(id, fmt::format("pipe: {}", std::strerror(errno)));
+  if (::pipe2(p_err, O_CLOEXEC) != 0)
+    return failed(id, fmt::format("pipe: {}", std::strerror(errno)));
   UniqueFd err_r(p_err[0]), err_w(p_err[1]);
 
   std::vector<std::string> args;
@@ -175,8 +178,7 @@ void Agent::handle(const Frame& f) {
       c.out.reset();
       c.err.reset();
       break;
-    default:
-      break;  // agent -> launcher types are ignored when they come the other way
+    default: break;  // agent -> launcher types are ignored when they come the other way
   }
 }
 
@@ -192,8 +194,8 @@ void Agent::read_launcher() {
   decoder_.feed(std::string_view(buf, static_cast<std::size_t>(n)));
   while (std::optional<Frame> f = decoder_.next()) handle(*f);
   if (!decoder_.error().empty()) {
-    const std::string why = fmt::format("horarun --agent: protocol error from the launcher: {}\n",
-                                        decoder_.error());
+    const std::string why =
+        fmt::format("horarun --agent: protocol error from the launcher: {}\n", decoder_.error());
     write_all_blocking(2, why);
     rc_ = 2;
     input_open_ = false;
@@ -370,8 +372,10 @@ int Agent::run() {
       if (ev == 0) continue;
       const auto it = children_.find(who[i].first);
       if (it == children_.end()) continue;
-      if (who[i].second == 0) write_child(it->second);
-      else read_child(it->first, it->second, who[i].second == 2);
+      if (who[i].second == 0)
+        write_child(it->second);
+      else
+        read_child(it->first, it->second, who[i].second == 2);
     }
     reap();
     finish_children();

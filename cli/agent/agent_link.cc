@@ -13,6 +13,7 @@ void AgentChannel::write(std::string_view data) {
   std::string out;
   append_chunked(out, FrameType::kStdin, id_, data);
   link_->stream_->write(out);
+  link_->stream_->kick();
 }
 
 void AgentChannel::close_stdin() {
@@ -86,6 +87,7 @@ void AgentLink::send(FrameType type, std::uint32_t id, std::string_view payload)
   std::string out;
   append_frame(out, type, id, payload);
   stream_->write(out);
+  stream_->kick();
 }
 
 void AgentLink::run_deferred() {
@@ -134,15 +136,14 @@ void AgentLink::on_data(std::string_view data) {
         ch->complete(info);
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
   if (!decoder_.error().empty()) {
-    const std::string why =
-        fmt::format("the agent on {} sent something that is not a frame ({}); install the same "
-                    "hora on every host",
-                    host_, decoder_.error());
+    const std::string why = fmt::format(
+        "the agent on {} sent something that is not a frame ({}); install the same "
+        "hora on every host",
+        host_, decoder_.error());
     stream_->close();
     on_closed(why);
   }
@@ -165,6 +166,7 @@ void AgentLink::on_closed(const std::string& why) {
 void AgentLink::close() {
   if (closed()) return;
   stream_->close();
+  stream_->kick();
   on_closed(fmt::format("the agent on {} was stopped by horarun", host_));
 }
 

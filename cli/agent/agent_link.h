@@ -4,8 +4,9 @@
 // processes use it the way they used exec channels — but no new channel, no new login shell.
 //
 // Transport: a Stream — the SSH exec channel the preflight left open (ssh_stream.h), or a
-// local child's pipes (srun). Threading: single-threaded; handlers run inside the transport's
-// delivery (Session::pump(), or the io_context for pipes). Nothing here blocks.
+// local child's socket (pipe_stream.h: srun, or the agent run locally). Threading: single-threaded;
+// handlers run inside the transport's delivery (Session::pump(), or the io_context for pipes).
+// Nothing here blocks.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +23,34 @@
 
 namespace hora::cli::agent {
 
-// What AgentLink needs from the channel that carries its frames.
+// What AgentLink needs from the channel that carries its frames, and what an event loop needs to
+// drive it: wait on fd() for interest(), then call pump(), which delivers what arrived to the
+// link (on_data/on_closed) and sends what is queued. Writers call kick() afterwards so the owner's
+// loop (discovery's poll, the supervisor's StreamDriver) notices new output.
 class Stream {
  public:
+  struct Interest {
+    bool read = false;
+    bool write = false;
+    bool again = false;  // pump() stopped early: call it again without waiting
+  };
+
   virtual ~Stream() = default;
-  // Queues bytes for the agent's stdin and makes sure they go out soon.
+  // Queues bytes for the agent's stdin.
   virtual void write(std::string_view data) = 0;
   // Ends the agent: closes its stdin (and the channel). The agent stops every child.
   virtual void close() = 0;
+  virtual int fd() const = 0;
+  virtual Interest interest() const = 0;
+  virtual void pump() = 0;
+
+  void set_kick(std::function<void()> kick) { kick_ = std::move(kick); }
+  void kick() {
+    if (kick_) kick_();
+  }
+
+ private:
+  std::function<void()> kick_;
 };
 
 class AgentLink;
@@ -87,6 +108,7 @@ class AgentLink {
   bool closed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   const std::string& host() const { return host_; }
+  Stream& stream() { return *stream_; }
   std::size_t active() const { return channels_.size(); }
 
  private:

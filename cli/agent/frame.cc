@@ -13,7 +13,9 @@ void put_u32(std::string& out, std::uint32_t v) {
 }
 
 std::uint32_t get_u32(std::string_view in) {
-  auto b = [&](std::size_t i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(in[i])); };
+  auto b = [&](std::size_t i) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(in[i]));
+  };
   return b(0) << 24 | b(1) << 16 | b(2) << 8 | b(3);
 }
 
@@ -28,8 +30,7 @@ bool known_type(std::uint8_t type) {
     case FrameType::kStdout:
     case FrameType::kStderr:
     case FrameType::kExit:
-    case FrameType::kFailed:
-      return true;
+    case FrameType::kFailed: return true;
   }
   return false;
 }

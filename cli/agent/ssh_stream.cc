@@ -8,24 +8,18 @@ SshStream::~SshStream() {
   // The link that the handlers point at is going away with this stream.
   channel_->set_handlers({});
   if (!channel_->done()) channel_->close();
-  if (kick_) kick_();
+  session_.pump();  // sends the close, so the agent sees EOF at once
 }
 
-void SshStream::write(std::string_view data) {
-  channel_->write(data);
-  if (kick_) kick_();
+Stream::Interest SshStream::interest() const {
+  const ssh::Session::Interest in = session_.interest();
+  return Interest{in.read, in.write, in.again};
 }
 
-void SshStream::close() {
-  channel_->close();
-  if (kick_) kick_();
-}
-
-std::unique_ptr<AgentLink> link_over_ssh(const std::string& host,
+std::unique_ptr<AgentLink> link_over_ssh(const std::string& host, ssh::Session& session,
                                          std::shared_ptr<ssh::Channel> channel,
-                                         const std::string& rest, SshStream** stream) {
-  auto s = std::make_unique<SshStream>(channel);
-  if (stream != nullptr) *stream = s.get();
+                                         const std::string& rest) {
+  auto s = std::make_unique<SshStream>(session, channel);
   auto link = std::make_unique<AgentLink>(host, std::move(s));
   AgentLink* l = link.get();
   ssh::Channel::Handlers h;

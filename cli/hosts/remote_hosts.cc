@@ -185,8 +185,8 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalH
     host.host_address = r.session ? strip_port(r.session->remote_endpoint()) : target.hostname;
     host.probe_output = std::move(probe_output);
     host.session = std::move(r.session);
-    host.agent = agent::link_over_ssh(target.describe(), std::move(r.started), r.started_rest,
-                                      &host.agent_stream);
+    host.agent = agent::link_over_ssh(target.describe(), *host.session, std::move(r.started),
+                                      r.started_rest);
   }
   if (!problems.empty()) {
     // Started agents end with their channels when `plan` goes away.

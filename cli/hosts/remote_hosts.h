@@ -57,7 +57,6 @@ struct RemoteHost {
   // command of the job on this host — probes, guards — goes through the agent.
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<agent::AgentLink> agent;
-  agent::SshStream* agent_stream = nullptr;  // owned by `agent`; for set_kick()
 };
 
 struct RemotePlan {

@@ -92,16 +92,16 @@ Probe* start(agent::AgentLink& agent, const std::vector<std::string>& args,
   return p;
 }
 
-// One pass over every remote session (this machine's entry has none).
+// One pass over every remote host's agent stream (this machine's entry has none).
 void pump_all(const std::vector<DiscoveryTarget>& hosts) {
   for (const auto& h : hosts) {
-    if (h.session != nullptr) h.session->pump();
+    if (h.agent != nullptr) h.agent->stream().pump();
   }
 }
 
-// Pumps every remote session until done() or the deadline; false on timeout. Waits on all the
-// sessions' sockets at once, so the hosts' probes run in parallel. `local_busy` says whether an
-// in-process probe may finish meanwhile (it cannot wake poll(), so poll wakes every 10 ms then).
+// Pumps every remote agent stream until done() or the deadline; false on timeout. Waits on all
+// the streams' descriptors at once, so the hosts' probes run in parallel. `local_busy` says whether
+// an in-process probe may finish meanwhile (it cannot wake poll(), so poll wakes every 10 ms then).
 bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_point deadline,
                 const std::function<bool()>& done, bool local_busy = false) {
   pump_all(hosts);
@@ -111,13 +111,13 @@ bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_poin
     std::vector<pollfd> fds;
     bool again = false;
     for (const auto& h : hosts) {
-      if (h.session == nullptr) continue;
-      const auto in = h.session->interest();
+      if (h.agent == nullptr) continue;
+      const auto in = h.agent->stream().interest();
       again = again || in.again;
       short ev = 0;
       if (in.read) ev |= POLLIN;
       if (in.write) ev |= POLLOUT;
-      fds.push_back(pollfd{h.session->fd(), ev, 0});
+      fds.push_back(pollfd{h.agent->stream().fd(), ev, 0});
     }
     // Rounded up so the wait never ends before the deadline it aims at.
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();

@@ -1,16 +1,15 @@
 // Automatic interface discovery (docs/network.md, "How interfaces are chosen"; the probe
-// protocol is in cli/network/probe.h). Runs over the SSH sessions the preflight left open
-// (remote_hosts.h), before any rank starts; this machine, when it is one of the hosts, takes part
-// in-process (ProbeListener on a thread, probe_connect() on another):
-// Remote probes are children of the host's agent (cli/agent/), so they cost no SSH exec and no
-// login shell:
+// protocol is in cli/network/probe.h). Runs through the agents the preflight started
+// (remote_hosts.h), before any rank starts: remote probes are children of the host's agent
+// (cli/agent/), so they cost no SSH exec and no login shell. This machine, when it is one of the
+// hosts, takes part in-process (ProbeListener on a thread, probe_connect() on another):
 //   1. on every host at once: `<horarun> --probe-listen TOKEN_i` (TOKEN_i random, distinct per
 //      host), stdin kept open, stdout read until "ready";
 //   2. on every host at once: `<horarun> --probe-connect <every other host's endpoints>`, read
 //      until the command ends;
 //   3. the listeners' stdin is closed; they exit 0.
 // One deadline bounds the whole sequence. Threading: runs on the caller's thread, driving every
-// session with one poll() loop (no other thread may use the sessions meanwhile); the local
+// agent's stream with one poll() loop (no other thread may use them meanwhile); the local
 // probes' threads are joined before it returns or throws.
 #pragma once
 
@@ -26,9 +25,8 @@ namespace hora::cli {
 
 struct DiscoveryTarget {
   std::string name;  // the host as in -H (error messages, reachability table)
-  // A connected session to that host, not used by anyone else now, and the agent running on
-  // it (remote_hosts.h); both nullptr: the host is this machine and its probes run in-process.
-  ssh::Session* session = nullptr;
+  // The agent running on that host (remote_hosts.h), not used by anyone else now; nullptr: the
+  // host is this machine and its probes run in-process.
   agent::AgentLink* agent = nullptr;
 };
 

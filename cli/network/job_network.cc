@@ -49,7 +49,6 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
       const auto it = plan.hosts.find(static_cast<int>(i));
       DiscoveryTarget t{net.probed[i].host};
       if (it != plan.hosts.end()) {
-        t.session = it->second.session.get();
         t.agent = it->second.agent.get();
       }
       targets.push_back(std::move(t));

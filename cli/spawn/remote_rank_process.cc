@@ -54,7 +54,7 @@ ExitStatus exit_status_from(const ssh::ExitInfo& info) {
 
 // ---- RemoteRankProcess ---------------------------------------------------------------------
 
-RemoteRankProcess::RemoteRankProcess(int rank, std::string host, SessionDriver& driver,
+RemoteRankProcess::RemoteRankProcess(int rank, std::string host, StreamDriver& driver,
                                      agent::AgentLink& agent)
     : rank_(rank), host_(std::move(host)), driver_(driver), agent_(agent) {}
 
@@ -150,22 +150,18 @@ HybridRankProcessFactory::HybridRankProcessFactory(asio::io_context& io,
   for (auto& [index, host] : remote) {
     Driven& d = remote_[index];
     d.host = std::move(host);
-    d.driver = std::make_unique<SessionDriver>(io_, *d.host.session);
-    SessionDriver* driver = d.driver.get();
-    d.host.agent_stream->set_kick([driver] { driver->kick(); });
+    d.driver = std::make_unique<StreamDriver>(io_, d.host.agent->stream());
     d.host.agent->set_defer([&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); });
     // Whatever the agent sent while nobody pumped (nothing, normally) is taken now.
-    driver->kick();
+    d.driver->kick();
   }
 }
 
 HybridRankProcessFactory::~HybridRankProcessFactory() {
   for (auto& [index, d] : remote_) {
-    // The agents end with their channels; the drivers go before the sessions they pump.
-    d.host.agent_stream->set_kick({});
-    d.host.agent.reset();
+    // The drivers go before the streams they drive; the agents end with their channels.
     d.driver.reset();
-    d.host.session->pump();  // sends the close, so the agent sees EOF at once
+    d.host.agent.reset();
   }
 }
 

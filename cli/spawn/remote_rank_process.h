@@ -9,8 +9,8 @@
 // connection lost, horarun or the agent killed) makes the guard stop it too. The guard exits with
 // its rank's status or re-raises its rank's signal, which the agent reports in its EXIT frame.
 //
-// Threading: every host's Session is driven from the supervisor's io_context by one
-// SessionDriver; the agent's handlers therefore run on the io_context thread, as RankProcess
+// Threading: every host's agent stream is driven from the supervisor's io_context by one
+// StreamDriver; the agent's handlers therefore run on the io_context thread, as RankProcess
 // requires. Nothing here is thread-safe; nothing needs to be.
 //
 // Ownership: HybridRankProcessFactory owns the remote hosts (sessions and agents) and the
@@ -31,7 +31,7 @@
 #include "cli/agent/agent_link.h"
 #include "cli/hosts/remote_hosts.h"
 #include "cli/spawn/rank_process.h"
-#include "cli/spawn/session_driver.h"
+#include "cli/spawn/stream_driver.h"
 #include "ssh/session.h"
 
 namespace hora::cli {
@@ -46,7 +46,7 @@ class RemoteRankProcess : public RankProcess {
   // After kill(), how long the agent may take to answer before the rank is reported lost.
   static constexpr std::chrono::milliseconds kKillAnswerTimeout{2000};
 
-  RemoteRankProcess(int rank, std::string host, SessionDriver& driver, agent::AgentLink& agent);
+  RemoteRankProcess(int rank, std::string host, StreamDriver& driver, agent::AgentLink& agent);
   ~RemoteRankProcess() override;
 
   void start(const GuardRequest& request, Events events) override;
@@ -63,7 +63,7 @@ class RemoteRankProcess : public RankProcess {
 
   int rank_;
   std::string host_;
-  SessionDriver& driver_;
+  StreamDriver& driver_;
   agent::AgentLink& agent_;
   Events events_;
   std::shared_ptr<agent::AgentChannel> channel_;
@@ -89,7 +89,7 @@ class HybridRankProcessFactory : public RankProcessFactory {
  private:
   struct Driven {
     RemoteHost host;
-    std::unique_ptr<SessionDriver> driver;
+    std::unique_ptr<StreamDriver> driver;
   };
   boost::asio::io_context& io_;
   std::vector<HostSpec> hosts_;

@@ -1,4 +1,4 @@
-#include "cli/spawn/session_driver.h"
+#include "cli/spawn/stream_driver.h"
 
 #include <boost/asio/post.hpp>
 
@@ -6,19 +6,22 @@ namespace hora::cli {
 
 namespace asio = boost::asio;
 
-SessionDriver::SessionDriver(asio::io_context& io, ssh::Session& session)
-    : io_(io), session_(session), sd_(io, session_.fd()) {}
-
-SessionDriver::~SessionDriver() {
-  *alive_ = false;
-  boost::system::error_code ignored;
-  sd_.cancel(ignored);
-  sd_.release();  // the session owns and closes the socket
+StreamDriver::StreamDriver(asio::io_context& io, agent::Stream& stream)
+    : io_(io), stream_(stream), sd_(io, stream_.fd()) {
+  stream_.set_kick([this] { kick(); });
 }
 
-void SessionDriver::kick() {
-  session_.pump();
-  const ssh::Session::Interest want = session_.interest();
+StreamDriver::~StreamDriver() {
+  *alive_ = false;
+  stream_.set_kick({});
+  boost::system::error_code ignored;
+  sd_.cancel(ignored);
+  sd_.release();  // the stream owns and closes its descriptor
+}
+
+void StreamDriver::kick() {
+  stream_.pump();
+  const agent::Stream::Interest want = stream_.interest();
   std::weak_ptr<bool> alive = alive_;
   if (want.again && !posted_) {
     posted_ = true;

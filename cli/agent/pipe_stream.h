@@ -1,0 +1,68 @@
+// An agent's channel to a local child process: the child's stdin and stdout are one end of a
+// socketpair, its stderr is horarun's. The child is `srun ... horarun --agent` under Slurm (one
+// per node), or `horarun --agent` itself in tests. start() runs the child and reads up to the
+// agent's ready line, like the SSH preflight does; link() then hands the socket to an AgentLink.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/agent/agent_link.h"
+#include "common/unique_fd.h"
+
+namespace hora::cli::agent {
+
+class PipeStream : public Stream {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What start() read before the ready line (the agent's interface report, after any lines a
+  // wrapper such as srun printed), and whether the line came.
+  struct Started {
+    bool ready = false;
+    std::string before;   // stdout before the ready line
+    std::string failure;  // when not ready: how the child ended or why it could not start
+  };
+
+  // Runs `argv` (argv[0] looked up in PATH) and reads its stdout up to kReadyLine or the
+  // deadline. Never throws for the child's failure: it goes in Started::failure.
+  PipeStream(std::vector<std::string> argv);
+  ~PipeStream() override;
+  Started start(Clock::time_point deadline);
+
+  void write(std::string_view data) override;
+  void close() override;
+  int fd() const override { return socket_.get(); }
+  Interest interest() const override;
+  void pump() override;
+
+  // Where pump() delivers the agent's bytes; set by link().
+  void attach(AgentLink* link) { link_ = link; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  void ended(const std::string& why);
+  std::string reap_description();
+
+  std::vector<std::string> argv_;
+  UniqueFd socket_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int wstatus_ = 0;
+  std::string out_;   // not yet written
+  std::string rest_;  // read past the ready line, delivered at the first pump()
+  bool closed_ = false;
+  bool eof_ = false;
+  AgentLink* link_ = nullptr;
+};
+
+// An AgentLink over `stream`, which start() brought to the ready line; `host` names it in
+// messages.
+std::unique_ptr<AgentLink> link_over_pipe(const std::string& host,
+                                          std::unique_ptr<PipeStream> stream);
+
+}  // namespace hora::cli::agent
