@@ -80,6 +80,9 @@ std::optional<GuardRequest> GuardRequest::decode(std::string_view data, std::siz
       return std::nullopt;
     }
     std::string_view line = data.substr(pos, eol - pos);
+    // The same bound whether or not the line is complete yet, so a stream that arrives in
+    // pieces is judged like one that arrives whole (found by fuzz/guard_request_fuzz).
+    if (line.size() > 64) throw GuardProtocolError("a record header is longer than 64 bytes");
     const std::size_t space = line.find(' ');
     if (space == std::string_view::npos) {
       throw GuardProtocolError(fmt::format("malformed record header '{}'", line.substr(0, 64)));

@@ -143,10 +143,11 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   for (const auto& [name, value] : facts.forwarded) put(env, name, value);
   // The launcher's own variables last, for names nothing above set (a std::set would reorder).
   const std::size_t own = env.size();
-  for (const auto& [name, value] : facts.inherited) {
+  for (const auto& var : facts.inherited) {
     const auto end = env.begin() + static_cast<std::ptrdiff_t>(own);
-    if (std::none_of(env.begin(), end, [&](const auto& kv) { return kv.first == name; })) {
-      env.emplace_back(name, value);
+    // (No structured binding here: clang 14 cannot capture one in a lambda.)
+    if (std::none_of(env.begin(), end, [&](const auto& kv) { return kv.first == var.first; })) {
+      env.emplace_back(var.first, var.second);
     }
   }
   return env;
