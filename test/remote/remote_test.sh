@@ -69,6 +69,34 @@ case_two_hosts() {
   ok "2 hosts x 2 slots: every collective checked, ranks placed on their hosts"
 }
 
+# exec_channels HOST: how many SSH exec channels (each one a login shell) HOST's sshd started.
+exec_channels() { grep -c "Starting session: command" "$STATE/$1/sshd.log"; }
+
+case_one_channel_per_host() {
+  up 3
+  # Each rank prints its guard's parent's command line: the host's agent, not sshd.
+  cat >"$WORK/lineage.sh" <<'SH'
+#!/bin/sh
+guard_parent=$(awk '{print $4}' /proc/$PPID/stat)
+echo "lineage $HORA_RANK $(tr '\0' ' ' </proc/$guard_parent/cmdline)"
+SH
+  chmod +x "$WORK/lineage.sh"
+  # Three hosts x 2 ranks, discovery on (no --network-interfaces): preflight, the listen and
+  # connect probes and all six guards, yet one exec channel (one login shell) per host.
+  run 240 --ssh-config "$CONFIG" -np 6 -H h1:2,h2:2,h3:2 "$WORK/lineage.sh"
+  [ "$rc" -eq 0 ] || fail "the job failed (rc $rc): $(tail -5 err)"
+  local h r
+  for h in h1 h2 h3; do
+    [ "$(exec_channels "$h")" -eq 1 ] ||
+      fail "$h: $(exec_channels "$h") SSH exec channels for one job, expected 1"
+  done
+  for r in 0 1 2 3 4 5; do
+    grep -q "^\[$r\]<stdout>:lineage $r .*horarun --agent $" out || fail "rank $r: its guard is not the agent's child: $(grep "lineage $r" out)"
+  done
+  wait_for 10 no_rank_processes || fail "processes left after the job: $(rank_processes)"
+  ok "one SSH exec channel per host for preflight, discovery and 6 ranks; guards are the agent's children"
+}
+
 case_three_hosts() {
   up 3
   run 280 --ssh-config "$CONFIG" -np 6 -H h1:2,h2:2,h3:2 "$COLLECTIVES"
