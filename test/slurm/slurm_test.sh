@@ -171,6 +171,46 @@ case_scancel() {
   ok "scancel of a running srun and of a batch job leaves no process on any node"
 }
 
+case_testslurm_script() {
+  up 2
+  local conf=$SLURM_CONF dir=$SLURMDIR pids pids_again
+  daemon_pids() { cat "$dir/munge/munged.pid" "$dir/ctld/slurmctld.pid" "$dir"/h*/slurmd.pid | tr '\n' ' '; }
+  pids=$(daemon_pids)
+  [ "$(wc -w <<<"$pids")" -eq 4 ] || fail "expected 4 daemons (munged, slurmctld, 2 slurmd): $pids"
+  slurm 30 "$TESTSLURM" status --index "$INDEX"
+  [ $rc -eq 0 ] || fail "status of an idle cluster: rc=$rc"
+  [ "$(grep -c ' idle ' out)" -eq 2 ] || fail "status does not show 2 idle nodes"
+  # Idempotent: the same `up` again keeps every daemon.
+  slurm 60 "$TESTSLURM" up --index "$INDEX" --hosts 2
+  [ $rc -eq 0 ] || fail "second up: rc=$rc"
+  grep -qx "SLURM_CONF=$conf" out || fail "second up printed another SLURM_CONF"
+  [ "$(daemon_pids)" = "$pids" ] || fail "second up restarted daemons: $pids -> $(daemon_pids)"
+  # A node running a job is not idle: status says so.
+  timeout -s KILL 60 srun -N1 -w h2 sleep 300 >/dev/null 2>&1 &
+  BACKGROUND+=($!)
+  wait_for 30 count_sleepers 1 || fail "the sleep did not start"
+  slurm 30 "$TESTSLURM" status --index "$INDEX"
+  [ $rc -eq 1 ] || fail "status with an allocated node: rc=$rc"
+  grep -Eq "^h2 .* (mixed|allocated) " out || fail "status does not show h2 in use (mixed or allocated)"
+  timeout 10 scancel -w h2 || fail "scancel -w h2"
+  wait_for 30 no_job_processes || fail "the sleep survived scancel"
+  # Another host count rewrites slurm.conf and restarts Slurm with a fresh state; job ids start
+  # again at 1 and must not meet a spool that remembers the old job 1.
+  slurm 60 "$TESTSLURM" up --index "$INDEX" --hosts 3
+  [ $rc -eq 0 ] || { cat err >&2; fail "up --hosts 3: rc=$rc"; }
+  slurm 60 srun -N3 hostname
+  [ $rc -eq 0 ] && [ "$(sort out | tr '\n' ' ')" = "h1 h2 h3 " ] || fail "srun -N3 after growing: rc=$rc"
+  slurm 60 "$TESTSLURM" down --index "$INDEX"
+  [ $rc -eq 0 ] || fail "down: rc=$rc"
+  local k=$INDEX; INDEX=""
+  ! ip netns list | grep -q "^hora$k-" || fail "namespaces left: $(ip netns list | grep "^hora$k-")"
+  [ ! -e "$dir" ] && [ ! -e "$(dirname "$dir")" ] || fail "state dir left"
+  ! ls -d /etc/netns/hora"$k"-* >/dev/null 2>&1 || fail "/etc/netns entries left"
+  for pid in $pids; do wait_for 10 gone_or_zombie "$pid" || fail "daemon $pid still runs"; done
+  ok "testslurm.sh: idempotent up, status of idle and allocated nodes, growing, down leaves nothing"
+}
+gone_or_zombie() { gone "$1" || [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+
 # ---------------------------------------------------------------- horarun through srun
 # The cases that run horarun inside an allocation (`horarun --launcher slurm`, one agent per node
 # started with srun) come here once `horarun --agent` lands, one function each and one row in
