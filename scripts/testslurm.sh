@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A real Slurm cluster on the test hosts of scripts/testhosts.sh, for hora's Slurm tests (issue 13).
 #
-# usage: scripts/testslurm.sh up     [--hosts N] [--cpus C] [--index K|auto]
+# usage: scripts/testslurm.sh up     [--hosts N] [--cpus C] [--second-network] [--index K|auto]
 #        scripts/testslurm.sh down   [--index K]
 #        scripts/testslurm.sh status [--index K]
 #
-# `up` calls `scripts/testhosts.sh up --hosts N --index K|auto` (namespaces hora<K>-h1..hN on
-# 198.18.K.0/24, sshd on each; see its header) and starts, with Debian's slurm-wlm 22.05 and
+# `up` calls `scripts/testhosts.sh up --hosts N [--second-network] --index K|auto` (namespaces
+# hora<K>-h1..hN on 198.18.K.0/24, sshd on each; see its header: every host it lists, the extra
+# host of --second-network too, becomes a node) and starts, with Debian's slurm-wlm 22.05 and
 # munge (scripts/setup.sh installs them):
 #
 #   munged       one for the cluster, in h1's namespace, with its own key and socket
@@ -73,6 +74,7 @@ cmd="${1:-}"
 [ -n "$cmd" ] || { usage >&2; exit 2; }
 shift
 hosts=""
+second=0
 cpus=4
 index="${HORA_TESTHOSTS_INDEX:-0}"
 while [ $# -gt 0 ]; do
@@ -81,6 +83,7 @@ while [ $# -gt 0 ]; do
     --hosts=*) hosts="${1#*=}"; shift ;;
     --cpus) cpus="${2:?--cpus needs a number}"; shift 2 ;;
     --cpus=*) cpus="${1#*=}"; shift ;;
+    --second-network) second=1; shift ;;
     --index) index="${2:?--index needs a number or auto}"; shift 2 ;;
     --index=*) index="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -333,6 +336,8 @@ do_down() {
 
 do_status() {
   local states bad=0 node state
+  # Without its file sinfo would retry reading it for 60 s.
+  [ -f "$SLURM_CONF" ] || { echo "index $K: test hosts but no Slurm cluster (run: scripts/testslurm.sh up --index $K)"; return 1; }
   timeout 15 sinfo -N -o '%N %P %T %c %E' || { echo "index $K: sinfo failed (is slurmctld up? scripts/testslurm.sh up --index $K)"; return 1; }
   states="$(node_states)"
   for node in "${NODES[@]}"; do
@@ -349,6 +354,7 @@ case "$cmd" in
     if [ "$index" != auto ] && "$TESTHOSTS" env --index "$index" >/dev/null 2>&1; then fresh=0; fi
     args=(up --index "$index")
     [ -z "$hosts" ] || args+=(--hosts "$hosts")
+    [ "$second" -eq 0 ] || args+=(--second-network)
     vars="$("$TESTHOSTS" "${args[@]}")" || die "testhosts.sh ${args[*]} failed"
     load_set "$vars"
     # A failed bring-up of a fresh set must not leave half a cluster behind.
