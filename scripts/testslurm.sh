@@ -57,7 +57,8 @@
 # Traffic stays inside 198.18.K.0/24 and the Unix sockets of <slurm>. Needs root.
 set -euo pipefail
 
-readonly HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly HERE
 readonly TESTHOSTS="$HERE/testhosts.sh"
 readonly WAIT_SECONDS=30   # for slurmctld to answer and for every node to be usable
 readonly STOP_SECONDS=10   # between TERM and KILL of a daemon

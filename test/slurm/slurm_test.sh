@@ -28,7 +28,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-cd "$WORK"
+cd "$WORK" || exit 1
 
 # fail, ok, wait_for, gone
 # shellcheck source=test/lib.sh
@@ -173,7 +173,7 @@ case_scancel() {
 
 case_testslurm_script() {
   up 2
-  local conf=$SLURM_CONF dir=$SLURMDIR pids pids_again
+  local conf=$SLURM_CONF dir=$SLURMDIR pids
   daemon_pids() { cat "$dir/munge/munged.pid" "$dir/ctld/slurmctld.pid" "$dir"/h*/slurmd.pid | tr '\n' ' '; }
   pids=$(daemon_pids)
   [ "$(wc -w <<<"$pids")" -eq 4 ] || fail "expected 4 daemons (munged, slurmctld, 2 slurmd): $pids"
