@@ -15,6 +15,9 @@ PACKAGES=(
   # scripts/format.sh (clang-format 14) and scripts/fuzz.sh (clang 14 with libFuzzer and the
   # sanitizer runtimes, which Debian 12 ships in libclang-rt-14-dev).
   clang clang-format libclang-rt-14-dev
+  # A real Slurm cluster for the slurm suite (issue 13; scripts/testslurm.sh runs its own munged,
+  # slurmctld and slurmds with their own config, key and sockets under a state dir).
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()
@@ -39,5 +42,18 @@ fi
 
 echo "setup.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a daemon (munge, slurmctld, slurmd, openssh-server) start it from their postinst
+# through invoke-rc.d, which asks /usr/sbin/policy-rc.d first. Tests start their own daemons
+# (scripts/testhosts.sh, scripts/testslurm.sh); a system munged or sshd started here would only
+# linger. Where no policy exists, one that denies every start (exit 101) stands for the install
+# and is removed after it. (Without a slurm.conf in /etc/slurm the Slurm init scripts would not
+# start anyway, and their systemd units have ConditionPathExists on it.)
+POLICY=/usr/sbin/policy-rc.d
+if [ ! -e "$POLICY" ]; then
+  printf '#!/bin/sh\n# written by hora scripts/setup.sh for one apt-get install\nexit 101\n' |
+    $SUDO tee "$POLICY" >/dev/null
+  $SUDO chmod 755 "$POLICY"
+  trap '$SUDO rm -f "$POLICY"' EXIT
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

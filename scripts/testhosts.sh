@@ -4,6 +4,7 @@
 # usage: scripts/testhosts.sh up     [--hosts N] [--second-network] [--index K|auto]
 #        scripts/testhosts.sh down   [--index K]
 #        scripts/testhosts.sh status [--index K]
+#        scripts/testhosts.sh env    [--index K]
 #
 # A set of test hosts is identified by its index K (0..255; --index, else $HORA_TESTHOSTS_INDEX,
 # else 0). Several sets coexist, one per index, so concurrent test suites do not collide:
@@ -19,6 +20,9 @@
 # accept-new), hosts (one line per host: alias namespace address [second-address second-iface]),
 # and per host h<i>/ (host key, sshd_config, sshd.pid, sshd.log). Use the aliases with
 #   ssh -F <state>/ssh_config h1 true      or      horarun --ssh-config <state>/ssh_config -H h1:2 ...
+# Inside each namespace (for programs started with `ip netns exec`), /etc/hosts names the host's
+# own address with this machine's name and its alias, and every other host's address with its
+# alias (h1..hN resolve there as on a cluster; never from the root namespace).
 #
 # --second-network (a second data network for interface selection tests, issue 4):
 #   bridge hora<K>br1, root namespace 198.19.K.1/24 on it;
@@ -36,7 +40,8 @@
 # without --second-network removes the surplus). `down` kills every process in the namespaces,
 # removes namespaces, veths, bridges and the state dir, and leaves nothing. `status` prints each
 # host's reachability (a TCP connect to its sshd from the root namespace, no ping) and exits 1
-# when a host is unreachable. Needs root, iproute2 and openssh-server.
+# when a host is unreachable. `env` prints the assignments `up` printed, for a set that is up
+# (exit 1 when it is not); scripts/testslurm.sh uses it. Needs root, iproute2 and openssh-server.
 #
 # Traffic stays inside 198.18.0.0/15: namespaces get no default route.
 set -euo pipefail
@@ -70,8 +75,8 @@ while [ $# -gt 0 ]; do
     *) echo "testhosts.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-case "$cmd" in up|down|status) ;; -h|--help|help) usage; exit 0 ;;
-  *) echo "testhosts.sh: unknown command '$cmd' (up, down or status)" >&2; exit 2 ;; esac
+case "$cmd" in up|down|status|env) ;; -h|--help|help) usage; exit 0 ;;
+  *) echo "testhosts.sh: unknown command '$cmd' (up, down, status or env)" >&2; exit 2 ;; esac
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 100 ] \
   || die "--hosts must be 1..100, got '$hosts'"
 if [ "$index" != auto ]; then
@@ -179,6 +184,23 @@ ensure_iface() {
   ip -n "$ns" link set "$name" up
 }
 
+# /etc/hosts of host i's namespace (n_all hosts in the set). As on a real host, this machine's
+# name resolves to the host's own address inside it (Gloo binds by host name where a program
+# gives no interface, e.g. Horovod's process-set contexts), and so does its alias h<i> (a Slurm
+# node of scripts/testslurm.sh has its own UTS namespace named h<i>); the other hosts' aliases
+# resolve to their addresses. `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts for
+# sshd and its children. Rewritten in place, so running programs see a changed host count.
+write_netns_hosts() {  # i n_all
+  local i="$1" n_all="$2" ns j
+  ns="$(ns_name "$i")"
+  mkdir -p "/etc/netns/$ns"
+  {
+    echo "127.0.0.1 localhost"
+    echo "$NET0.$((10 + i)) $(hostname) h$i"
+    for ((j = 1; j <= n_all; j++)); do [ "$j" -eq "$i" ] || echo "$NET0.$((10 + j)) h$j"; done
+  } >"/etc/netns/$ns/hosts"
+}
+
 start_sshd() {
   local i="$1" ns="$2" addr="$3" dir="$STATE/h$1" pid deadline
   if [ -f "$dir/sshd.pid" ]; then
@@ -186,11 +208,6 @@ start_sshd() {
     if [ -n "$pid" ] && ip netns pids "$ns" | grep -qx "$pid"; then return 0; fi
     rm -f "$dir/sshd.pid"
   fi
-  # As on a real host, this machine's name resolves to the host's own address inside it (Gloo
-  # binds by host name where a program gives no interface, e.g. Horovod's process-set contexts).
-  # `ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts for sshd and its children.
-  mkdir -p "/etc/netns/$ns"
-  printf '127.0.0.1 localhost\n%s %s\n' "$addr" "$(hostname)" >"/etc/netns/$ns/hosts"
   ip netns exec "$ns" "$SSHD" -f "$dir/sshd_config" -E "$dir/sshd.log"
   # sshd writes its pid file after binding the listening socket: wait for it, then connect.
   deadline=$((SECONDS + 10))
@@ -271,6 +288,7 @@ do_up() {
       ensure_iface "$(veth1 "$i")" "$br2" "$ns" "$iface2" "$addr2/24"
     fi
     write_host_files "$i" "$addr"
+    write_netns_hosts "$i" "$n_all"
     start_sshd "$i" "$ns" "$addr"
     echo "[$addr]:$SSH_PORT $(cut -d' ' -f1,2 "$STATE/h$i/ssh_host_ed25519_key.pub")" >>"$STATE/known_hosts.new"
     echo "h$i $ns $addr${addr2:+ $addr2 $iface2}" >>"$STATE/hosts.new"
@@ -295,9 +313,19 @@ EOF
   else
     log "index $K up: $n_all hosts on $NET0.0/24; state in $STATE"
   fi
+  print_env
+}
+
+print_env() {
   echo "HORA_TESTHOSTS_INDEX=$K"
   echo "HORA_TESTHOSTS_DIR=$STATE"
   echo "HORA_TESTHOSTS_SSH_CONFIG=$STATE/ssh_config"
+}
+
+do_env() {
+  link_exists "$BR0" && [ -f "$STATE/hosts" ] ||
+    die "index $K is not up (run: scripts/testhosts.sh up --index $K)"
+  print_env
 }
 
 do_status() {
@@ -344,4 +372,5 @@ case "$cmd" in
     ;;
   down) do_down ;;
   status) do_status ;;
+  env) do_env ;;
 esac

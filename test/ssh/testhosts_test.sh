@@ -15,12 +15,24 @@ K=""
 cleanup() { [ -z "$K" ] || "$script" down --index "$K" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-eval "$("$script" up --index auto --hosts 2 2>/dev/null)"
+vars=$("$script" up --index auto --hosts 2 2>/dev/null)
+eval "$vars"
 K=$HORA_TESTHOSTS_INDEX
 S=$HORA_TESTHOSTS_DIR
 CFG=$HORA_TESTHOSTS_SSH_CONFIG
 [ -f "$CFG" ] || fail "no ssh_config at $CFG"
 echo "index $K, state $S"
+
+# `env` prints what `up` printed.
+[ "$("$script" env --index "$K")" = "$vars" ] || fail "env differs from up's assignments"
+
+# Inside each namespace the aliases resolve as on a cluster: its own to its address (with this
+# machine's name), the others to theirs.
+resolve() { ip netns exec "hora$K-$1" getent hosts "$2" | tr -s ' '; }  # host name
+[ "$(resolve h1 h1)" = "198.18.$K.11 $(hostname) h1" ] || fail "h1 in h1: $(resolve h1 h1)"
+[ "$(resolve h1 h2)" = "198.18.$K.12 h2" ] || fail "h2 in h1: $(resolve h1 h2)"
+[ "$(resolve h2 "$(hostname)")" = "198.18.$K.12 $(hostname) h2" ] ||
+  fail "this machine's name in h2: $(resolve h2 "$(hostname)")"
 
 "$script" status --index "$K" | tee /dev/stderr | grep -c reachable | grep -qx 2 || fail "status: not 2 reachable hosts"
 
@@ -72,5 +84,6 @@ ip netns list | grep -q "^hora$K_done-" && fail "namespaces left: $(ip netns lis
 ip -o link show | grep -q "hora${K_done}\(br\|h\)" && fail "links left: $(ip -o link show | grep hora$K_done)"
 [ ! -e "$S" ] || fail "state dir $S left"
 [ ! -e "/run/hora-testhosts/$K_done" ] || fail "registry entry left"
+"$script" env --index "$K_done" >/dev/null 2>&1 && fail "env succeeds for an index that is down"
 pgrep -f "$S/h1/sshd_config" >/dev/null && fail "sshd left running"
 echo "ok"
