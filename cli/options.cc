@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "cli/horovod_flags.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
+#include "cli/hosts/slurm_allocation.h"
 
 namespace hora::cli {
 namespace {
@@ -24,6 +26,7 @@ constexpr std::string_view kUsageHint = "run 'horarun --help' for the options";
 
 // Raw values as CLI11 fills them; parse_options() validates and converts them into Options.
 struct RawOptions {
+  std::string launcher = "auto";
   std::optional<int> num_proc;
   std::string hosts;
   std::string hostfile;
@@ -167,6 +170,10 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
       ->allow_extra_args(false);
   app->add_flag("--tcp", raw.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
   app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
+  app->add_option("--launcher", raw.launcher,
+                  "how agents start on remote hosts: ssh, slurm (srun inside an allocation) or "
+                  "auto (slurm inside an allocation without -H/--hostfile; default)")
+      ->check(CLI::IsMember({"auto", "ssh", "slurm"}));
   app->add_option("--horarun-path", raw.horarun_path,
                   "path of horarun on the remote hosts (default: this binary's path)");
   app->add_option("--timeline-filename", raw.timeline_filename,
@@ -312,6 +319,30 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
   return out;
 }
 
+// --launcher and the Slurm allocation: whether agents start through srun, and the hosts when
+// the allocation gives them.
+void apply_launcher(const std::string& launcher, const Environment& env, Options& options) {
+  const bool listed = !options.hosts.empty() || !options.hostfile.empty();
+  const auto job = env.find("SLURM_JOB_ID");
+  const bool in_allocation = job != env.end() && !job->second.empty();
+  options.slurm = launcher == "slurm" || (launcher == "auto" && in_allocation && !listed);
+  if (!options.slurm) return;
+  if (!in_allocation) {
+    throw UsageError(
+        "--launcher slurm: SLURM_JOB_ID is not set, so this is not inside a Slurm allocation; "
+        "run horarun inside salloc or an sbatch script, or use --launcher ssh");
+  }
+  if (options.force_ssh) {
+    throw UsageError("--force-ssh and --launcher slurm contradict each other; give one");
+  }
+  if (listed) return;
+  options.slurm_hosts = *slurm_hosts(env);
+  if (!options.num_proc) {
+    options.num_proc = static_cast<int>(
+        std::min<long long>(total_slots(options.slurm_hosts), std::numeric_limits<int>::max()));
+  }
+}
+
 }  // namespace
 
 SplitCommandLine split_command_line(const std::vector<std::string>& args) {
@@ -431,15 +462,16 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   if (!options.help_text.empty()) return options;  // -v/--version
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
+  apply_launcher(raw.launcher, env, options);
 
   options.command = std::move(parsed.split.command);
-  if (!options.num_proc && options.hosts.empty() && options.hostfile.empty() &&
-      !options.check_build) {
+  const bool listed =
+      !options.hosts.empty() || !options.hostfile.empty() || !options.slurm_hosts.empty();
+  if (!options.num_proc && !listed && !options.check_build) {
     throw UsageError("-np is required without -H or --hostfile (e.g. horarun -np 4 ./train)");
   }
   // Without -H every rank runs here: one host, so -np is bounded as one host's slots are.
-  if (options.num_proc && options.hosts.empty() && options.hostfile.empty() &&
-      *options.num_proc > HostSpec::kMaxSlots) {
+  if (options.num_proc && !listed && *options.num_proc > HostSpec::kMaxSlots) {
     throw UsageError(fmt::format(
         "-np {}: without -H or --hostfile every rank runs on this machine, which takes at most "
         "{} (the most slots of one host); list the hosts with -H or --hostfile",

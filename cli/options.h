@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "cli/hosts/host_list.h"
+
 namespace hora::cli {
 
 using Environment = std::map<std::string, std::string>;
@@ -49,6 +51,13 @@ struct Options {
   // --stall-check-shutdown-time-seconds, --gloo-timeout-seconds.
   std::vector<std::pair<std::string, std::string>> tuning;
   bool force_ssh = false;
+  // --launcher: how remote hosts' agents are started. "ssh", or "slurm" (srun, one step per
+  // node); "auto" (the default) is slurm inside a Slurm allocation when neither -H nor
+  // --hostfile is given, else ssh. Resolved here: `slurm` says which.
+  bool slurm = false;
+  // With slurm and no -H/--hostfile: the allocation's hosts and slots
+  // (cli/hosts/slurm_allocation.h).
+  std::vector<HostSpec> slurm_hosts;
   std::string horarun_path;  // --horarun-path
   // horovodrun's flags and hora's Horovod support (cli/horovod_flags.h).
   bool horovod_rendezvous = true;   // --no-horovod-rendezvous turns it off

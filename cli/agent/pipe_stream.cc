@@ -39,10 +39,15 @@ PipeStream::~PipeStream() {
 
 PipeStream::Started PipeStream::start(Clock::time_point deadline) {
   Started st;
+  if (!spawn(st.failure)) return st;
+  return wait_ready(deadline);
+}
+
+bool PipeStream::spawn(std::string& error) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    st.failure = fmt::format("socketpair: {}", std::strerror(errno));
-    return st;
+    error = fmt::format("socketpair: {}", std::strerror(errno));
+    return false;
   }
   UniqueFd mine(sv[0]), theirs(sv[1]);
   std::vector<char*> argv;
@@ -51,8 +56,8 @@ PipeStream::Started PipeStream::start(Clock::time_point deadline) {
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
-    st.failure = fmt::format("fork: {}", std::strerror(errno));
-    return st;
+    error = fmt::format("fork: {}", std::strerror(errno));
+    return false;
   }
   if (pid_ == 0) {
     // Killed with horarun, whatever kills it (srun then cancels its step).
@@ -69,6 +74,11 @@ PipeStream::Started PipeStream::start(Clock::time_point deadline) {
   }
   theirs.reset();
   socket_ = std::move(mine);
+  return true;
+}
+
+PipeStream::Started PipeStream::wait_ready(Clock::time_point deadline) {
+  Started st;
   const std::string_view ready = kReadyLine;
   std::string got;
   while (true) {

@@ -28,11 +28,16 @@ class PipeStream : public Stream {
     std::string failure;  // when not ready: how the child ended or why it could not start
   };
 
-  // Runs `argv` (argv[0] looked up in PATH) and reads its stdout up to kReadyLine or the
-  // deadline. Never throws for the child's failure: it goes in Started::failure.
+  // `argv`: the command (argv[0] looked up in PATH).
   PipeStream(std::vector<std::string> argv);
   ~PipeStream() override;
+  // spawn() then wait_ready(): runs the command and reads its stdout up to kReadyLine or the
+  // deadline. Never throws for the child's failure: it goes in Started::failure. Spawning many
+  // first and then waiting for each starts them all at once.
   Started start(Clock::time_point deadline);
+  // false with `error` set when the command could not be started.
+  bool spawn(std::string& error);
+  Started wait_ready(Clock::time_point deadline);
 
   void write(std::string_view data) override;
   void close() override;

@@ -57,6 +57,10 @@ struct RemoteHost {
   // command of the job on this host — probes, guards — goes through the agent.
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<agent::AgentLink> agent;
+  bool via_srun = false;  // started by srun (cli/hosts/slurm_agents.h): no session
+
+  // "h1 (198.18.0.11:12345)" over SSH, "h1 (srun)" under Slurm.
+  std::string describe() const { return via_srun ? target.alias + " (srun)" : target.describe(); }
 };
 
 struct RemotePlan {

@@ -24,6 +24,7 @@
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/hosts/remote_hosts.h"
+#include "cli/hosts/slurm_agents.h"
 #include "cli/network/choice.h"
 #include "cli/network/job_network.h"
 #include "cli/network/spec.h"
@@ -130,6 +131,7 @@ struct Resolved {
 };
 
 std::vector<HostSpec> host_list(const Options& options) {
+  if (!options.slurm_hosts.empty()) return options.slurm_hosts;
   if (!options.hostfile.empty()) return read_hostfile(options.hostfile);
   if (!options.hosts.empty()) return parse_host_list(options.hosts);
   return {HostSpec{"", "localhost", *options.num_proc}};
@@ -145,16 +147,19 @@ Resolved resolve(const Options& options) {
   return r;
 }
 
-std::string describe_hosts(const RankTable& table, const LocalHost& local,
-                           const RemoteOptions& ro) {
-  const auto remote = resolve_remote_hosts(table.hosts(), local, ro);
+std::string describe_hosts(const RankTable& table, const LocalHost& local, const RemoteOptions& ro,
+                           bool slurm) {
+  const auto remote =
+      slurm ? std::map<int, hora::ssh::Target>() : resolve_remote_hosts(table.hosts(), local, ro);
   std::string out = table.describe();
   for (std::size_t i = 0; i < table.hosts().size(); ++i) {
     const HostSpec& h = table.hosts()[i];
     const auto it = remote.find(static_cast<int>(i));
+    std::string how = "local";
+    if (slurm && !local.is_local(h.name)) how = "through srun";
+    if (it != remote.end()) how = "over SSH to " + it->second.describe();
     out += fmt::format("host {}: {} rank{}, {}\n", h.address_for_display(), h.slots,
-                       h.slots == 1 ? "" : "s",
-                       it != remote.end() ? "over SSH to " + it->second.describe() : "local");
+                       h.slots == 1 ? "" : "s", how);
   }
   return out;
 }
@@ -204,7 +209,7 @@ SupervisorConfig supervisor_config(const Options& options, const LaunchContext& 
   }
   apply_job_network(network, table, plan, config);
   for (const auto& [index, host] : plan.hosts) {
-    launcher_log()->info("{}: reaches the launcher at {}", host.target.describe(),
+    launcher_log()->info("{}: reaches the launcher at {}", host.describe(),
                          config.host_network.at(static_cast<std::size_t>(index)).rendezvous_host);
   }
   return config;
@@ -216,12 +221,18 @@ int launch(const Options& options, const LaunchContext& ctx) {
 
   const LocalHost local = LocalHost::discover();
   const RemoteOptions ro = remote_options(options, ctx);
-  check_local_host_once(table.hosts(), resolve_remote_hosts(table.hosts(), local, ro));
-  if (options.dry_run || options.verbose) print(ctx.stdout_fd, describe_hosts(table, local, ro));
+  if (!options.slurm) {
+    check_local_host_once(table.hosts(), resolve_remote_hosts(table.hosts(), local, ro));
+  }
+  if (options.dry_run || options.verbose) {
+    print(ctx.stdout_fd, describe_hosts(table, local, ro, options.slurm));
+  }
 
   // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,
   // so it shows what a launch would use, and stops before any rank starts.
-  RemotePlan plan = prepare_remote_hosts(table.hosts(), local, ro);
+  RemotePlan plan = options.slurm ? prepare_slurm_hosts(table.hosts(), local, ro.horarun_path,
+                                                        options.start_timeout)
+                                  : prepare_remote_hosts(table.hosts(), local, ro);
   const JobNetwork network = choose_job_network(table, plan, resolved.spec, options.start_timeout);
   if (options.verbose && network.reach) {
     print(ctx.stdout_fd, "network: reachability measured by the probes:\n" +

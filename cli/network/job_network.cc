@@ -34,7 +34,7 @@ JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const Ne
       hi.interfaces = local_interfaces();
     } else {
       all_local = false;
-      hi.interfaces = parse_interfaces(it->second.probe_output, it->second.target.describe());
+      hi.interfaces = parse_interfaces(it->second.probe_output, it->second.describe());
       hi.hint_address = it->second.host_address;
     }
     net.probed.push_back(std::move(hi));

@@ -263,3 +263,39 @@ TEST_CASE("-np without -H has the bound of one host's slots (issue 15 item 7)") 
   // With -H the slots bound it (the rank table checks -np against them).
   CHECK(parse_options({"-np", "65537", "-H", "a:65536,b:1", "x"}, {}).num_proc == 65537);
 }
+
+TEST_CASE("--launcher: slurm inside an allocation without -H, ssh otherwise, refused outside") {
+  const hora::cli::Environment alloc = {{"SLURM_JOB_ID", "12"},
+                                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                        {"SLURM_TASKS_PER_NODE", "3,1"}};
+  // auto inside an allocation, no -H: the allocation's hosts, -np their slots.
+  Options o = parse_options({"true"}, alloc);
+  CHECK(o.slurm);
+  REQUIRE(o.slurm_hosts.size() == 2);
+  CHECK(o.slurm_hosts[0].name == "n1");
+  CHECK(o.slurm_hosts[0].slots == 3);
+  CHECK(o.num_proc == 4);
+  // -np is still the user's when given.
+  CHECK(parse_options({"-np", "2", "true"}, alloc).num_proc == 2);
+  // auto with -H inside an allocation: SSH, as before.
+  Options h = parse_options({"-H", "a:1", "true"}, alloc);
+  CHECK_FALSE(h.slurm);
+  // --launcher slurm with -H: srun to the listed hosts.
+  Options hs = parse_options({"--launcher", "slurm", "-H", "n1:1", "true"}, alloc);
+  CHECK(hs.slurm);
+  CHECK(hs.slurm_hosts.empty());
+  // --launcher ssh inside an allocation: no srun, and -np is required again.
+  CHECK_THROWS_AS(parse_options({"--launcher", "ssh", "true"}, alloc), hora::cli::UsageError);
+  // Outside an allocation --launcher slurm says what to do.
+  try {
+    parse_options({"--launcher", "slurm", "-np", "2", "true"}, {});
+    FAIL("no error");
+  } catch (const hora::cli::UsageError& e) {
+    CHECK(std::string(e.what()).find("run horarun inside salloc or an sbatch script") !=
+          std::string::npos);
+  }
+  CHECK_THROWS_AS(parse_options({"--launcher", "pbs", "-np", "2", "true"}, {}),
+                  hora::cli::UsageError);
+  // Outside an allocation auto is SSH.
+  CHECK_FALSE(parse_options({"-np", "2", "true"}, {}).slurm);
+}

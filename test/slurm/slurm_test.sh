@@ -3,7 +3,7 @@
 # cluster (scripts/testslurm.sh up --index auto: munged, slurmctld and one slurmd per network
 # namespace host h1..hN) and tears it down on exit, even on failure. Exit 77 (skip) without root,
 # `ip netns` or the Slurm and munge binaries (scripts/setup.sh installs them).
-# Environment: TESTSLURM (scripts/testslurm.sh), HORARUN (for the horarun cases, see below).
+# Environment: TESTSLURM (scripts/testslurm.sh), HORARUN and COLLECTIVES (the horarun cases).
 # Every Slurm client runs under a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
 CASE=${1:?usage: slurm_test.sh CASE}
@@ -212,12 +212,76 @@ case_testslurm_script() {
 gone_or_zombie() { gone "$1" || [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 
 # ---------------------------------------------------------------- horarun through srun
-# The cases that run horarun inside an allocation (`horarun --launcher slurm`, one agent per node
-# started with srun) come here once `horarun --agent` lands, one function each and one row in
-# test/slurm/meson.build:
-#   case_horarun_two_nodes         -np 4 in `salloc -N2 -n4`: ranks placed by SLURM_TASKS_PER_NODE
-#   case_horarun_sbatch            horarun in a batch script, no -H
-#   case_horarun_scancel           scancel during a job: no rank or agent left on any node
-# (none is written yet: they need the agent.)
+# horarun inside an allocation, without -H: the hosts and slots come from Slurm's variables and
+# each node's agent starts as a one-task srun step (cli/hosts/slurm_agents.h). HORARUN and
+# COLLECTIVES (test/integration/collectives_check) come from meson.
+
+# horarun_job SECONDS SALLOC_ARGS -- HORARUN_ARGS...: horarun inside `salloc`, output in ./out
+# and ./err; sets rc (horarun's, which salloc returns).
+horarun_job() {
+  local limit=$1; shift
+  local salloc_args=()
+  while [ "$1" != -- ]; do salloc_args+=("$1"); shift; done
+  shift
+  timeout -s KILL "$limit" salloc "${salloc_args[@]}" "$HORARUN" "$@" >out 2>err
+  rc=$?
+  [ $rc -ne 137 ] || fail "salloc horarun hung (killed after ${limit}s)"
+}
+
+case_horarun_collectives() {
+  up 2
+  # -np from the allocation (4), placed 3 + 1 by SLURM_TASKS_PER_NODE; every collective checked.
+  horarun_job 180 -N2 -n4 -- sh -c 'echo "where $HORA_RANK $(hostname)"; exec "$0"' "$COLLECTIVES"
+  check_collectives 4
+  for r in 0 1 2; do grep -q "^\[$r\]<stdout>:where $r h1$" out || fail "rank $r not on h1"; done
+  grep -q "^\[3\]<stdout>:where 3 h2$" out || fail "rank 3 not on h2"
+  wait_for 30 no_job_processes || fail "processes left after the job: $(job_processes)"
+  ok "salloc -N2 -n4 horarun: 4 ranks placed by the allocation, every collective checked through srun"
+}
+
+case_horarun_sbatch() {
+  up 2
+  # A batch script runs on h1: h1's ranks run there directly, h2's through its agent.
+  submit -N2 -n2 -o "$WORK/batch.out" --wrap "$HORARUN sh -c 'echo rank \$HORA_RANK of \$HORA_SIZE on \$(hostname)'"
+  wait_for 90 job_ended "$job" || fail "batch job $job not done after 90 s (state $job_state)"
+  [ "$job_state" = COMPLETED ] && [ "$job_exit" = 0:0 ] || { cat batch.out >&2; fail "batch job $job: $job_state, exit $job_exit"; }
+  grep -q "^\[0\]<stdout>:rank 0 of 2 on h1$" batch.out && grep -q "^\[1\]<stdout>:rank 1 of 2 on h2$" batch.out ||
+    { cat batch.out >&2; fail "unexpected batch output"; }
+  ok "horarun in an sbatch script, no -H: one rank on each node"
+}
+
+case_horarun_rank_fails() {
+  up 2
+  # Rank 3 (on h2) fails; the others would sleep for minutes: the job ends at once, naming it.
+  horarun_job 120 -N2 -n4 -- sh -c 'if [ "$HORA_RANK" = 3 ]; then exit 7; fi; exec sleep 300'
+  [ $rc -eq 7 ] || fail "horarun exited $rc, expected rank 3's code 7"
+  grep -q "rank 3 on h2 exited with code 7" err || { cat err >&2; fail "the verdict does not name rank 3 on h2"; }
+  wait_for 30 no_job_processes || fail "processes left after the failure: $(job_processes)"
+  ok "a failing rank on a Slurm node ends the job with its code; nothing is left on any node"
+}
+
+case_horarun_sigkill() {
+  up 2
+  timeout -s KILL 120 salloc -N2 -n4 "$HORARUN" sleep 300 >out 2>err &
+  BACKGROUND+=($!)
+  wait_for 60 count_sleepers 4 || { job_processes >&2; fail "the 4 ranks did not start"; }
+  local launcher
+  launcher=$(pgrep -f -n "^$HORARUN sleep 300") || fail "no horarun process"
+  kill -KILL "$launcher"
+  wait_for 30 no_job_processes || fail "processes left 30 s after SIGKILL of horarun: $(job_processes)"
+  ok "SIGKILL of horarun inside salloc: no rank or agent left on any node"
+}
+
+case_horarun_scancel() {
+  up 2
+  timeout -s KILL 120 salloc -N2 -n4 -J hora-scancel "$HORARUN" sleep 300 >out 2>err &
+  local salloc_pid=$!
+  BACKGROUND+=($salloc_pid)
+  wait_for 60 count_sleepers 4 || { job_processes >&2; fail "the 4 ranks did not start"; }
+  timeout 10 scancel -n hora-scancel || fail "scancel failed"
+  wait_for 30 no_job_processes || fail "processes left 30 s after scancel: $(job_processes)"
+  wait_for 30 gone "$salloc_pid" || fail "salloc still runs 30 s after scancel"
+  ok "scancel of the allocation during a horarun job: no rank or agent left on any node"
+}
 
 "case_${CASE//-/_}"

@@ -1,0 +1,138 @@
+#include "cli/hosts/slurm_agents.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cli/agent/pipe_stream.h"
+#include "cli/network/probe.h"
+#include "cli/output/log.h"
+#include "common/duration.h"
+#include "common/unique_fd.h"
+
+namespace hora::cli {
+
+std::vector<std::string> srun_agent_command(const std::string& node,
+                                            const std::string& horarun_path) {
+  // One task on that node; --overlap lets the agents' steps share the allocation with each
+  // other and with the user's own steps; --kill-on-bad-exit ends the step with the agent.
+  return {"srun",
+          "--nodes=1",
+          "--ntasks=1",
+          "--nodelist=" + node,
+          "--overlap",
+          "--kill-on-bad-exit=1",
+          "--quiet",
+          // slurmstepd otherwise holds a task's output until a newline; frames are binary.
+          "--unbuffered",
+          "--job-name=hora-agent",
+          horarun_path,
+          "--agent"};
+}
+
+std::string source_address_towards(const std::string& address) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(9);
+    len = sizeof *v4;
+  } else if (::inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(9);
+    len = sizeof *v6;
+  } else {
+    return {};
+  }
+  UniqueFd fd(::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) return {};
+  sockaddr_storage me{};
+  socklen_t me_len = sizeof me;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&me), &me_len) != 0) return {};
+  char buf[INET6_ADDRSTRLEN] = {};
+  const void* a = me.ss_family == AF_INET
+                      ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr)
+                      : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr);
+  if (::inet_ntop(me.ss_family, a, buf, sizeof buf) == nullptr) return {};
+  return buf;
+}
+
+RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
+                               const std::string& horarun_path, std::chrono::seconds timeout) {
+  RemotePlan plan;
+  std::map<int, std::unique_ptr<agent::PipeStream>> streams;
+  std::map<int, std::string> problems;
+  const auto t0 = agent::PipeStream::Clock::now();
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (local.is_local(hosts[i].name)) continue;
+    auto s = std::make_unique<agent::PipeStream>(srun_agent_command(hosts[i].name, horarun_path));
+    std::string error;
+    if (!s->spawn(error)) {
+      problems[static_cast<int>(i)] = fmt::format("{}: cannot run srun: {}", hosts[i].name, error);
+      continue;
+    }
+    streams.emplace(static_cast<int>(i), std::move(s));
+  }
+  const auto deadline = t0 + timeout;
+  for (auto& [index, s] : streams) {
+    const HostSpec& h = hosts[static_cast<std::size_t>(index)];
+    const agent::PipeStream::Started st = s->wait_ready(deadline);
+    if (!st.ready) {
+      problems[index] = fmt::format(
+          "{}: the agent did not start through srun ({}); check that the node is in this "
+          "allocation (scontrol show job $SLURM_JOB_ID) and that {} exists there",
+          h.name, st.failure, horarun_path);
+      continue;
+    }
+    RemoteHost host;
+    host.index = index;
+    host.via_srun = true;
+    host.target.alias = h.name;
+    host.target.hostname = h.name;
+    host.probe_output = st.before;
+    // The node's address as its own interfaces say, and ours as the route towards it says.
+    try {
+      for (const NetworkInterface& nic : parse_interfaces(st.before, h.name)) {
+        if (!nic.up || nic.loopback || nic.preferred_address().empty()) continue;
+        host.host_address = nic.preferred_address();
+        break;
+      }
+    } catch (const Error& e) {
+      problems[index] = e.what();
+      continue;
+    }
+    host.launcher_address = source_address_towards(host.host_address);
+    if (host.launcher_address.empty()) {
+      problems[index] = fmt::format(
+          "{}: no route from this machine to the node's address {}; give the hosts' interfaces "
+          "with --network-interfaces",
+          h.name, host.host_address.empty() ? "(none found)" : host.host_address);
+      continue;
+    }
+    host.agent = agent::link_over_pipe(h.name, std::move(s));
+    plan.hosts.emplace(index, std::move(host));
+  }
+  launcher_log()->info(
+      "started {} agent{} through srun in {}", streams.size(), streams.size() == 1 ? "" : "s",
+      hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+          agent::PipeStream::Clock::now() - t0)));
+  if (!problems.empty()) {
+    std::string lines;
+    for (const auto& [index, why] : problems) lines += "\n  " + why;
+    throw PreflightError(fmt::format("starting the agents through srun failed on {} of {} "
+                                     "host{}; nothing was started:{}",
+                                     problems.size(), hosts.size(), hosts.size() == 1 ? "" : "s",
+                                     lines));
+  }
+  return plan;
+}
+
+}  // namespace hora::cli
