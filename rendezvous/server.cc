@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "common/duration.h"
+#include "common/endpoint.h"
 #include "common/fd_limit.h"
 #include "common/log_throttle.h"
 #include "rendezvous/errors.h"
@@ -113,16 +114,6 @@ const char* rejection_kind(Status status) {
     case Status::kDuplicateRank: return "rank already connected";
     default: return wire::status_name(status);
   }
-}
-
-// The peer's address without its port: rejections are counted per address.
-std::string peer_host(const std::string& peer) {
-  auto colon = peer.rfind(':');
-  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
 }
 
 // A payload is read at most this much at a time, its buffer growing with what has arrived.
@@ -668,7 +659,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // The peer broke the protocol: tell it why, report it, and close.
   void reject(const ConnPtr& c, Status status, const std::string& reason, std::uint32_t id) {
     if (c->leaving()) return;
-    const std::string host = peer_host(c->peer);
+    const std::string host = hora::endpoint_host(c->peer);
     const char* kind = rejection_kind(status);
     if (throttle.admit(fmt::format("rejected {} {}", host, kind), Clock::now(),
                        [host, kind](std::uint64_t n) {
@@ -730,7 +721,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void log_dropped(const ConnPtr& c, const std::string& reason) {
-    const std::string host = peer_host(c->peer);
+    const std::string host = hora::endpoint_host(c->peer);
     if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
           return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s", n,
                              host);

@@ -5,6 +5,7 @@
 #include "cli/agent/agent.h"
 #include "cli/output/log.h"
 #include "common/duration.h"
+#include "common/endpoint.h"
 #include "ssh/errors.h"
 #include "ssh/format.h"
 #include "ssh/preflight.h"
@@ -13,15 +14,6 @@ namespace hora::cli {
 namespace {
 
 constexpr std::string_view kProbeTag = "HORA-PROBE ";
-
-// "198.18.0.11:12345" -> "198.18.0.11"; "[fe80::1]:22" -> "fe80::1".
-std::string strip_port(const std::string& endpoint) {
-  std::string host = endpoint.substr(0, endpoint.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
 
 // The first line of the probe's output names the binary's state; returns the problem, or ""
 // when the binary is there and the agent started (`started`: its ready line came).
@@ -182,7 +174,8 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalH
     host.index = index;
     host.target = target;
     host.launcher_address = r.local_address;
-    host.host_address = r.session ? strip_port(r.session->remote_endpoint()) : target.hostname;
+    host.host_address =
+        r.session ? hora::endpoint_host(r.session->remote_endpoint()) : target.hostname;
     host.probe_output = std::move(probe_output);
     host.session = std::move(r.session);
     host.agent = agent::link_over_ssh(target.describe(), *host.session, std::move(r.started),

@@ -22,18 +22,10 @@ std::vector<std::string> srun_agent_command(const std::string& node,
                                             const std::string& horarun_path) {
   // One task on that node; --overlap lets the agents' steps share the allocation with each
   // other and with the user's own steps; --kill-on-bad-exit ends the step with the agent.
-  return {"srun",
-          "--nodes=1",
-          "--ntasks=1",
-          "--nodelist=" + node,
-          "--overlap",
-          "--kill-on-bad-exit=1",
-          "--quiet",
+  return {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--overlap",
+          "--kill-on-bad-exit=1", "--quiet",
           // slurmstepd otherwise holds a task's output until a newline; frames are binary.
-          "--unbuffered",
-          "--job-name=hora-agent",
-          horarun_path,
-          "--agent"};
+          "--unbuffered", "--job-name=hora-agent", horarun_path, "--agent"};
 }
 
 std::string source_address_towards(const std::string& address) {
@@ -120,17 +112,17 @@ RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHo
     host.agent = agent::link_over_pipe(h.name, std::move(s));
     plan.hosts.emplace(index, std::move(host));
   }
-  launcher_log()->info(
-      "started {} agent{} through srun in {}", streams.size(), streams.size() == 1 ? "" : "s",
-      hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
-          agent::PipeStream::Clock::now() - t0)));
+  launcher_log()->info("started {} agent{} through srun in {}", streams.size(),
+                       streams.size() == 1 ? "" : "s",
+                       hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           agent::PipeStream::Clock::now() - t0)));
   if (!problems.empty()) {
     std::string lines;
     for (const auto& [index, why] : problems) lines += "\n  " + why;
-    throw PreflightError(fmt::format("starting the agents through srun failed on {} of {} "
-                                     "host{}; nothing was started:{}",
-                                     problems.size(), hosts.size(), hosts.size() == 1 ? "" : "s",
-                                     lines));
+    throw PreflightError(
+        fmt::format("starting the agents through srun failed on {} of {} "
+                    "host{}; nothing was started:{}",
+                    problems.size(), hosts.size(), hosts.size() == 1 ? "" : "s", lines));
   }
   return plan;
 }

@@ -20,6 +20,7 @@
 #include "cli/spawn/horovod_rendezvous.h"
 #include "cli/spawn/process_state.h"
 #include "common/duration.h"
+#include "common/endpoint.h"
 #include "common/log_throttle.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
@@ -48,17 +49,6 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
 // "fe80::1" -> "[fe80::1]" for host:port; other addresses unchanged.
 std::string bracketed(const std::string& address) {
   return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
-}
-
-// "127.0.0.1" of "127.0.0.1:40312", "::1" of "[::1]:40312".
-std::string peer_host(const std::string& peer) {
-  const auto colon = peer.rfind(':');
-  if (colon == std::string::npos) return peer;
-  std::string host = peer.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
 }
 
 // A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
@@ -379,7 +369,7 @@ struct Supervisor::Impl {
 
   // A flood of junk connections costs one line per host per second, with a count.
   void on_rejected(const std::string& peer, const std::string& reason) {
-    const std::string host = peer_host(peer);
+    const std::string host = hora::endpoint_host(peer);
     if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
           return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s", n,
                              host);
