@@ -244,6 +244,16 @@ void Engine::classify(const std::string& name) {
 }
 
 bool Engine::cycle() {
+  if (size_ == 1) {
+    // A world of one has nobody to agree with: submissions run on their caller's thread
+    // (run_alone()), and the transport is theirs alone. This thread must not touch it (an
+    // exchange here raced run_alone()'s collectives on the same transport) and only waits for
+    // shutdown.
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] { return shutdown_requested_; });
+    stop_why_ = "hora::shutdown() was called on this rank";
+    return false;
+  }
   const auto cycle_start = Clock::now();
   std::vector<std::shared_ptr<Handle::State>> fresh;
   bool stopping;
@@ -379,11 +389,6 @@ bool Engine::cycle() {
   if (full || !ready.empty()) timeline_.flush();
 
   std::unique_lock<std::mutex> lock(mu_);
-  if (size_ == 1) {
-    // Submissions run on their own thread (run_alone()): only shutdown ends this wait.
-    wake_.wait(lock, [&] { return shutdown_requested_; });
-    return true;
-  }
   const bool backoff = idle_streak_ >= kIdleCyclesBeforeBackoff;
   // Timed from the end of the bit-vector exchange, which every rank leaves at about the same
   // moment: the ranks' ticks stay in phase, so no engine thread waits most of a cycle in the
