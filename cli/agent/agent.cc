@@ -19,6 +19,7 @@
 #include "cli/agent/frame.h"
 #include "cli/network/probe.h"
 #include "common/unique_fd.h"
+#include "common/write_all.h"
 
 namespace hora::cli::agent {
 namespace {
@@ -38,15 +39,6 @@ bool allowed_mode(const std::string& arg) {
 void set_nonblocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
-void write_all_blocking(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
 }
 
 struct Child {
@@ -196,7 +188,7 @@ void Agent::read_launcher() {
   if (!decoder_.error().empty()) {
     const std::string why =
         fmt::format("horarun --agent: protocol error from the launcher: {}\n", decoder_.error());
-    write_all_blocking(2, why);
+    hora::write_all(2, why);
     rc_ = 2;
     input_open_ = false;
     begin_shutdown();
@@ -308,7 +300,7 @@ int Agent::run() {
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
   sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd_) {
-    write_all_blocking(2, fmt::format("horarun --agent: signalfd: {}\n", std::strerror(errno)));
+    hora::write_all(2, fmt::format("horarun --agent: signalfd: {}\n", std::strerror(errno)));
     return 1;
   }
   ::signal(SIGPIPE, SIG_IGN);
@@ -316,8 +308,8 @@ int Agent::run() {
   // The preflight's report: this host's interfaces, then the switch to frames.
   std::ostringstream report;
   run_probe_interfaces(report);
-  write_all_blocking(out_fd_, report.str());
-  write_all_blocking(out_fd_, kReadyLine);
+  hora::write_all(out_fd_, report.str());
+  hora::write_all(out_fd_, kReadyLine);
   set_nonblocking(in_fd_);
   set_nonblocking(out_fd_);
 
@@ -357,7 +349,7 @@ int Agent::run() {
       timeout = 100;  // after SIGKILL: reaping comes through SIGCHLD; this only bounds the loop
     }
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
-      write_all_blocking(2, fmt::format("horarun --agent: poll: {}\n", std::strerror(errno)));
+      hora::write_all(2, fmt::format("horarun --agent: poll: {}\n", std::strerror(errno)));
       begin_shutdown();
     }
     if (fds[0].revents & POLLIN) {

@@ -36,6 +36,7 @@
 #include "cli/spawn/supervisor.h"
 #include "common/fd_limit.h"
 #include "common/unique_fd.h"
+#include "common/write_all.h"
 #include "ssh/known_hosts.h"
 
 namespace hora::cli {
@@ -43,16 +44,6 @@ namespace {
 
 // Below this soft open-file limit a failure to raise it is worth a warning.
 constexpr std::uint64_t kFewDescriptors = 4096;
-
-// Writes all of `text` to `fd` (the launcher's own lines, before any rank output exists).
-void print(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a closed terminal must not end the job (see Output)
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
 
 std::string check_build_text() {
 #ifdef HORA_BUILT_WITH_NCCL
@@ -225,7 +216,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
     check_local_host_once(table.hosts(), resolve_remote_hosts(table.hosts(), local, ro));
   }
   if (options.dry_run || options.verbose) {
-    print(ctx.stdout_fd, describe_hosts(table, local, ro, options.slurm));
+    hora::write_all(ctx.stdout_fd, describe_hosts(table, local, ro, options.slurm));
   }
 
   // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,
@@ -235,10 +226,11 @@ int launch(const Options& options, const LaunchContext& ctx) {
                                   : prepare_remote_hosts(table.hosts(), local, ro);
   const JobNetwork network = choose_job_network(table, plan, resolved.spec, options.start_timeout);
   if (options.verbose && network.reach) {
-    print(ctx.stdout_fd, "network: reachability measured by the probes:\n" +
-                             format_reachability_table(network.probed, *network.reach));
+    hora::write_all(ctx.stdout_fd, "network: reachability measured by the probes:\n" +
+                                       format_reachability_table(network.probed, *network.reach));
   }
-  if (options.dry_run || options.verbose) print(ctx.stdout_fd, describe_choice(network.choice));
+  if (options.dry_run || options.verbose)
+    hora::write_all(ctx.stdout_fd, describe_choice(network.choice));
   if (options.dry_run) return 0;
 
   // Step 5: rendezvous, spawn, supervise.
@@ -288,11 +280,11 @@ int run_launcher(const LaunchContext& ctx) {
   ::signal(SIGPIPE, SIG_IGN);
   const Options options = parse_options(ctx.args, ctx.env);  // step 1
   if (!options.help_text.empty()) {
-    print(ctx.stdout_fd, options.help_text);
+    hora::write_all(ctx.stdout_fd, options.help_text);
     return 0;
   }
   if (options.check_build) {
-    print(ctx.stdout_fd, check_build_text());
+    hora::write_all(ctx.stdout_fd, check_build_text());
     return 0;
   }
   configure_logging(options.verbose);

@@ -28,6 +28,7 @@
 #include "cli/spawn/guard_request.h"
 #include "common/duration.h"
 #include "common/unique_fd.h"
+#include "common/write_all.h"
 
 namespace hora::cli {
 namespace {
@@ -54,15 +55,6 @@ constexpr std::chrono::milliseconds kAfterKill{2000};
 constexpr std::size_t kMaxRequestLine = 1024;
 
 const int kForwarded[] = {SIGTERM, SIGINT, SIGHUP};
-
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // stderr is gone; nobody is left to tell
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
 
 int poll_timeout_ms(std::optional<Clock::time_point> deadline) {
   if (!deadline) return -1;
@@ -112,7 +104,7 @@ class Guard {
 
  private:
   void say(const std::string& message) {
-    write_all(2, fmt::format("horarun guard{}: {}\n", who_, message));
+    hora::write_all(2, fmt::format("horarun guard{}: {}\n", who_, message));
   }
 
   void setup_signals() {

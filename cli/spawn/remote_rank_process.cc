@@ -157,13 +157,9 @@ HybridRankProcessFactory::HybridRankProcessFactory(asio::io_context& io,
   }
 }
 
-HybridRankProcessFactory::~HybridRankProcessFactory() {
-  for (auto& [index, d] : remote_) {
-    // The drivers go before the streams they drive; the agents end with their channels.
-    d.driver.reset();
-    d.host.agent.reset();
-  }
-}
+// Each Driven's driver goes before its host (declaration order): drivers stop before the
+// streams they drive, and the agents end with their channels before the sessions close.
+HybridRankProcessFactory::~HybridRankProcessFactory() = default;
 
 std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const HostSpec& host) {
   int index = -1;

@@ -87,6 +87,8 @@ class HybridRankProcessFactory : public RankProcessFactory {
   std::unique_ptr<RankProcess> create(int rank, const HostSpec& host) override;
 
  private:
+  // Destroyed driver first, then host (reverse declaration order): the driver stops before
+  // the stream it drives, and the host's agent before its session.
   struct Driven {
     RemoteHost host;
     std::unique_ptr<StreamDriver> driver;
