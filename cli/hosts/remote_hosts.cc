@@ -15,12 +15,14 @@ namespace {
 
 constexpr std::string_view kProbeTag = "HORA-PROBE ";
 
-// The first line of the probe's output names the binary's state; returns the problem, or ""
-// when the binary is there and the agent started (`started`: its ready line came).
+}  // namespace
+
+bool has_probe_line(const std::string& out) { return out.rfind(kProbeTag, 0) == 0; }
+
 std::string judge_probe(const ssh::RunResult& run, bool started, const std::string& horarun_path,
                         const std::string& where) {
   const std::string first = run.out.substr(0, run.out.find('\n'));
-  if (first.rfind(kProbeTag, 0) != 0) {
+  if (!has_probe_line(first)) {
     std::string err = run.err.substr(0, 200);
     while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
     return fmt::format(
@@ -53,8 +55,6 @@ std::string judge_probe(const ssh::RunResult& run, bool started, const std::stri
   }
   return {};
 }
-
-}  // namespace
 
 std::string probe_command(const std::string& horarun_path, const std::string& command_snippet) {
   const std::string p = ssh::shell_quote(horarun_path);

@@ -85,6 +85,15 @@ void check_local_host_once(const std::vector<HostSpec>& hosts,
 // given, then execs `<horarun_path> --agent`, which prints the interfaces and its ready line.
 std::string probe_command(const std::string& horarun_path, const std::string& command_snippet = "");
 
+// Whether `out` starts with probe_command()'s first line.
+bool has_probe_line(const std::string& out);
+
+// Judges probe_command()'s output up to the agent's ready line (`run.out`; `started`: the ready
+// line came): "" when the binary is there and the agent started, else the problem, naming
+// `where` and the fix. Shared by the SSH and the srun paths.
+std::string judge_probe(const ssh::RunResult& run, bool started, const std::string& horarun_path,
+                        const std::string& where);
+
 // Resolves and preflights: one SSH connection and one exec channel per remote host, on which the
 // agent then keeps running. Throws PreflightError naming every failing host.
 RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,

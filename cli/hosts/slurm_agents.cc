@@ -19,13 +19,17 @@
 namespace hora::cli {
 
 std::vector<std::string> srun_agent_command(const std::string& node,
-                                            const std::string& horarun_path) {
+                                            const std::string& horarun_path,
+                                            const std::string& command_snippet) {
   // One task on that node; --overlap lets the agents' steps share the allocation with each
   // other and with the user's own steps; --kill-on-bad-exit ends the step with the agent.
+  // The task is the same probe command as over SSH (the binary and program checks, then `exec
+  // horarun --agent`), run by /bin/sh: srun starts no login shell.
   return {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--overlap",
           "--kill-on-bad-exit=1", "--quiet",
           // slurmstepd otherwise holds a task's output until a newline; frames are binary.
-          "--unbuffered", "--job-name=hora-agent", horarun_path, "--agent"};
+          "--unbuffered", "--job-name=hora-agent", "/bin/sh", "-c",
+          probe_command(horarun_path, command_snippet)};
 }
 
 std::string source_address_towards(const std::string& address) {
@@ -58,14 +62,16 @@ std::string source_address_towards(const std::string& address) {
 }
 
 RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
-                               const std::string& horarun_path, std::chrono::seconds timeout) {
+                               const std::string& horarun_path, const CommandCheck& command_check,
+                               std::chrono::seconds timeout) {
   RemotePlan plan;
   std::map<int, std::unique_ptr<agent::PipeStream>> streams;
   std::map<int, std::string> problems;
   const auto t0 = agent::PipeStream::Clock::now();
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     if (local.is_local(hosts[i].name)) continue;
-    auto s = std::make_unique<agent::PipeStream>(srun_agent_command(hosts[i].name, horarun_path));
+    auto s = std::make_unique<agent::PipeStream>(
+        srun_agent_command(hosts[i].name, horarun_path, command_probe_snippet(command_check)));
     std::string error;
     if (!s->spawn(error)) {
       problems[static_cast<int>(i)] = fmt::format("{}: cannot run srun: {}", hosts[i].name, error);
@@ -76,7 +82,22 @@ RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHo
   const auto deadline = t0 + timeout;
   for (auto& [index, s] : streams) {
     const HostSpec& h = hosts[static_cast<std::size_t>(index)];
-    const agent::PipeStream::Started st = s->wait_ready(deadline);
+    agent::PipeStream::Started st = s->wait_ready(deadline);
+    const std::string where = h.name + " (srun)";
+    if (has_probe_line(st.before)) {
+      // The probe ran: the binary and program checks speak for themselves, as over SSH.
+      ssh::RunResult run;
+      run.out = st.before;
+      run.err = st.failure;
+      std::string verdict = judge_probe(run, st.ready, horarun_path, where);
+      const std::size_t nl = st.before.find('\n');
+      st.before = nl == std::string::npos ? std::string() : st.before.substr(nl + 1);
+      if (verdict.empty()) verdict = take_command_verdict(st.before, command_check, where);
+      if (!verdict.empty()) {
+        problems[index] = verdict;
+        continue;
+      }
+    }
     if (!st.ready) {
       problems[index] = fmt::format(
           "{}: the agent did not start through srun ({}); check that the node is in this "

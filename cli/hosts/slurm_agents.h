@@ -19,9 +19,11 @@
 
 namespace hora::cli {
 
-// `srun ... <horarun_path> --agent` for one node.
+// `srun ... /bin/sh -c '<probe_command>'` for one node: the binary and program checks, then
+// `exec <horarun_path> --agent`.
 std::vector<std::string> srun_agent_command(const std::string& node,
-                                            const std::string& horarun_path);
+                                            const std::string& horarun_path,
+                                            const std::string& command_snippet = "");
 
 // The address of this machine that packets towards `address` leave from (a UDP connect, which
 // sends nothing), or "" when there is no route.
@@ -29,8 +31,10 @@ std::string source_address_towards(const std::string& address);
 
 // Starts an agent on every host of `hosts` that is not this machine, all at once, and waits
 // for every one to be ready within `timeout`. Throws PreflightError naming every host that
-// failed (srun's own message included), like prepare_remote_hosts.
+// failed (srun's own message included), like prepare_remote_hosts. `command_check`: the user's
+// program, checked on every node as over SSH (cli/hosts/command_probe.h).
 RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
-                               const std::string& horarun_path, std::chrono::seconds timeout);
+                               const std::string& horarun_path, const CommandCheck& command_check,
+                               std::chrono::seconds timeout);
 
 }  // namespace hora::cli

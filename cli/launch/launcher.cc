@@ -222,7 +222,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,
   // so it shows what a launch would use, and stops before any rank starts.
   RemotePlan plan = options.slurm ? prepare_slurm_hosts(table.hosts(), local, ro.horarun_path,
-                                                        options.start_timeout)
+                                                        ro.command_check, options.start_timeout)
                                   : prepare_remote_hosts(table.hosts(), local, ro);
   const JobNetwork network = choose_job_network(table, plan, resolved.spec, options.start_timeout);
   if (options.verbose && network.reach) {

@@ -55,8 +55,8 @@ ExitStatus exit_status_from(const ssh::ExitInfo& info) {
 // ---- RemoteRankProcess ---------------------------------------------------------------------
 
 RemoteRankProcess::RemoteRankProcess(int rank, std::string host, StreamDriver& driver,
-                                     agent::AgentLink& agent)
-    : rank_(rank), host_(std::move(host)), driver_(driver), agent_(agent) {}
+                                     agent::AgentLink& agent, std::string link)
+    : rank_(rank), host_(std::move(host)), link_(std::move(link)), driver_(driver), agent_(agent) {}
 
 RemoteRankProcess::~RemoteRankProcess() {
   *alive_ = false;
@@ -129,9 +129,9 @@ void RemoteRankProcess::kill() {
     if (ec || alive.expired() || exit_) return;
     ssh::ExitInfo lost;
     lost.error = fmt::format(
-        "no answer over SSH {} ms after closing the rank's channel; the connection to {} is "
-        "probably lost (the rank there is stopped when sshd notices)",
-        kKillAnswerTimeout.count(), host_);
+        "no answer from the agent on {1} {0} ms after closing the rank's channel; the {2} to {1} "
+        "is probably lost (the agent stops the rank there when it notices)",
+        kKillAnswerTimeout.count(), host_, link_);
     finish(lost);
   });
 }
@@ -174,7 +174,9 @@ std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const Ho
     return std::make_unique<LocalRankProcess>(io_, rank, host.name, local_guard_);
   }
   return std::make_unique<RemoteRankProcess>(rank, host.address_for_display(), *it->second.driver,
-                                             *it->second.host.agent);
+                                             *it->second.host.agent,
+                                             it->second.host.via_srun ? "srun step"
+                                                                      : "SSH connection");
 }
 
 }  // namespace hora::cli

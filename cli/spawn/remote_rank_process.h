@@ -46,7 +46,9 @@ class RemoteRankProcess : public RankProcess {
   // After kill(), how long the agent may take to answer before the rank is reported lost.
   static constexpr std::chrono::milliseconds kKillAnswerTimeout{2000};
 
-  RemoteRankProcess(int rank, std::string host, StreamDriver& driver, agent::AgentLink& agent);
+  // `link`: how the agent is reached, for messages ("SSH connection", "srun step").
+  RemoteRankProcess(int rank, std::string host, StreamDriver& driver, agent::AgentLink& agent,
+                    std::string link = "SSH connection");
   ~RemoteRankProcess() override;
 
   void start(const GuardRequest& request, Events events) override;
@@ -63,6 +65,7 @@ class RemoteRankProcess : public RankProcess {
 
   int rank_;
   std::string host_;
+  std::string link_;
   StreamDriver& driver_;
   agent::AgentLink& agent_;
   Events events_;

@@ -250,6 +250,19 @@ case_horarun_sbatch() {
   ok "horarun in an sbatch script, no -H: one rank on each node"
 }
 
+case_horarun_missing_program() {
+  up 2
+  # The program is checked on every node before any rank starts, as over SSH.
+  horarun_job 120 -N2 -n2 -- hora-no-such-program --flag
+  [ $rc -eq 1 ] || { cat err >&2; fail "horarun exited $rc, expected 1 (preflight)"; }
+  for h in h1 h2; do
+    grep -q "$h (srun): 'hora-no-such-program' is not found there in PATH=" err ||
+      { cat err >&2; fail "the error does not name $h and the PATH searched"; }
+  done
+  wait_for 30 no_job_processes || fail "processes left after the preflight: $(job_processes)"
+  ok "a program missing on the nodes: one preflight error naming each node through srun"
+}
+
 case_horarun_rank_fails() {
   up 2
   # Rank 3 (on h2) fails; the others would sleep for minutes: the job ends at once, naming it.
