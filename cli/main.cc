@@ -67,7 +67,17 @@ int main(int argc, char** argv) {
   ensure_standard_descriptors();
   if (argc >= 2 && std::strcmp(argv[1], "--guard") == 0) return run_guard();
   // The per-host agent, started by the preflight on every remote host (cli/agent/agent.h).
-  if (argc == 2 && std::strcmp(argv[1], "--agent") == 0) return agent::run_agent(0, 1);
+  if (argc >= 2 && std::strcmp(argv[1], "--agent") == 0) {
+    agent::AgentOptions options;
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--report-pids") != 0) {
+        fmt::print(stderr, "horarun --agent: unknown option '{}'\n", argv[i]);
+        return 2;
+      }
+      options.report_pids = true;
+    }
+    return agent::run_agent(0, 1, options);
+  }
   // Hidden probe modes run on remote hosts by the preflight (cli/network/probe.h).
   if (const int rc = maybe_run_probe_mode(argc, argv); rc >= 0) return rc;
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,12 +48,14 @@ struct Child {
   std::string in_queue;
   bool eof_requested = false;
   bool reaped = false;
+  std::optional<Clock::time_point> kill_at;  // after a CLOSE: SIGKILL if still running then
   int wstatus = 0;
 };
 
 class Agent {
  public:
-  Agent(int in_fd, int out_fd) : in_fd_(in_fd), out_fd_(out_fd) {}
+  Agent(int in_fd, int out_fd, AgentOptions options)
+      : in_fd_(in_fd), out_fd_(out_fd), options_(options) {}
 
   int run();
 
@@ -70,8 +73,13 @@ class Agent {
     append_frame(out_queue_, FrameType::kFailed, id, why);
   }
 
+  // The poll timeout until the next kill deadline (-1: none).
+  int next_deadline_ms() const;
+  void kill_overdue();
+
   int in_fd_;
   int out_fd_;
+  AgentOptions options_;
   UniqueFd sigfd_;
   FrameDecoder decoder_;
   std::string out_queue_;
@@ -146,6 +154,9 @@ void Agent::open_child(std::uint32_t id, const std::string& payload) {
   set_nonblocking(c.out.get());
   set_nonblocking(c.err.get());
   children_.emplace(id, std::move(c));
+  if (options_.report_pids) {
+    append_frame(out_queue_, FrameType::kStarted, id, encode_pid(static_cast<std::uint32_t>(pid)));
+  }
 }
 
 void Agent::handle(const Frame& f) {
@@ -169,6 +180,7 @@ void Agent::handle(const Frame& f) {
       c.in.reset();
       c.out.reset();
       c.err.reset();
+      if (!c.kill_at) c.kill_at = Clock::now() + kCloseKillAfter;
       break;
     default: break;  // agent -> launcher types are ignored when they come the other way
   }
@@ -283,6 +295,30 @@ void Agent::flush_output() {
   }
 }
 
+int Agent::next_deadline_ms() const {
+  std::optional<Clock::time_point> next;
+  if (shutting_down_ && !killed_) next = kill_at_;
+  for (const auto& [id, c] : children_) {
+    if (c.kill_at && !c.reaped && (!next || *c.kill_at < *next)) next = c.kill_at;
+  }
+  if (!next) return shutting_down_ ? 100 : -1;  // after SIGKILL: only bounds the loop
+  return static_cast<int>(std::max<long long>(
+      1, std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count()));
+}
+
+void Agent::kill_overdue() {
+  const auto now = Clock::now();
+  const bool all = shutting_down_ && !killed_ && now >= kill_at_;
+  if (all) killed_ = true;
+  for (auto& [id, c] : children_) {
+    if (c.reaped) continue;
+    if (all || (c.kill_at && now >= *c.kill_at)) {
+      ::kill(c.pid, SIGKILL);
+      c.kill_at.reset();
+    }
+  }
+}
+
 void Agent::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
@@ -315,12 +351,7 @@ int Agent::run() {
 
   while (true) {
     if (shutting_down_ && children_.empty() && (out_queue_.empty() || output_broken_)) break;
-    if (shutting_down_ && !killed_ && Clock::now() >= kill_at_) {
-      killed_ = true;
-      for (auto& [id, c] : children_) {
-        if (!c.reaped) ::kill(c.pid, SIGKILL);
-      }
-    }
+    kill_overdue();
     std::vector<pollfd> fds;
     std::vector<std::pair<std::uint32_t, int>> who;  // child id, 0 stdin / 1 stdout / 2 stderr
     fds.push_back({sigfd_.get(), POLLIN, 0});
@@ -341,14 +372,7 @@ int Agent::run() {
         who.emplace_back(id, 2);
       }
     }
-    int timeout = -1;
-    if (shutting_down_ && !killed_) {
-      timeout = static_cast<int>(std::max<long long>(
-          1, std::chrono::ceil<std::chrono::milliseconds>(kill_at_ - Clock::now()).count()));
-    } else if (shutting_down_) {
-      timeout = 100;  // after SIGKILL: reaping comes through SIGCHLD; this only bounds the loop
-    }
-    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
+    if (::poll(fds.data(), fds.size(), next_deadline_ms()) < 0 && errno != EINTR) {
       hora::write_all(2, fmt::format("horarun --agent: poll: {}\n", std::strerror(errno)));
       begin_shutdown();
     }
@@ -378,8 +402,8 @@ int Agent::run() {
 
 }  // namespace
 
-int run_agent(int in_fd, int out_fd) {
-  Agent agent(in_fd, out_fd);
+int run_agent(int in_fd, int out_fd, AgentOptions options) {
+  Agent agent(in_fd, out_fd, options);
   return agent.run();
 }
 

@@ -129,6 +129,11 @@ void AgentLink::on_data(std::string_view data) {
         ch->complete(info);
         break;
       }
+      case FrameType::kStarted:
+        if (const std::optional<std::uint32_t> pid = decode_pid(f->payload)) {
+          ch->pid_ = static_cast<int>(*pid);
+        }
+        break;
       case FrameType::kFailed: {
         channels_.erase(f->id);
         ssh::ExitInfo info;

@@ -4,9 +4,9 @@
 // processes use it the way they used exec channels — but no new channel, no new login shell.
 //
 // Transport: a Stream — the SSH exec channel the preflight left open (ssh_stream.h), or a
-// local child's socket (pipe_stream.h: srun, or the agent run locally). Threading: single-threaded;
-// handlers run inside the transport's delivery (Session::pump(), or the io_context for pipes).
-// Nothing here blocks.
+// local child's socket (pipe_stream.h: srun, or the launcher's own host's agent). Threading:
+// single-threaded; handlers run inside the transport's delivery (Session::pump(), or the io_context
+// for pipes). Nothing here blocks.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,9 @@ class AgentChannel {
   void close();
   bool done() const { return exit_.has_value(); }
   const std::optional<ssh::ExitInfo>& exit() const { return exit_; }
+  // The child's pid on the agent's host, once its STARTED frame came (agents started with
+  // --report-pids only); -1 before or without.
+  int pid() const { return pid_; }
 
  private:
   friend class AgentLink;
@@ -79,6 +82,7 @@ class AgentChannel {
   Handlers handlers_;
   bool stdin_closed_ = false;
   bool closed_ = false;
+  int pid_ = -1;
   std::optional<ssh::ExitInfo> exit_;
 };
 

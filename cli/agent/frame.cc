@@ -30,7 +30,8 @@ bool known_type(std::uint8_t type) {
     case FrameType::kStdout:
     case FrameType::kStderr:
     case FrameType::kExit:
-    case FrameType::kFailed: return true;
+    case FrameType::kFailed:
+    case FrameType::kStarted: return true;
   }
   return false;
 }
@@ -45,6 +46,7 @@ const char* type_name(FrameType type) {
     case FrameType::kStderr: return "STDERR";
     case FrameType::kExit: return "EXIT";
     case FrameType::kFailed: return "FAILED";
+    case FrameType::kStarted: return "STARTED";
   }
   return "?";
 }
@@ -134,6 +136,17 @@ std::string encode_exit(ExitCode code) {
 std::optional<ExitCode> decode_exit(std::string_view payload) {
   if (payload.size() != 8) return std::nullopt;
   return ExitCode{get_u32(payload), get_u32(payload.substr(4))};
+}
+
+std::string encode_pid(std::uint32_t pid) {
+  std::string out;
+  put_u32(out, pid);
+  return out;
+}
+
+std::optional<std::uint32_t> decode_pid(std::string_view payload) {
+  if (payload.size() != 4) return std::nullopt;
+  return get_u32(payload);
 }
 
 }  // namespace hora::cli::agent

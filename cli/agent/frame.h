@@ -28,6 +28,9 @@ enum class FrameType : std::uint8_t {
   kStderr = 0x12,  // the child's stderr bytes
   kExit = 0x13,    // the child ended: payload = u32 exit status | u32 signal (0 when none)
   kFailed = 0x14,  // the child could not be started: payload = the reason (text)
+  // the child started: payload = u32 pid. Sent only by an agent started with --report-pids (the
+  // launcher's own host, where a pid means something to the launcher: its stall check).
+  kStarted = 0x15,
 };
 
 inline constexpr std::size_t kHeaderBytes = 9;
@@ -82,5 +85,9 @@ struct ExitCode {
 };
 std::string encode_exit(ExitCode code);
 std::optional<ExitCode> decode_exit(std::string_view payload);
+
+// kStarted's payload.
+std::string encode_pid(std::uint32_t pid);
+std::optional<std::uint32_t> decode_pid(std::string_view payload);
 
 }  // namespace hora::cli::agent

@@ -18,7 +18,8 @@
 
 namespace hora::cli::agent {
 
-PipeStream::PipeStream(std::vector<std::string> argv) : argv_(std::move(argv)) {}
+PipeStream::PipeStream(std::vector<std::string> argv, std::string file)
+    : argv_(std::move(argv)), file_(std::move(file)) {}
 
 PipeStream::~PipeStream() {
   socket_.reset();  // the agent's stdin ends: it stops its children and exits
@@ -54,6 +55,9 @@ bool PipeStream::spawn(std::string& error) {
   for (std::string& a : argv_) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
+  const char* file = file_.empty() ? argv[0] : file_.c_str();
+  // Built before fork(): the child only makes async-signal-safe calls.
+  const std::string cannot_run = fmt::format("horarun: cannot run {}: ", file);
   pid_ = ::fork();
   if (pid_ < 0) {
     error = fmt::format("fork: {}", std::strerror(errno));
@@ -64,12 +68,16 @@ bool PipeStream::spawn(std::string& error) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(1);
     ::signal(SIGPIPE, SIG_DFL);
+    ::setpgid(0, 0);
     ::dup2(theirs.get(), 0);
     ::dup2(theirs.get(), 1);
-    ::execvp(argv[0], argv.data());
-    const std::string why =
-        fmt::format("horarun: cannot run {}: {}\n", argv_.front(), std::strerror(errno));
-    (void)!::write(2, why.data(), why.size());
+    // Not the rendezvous listening sockets or another agent's socket (some are not CLOEXEC).
+    ::close_range(3, ~0U, 0);
+    ::execvp(file, argv.data());
+    const char* why = std::strerror(errno);
+    (void)!::write(2, cannot_run.data(), cannot_run.size());
+    (void)!::write(2, why, std::strlen(why));
+    (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
   theirs.reset();

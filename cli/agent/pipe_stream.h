@@ -1,7 +1,10 @@
 // An agent's channel to a local child process: the child's stdin and stdout are one end of a
 // socketpair, its stderr is horarun's. The child is `srun ... horarun --agent` under Slurm (one
-// per node), or `horarun --agent` itself in tests. start() runs the child and reads up to the
-// agent's ready line, like the SSH preflight does; link() then hands the socket to an AgentLink.
+// per node), or `horarun --agent --report-pids` for the launcher's own host (and in tests). The
+// child runs in a process group of its own (a terminal's Ctrl-C reaches horarun alone, which ends
+// the job in order, as for the guards) and gets no descriptor of horarun's but 0, 1 and 2. start()
+// runs the child and reads up to the agent's ready line, like the SSH preflight does; link() then
+// hands the socket to an AgentLink.
 #pragma once
 
 #include <sys/types.h>
@@ -28,8 +31,8 @@ class PipeStream : public Stream {
     std::string failure;  // when not ready: how the child ended or why it could not start
   };
 
-  // `argv`: the command (argv[0] looked up in PATH).
-  PipeStream(std::vector<std::string> argv);
+  // `argv`: the command (argv[0] looked up in PATH, unless `file` names the program to run).
+  explicit PipeStream(std::vector<std::string> argv, std::string file = {});
   ~PipeStream() override;
   // spawn() then wait_ready(): runs the command and reads its stdout up to kReadyLine or the
   // deadline. Never throws for the child's failure: it goes in Started::failure. Spawning many
@@ -54,6 +57,7 @@ class PipeStream : public Stream {
   std::string reap_description();
 
   std::vector<std::string> argv_;
+  std::string file_;
   UniqueFd socket_;
   pid_t pid_ = -1;
   bool reaped_ = false;

@@ -31,8 +31,8 @@
 #include "cli/output/log.h"
 #include "cli/output/log_sink.h"
 #include "cli/output/output.h"
+#include "cli/spawn/agent_rank_process.h"
 #include "cli/spawn/env_forwarding.h"
-#include "cli/spawn/remote_rank_process.h"
 #include "cli/spawn/supervisor.h"
 #include "common/fd_limit.h"
 #include "common/unique_fd.h"
@@ -237,7 +237,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
   SupervisorConfig config = supervisor_config(options, ctx, table, network, plan);
   boost::asio::io_context io;
   // Declared before the supervisor: it owns the SSH sessions and agents the rank processes use.
-  HybridRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);
+  AgentRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);
   // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
                 ctx.stdout_fd, ctx.stderr_fd, &io);

@@ -1,7 +1,7 @@
-// One rank's process as the supervisor sees it, whatever starts it: LocalRankProcess
-// (`horarun --guard` on this machine, with pipes; local_rank_process.h) or SshRankProcess (the
-// same guard on a remote host, in an SSH exec channel; ssh_rank_process.h). Both send the same
-// GuardRequest on the guard's stdin (guard_request.h).
+// One rank's process as the supervisor sees it: AgentRankProcess (agent_rank_process.h), a guard
+// (`horarun --guard`) started by its host's agent — this machine's own agent for local ranks, the
+// preflight's agent over SSH or srun for remote ones. Every guard gets the same GuardRequest on
+// its stdin (guard_request.h). Tests fill the seam with fakes (supervisor_test).
 //
 // Threading: every method and every event runs on the supervisor's io_context thread.
 // Ownership: the RankProcess owns the guard (process or channel) and its descriptors; its

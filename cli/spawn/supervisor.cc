@@ -97,6 +97,17 @@ struct Supervisor::Impl {
   // reached the rendezvous.
   int early_exit = -1;
   bool early_exit_reached_rendezvous = false;
+  // The order in which ranks dropped their rendezvous connection uncleanly (a rank that dies
+  // drops it at once; the peers it takes down drop theirs later, after noticing), and a failure
+  // whose verdict waits for the exit of a rank that dropped first: that one is the cause, even
+  // when the failed peer's exit reached horarun first (issue 10: seen under load).
+  std::map<int, int> drop_order;
+  struct PendingFailure {
+    int rank;
+    ExitStatus status;
+    int awaited;  // the rank that dropped first
+  };
+  std::optional<PendingFailure> pending_failure;
   bool draining = false;
   bool finished = false;
   std::string cause;  // printed at the end; empty on success
@@ -132,6 +143,13 @@ struct Supervisor::Impl {
     options.port = 0;
     options.size = table.size();
     options.secret = secret;
+    // A rank that connected answers the server's challenge at once unless the machine is
+    // swamped (128 ranks starting on 2 busy cores under a sanitizer took over 10 s): it gets as
+    // long as it had to start, --start-timeout. Junk connections stay bounded by
+    // max_unauthenticated, not by this wait.
+    options.auth_timeout =
+        std::max<std::chrono::milliseconds>(rdv::ServerOptions::kDefaultAuthTimeout,
+                                            config.facts.start_timeout);
     rdv::ServerEvents events;
     events.on_connected = [this](int rank, const std::string& peer) {
       log->info("rank {} reached the rendezvous from {}", rank, peer);
@@ -248,6 +266,26 @@ struct Supervisor::Impl {
         }
       }
     }
+    if (pending_failure && !ending) {
+      if (r != pending_failure->awaited) {
+        if (!status.success()) return;  // still waiting for the cause
+      } else if (status.success()) {
+        // The rank that dropped first ended well after all: the failure stands on its own.
+        const PendingFailure p = *pending_failure;
+        end_job(fmt::format("{} {}{}", who(p.rank), p.status.describe(), early_exit_note(p.rank)),
+                p.status.exit_code());
+        return;
+      }
+      // The awaited rank failed: it is the cause, named below.
+    }
+    if (!status.success() && !ending && !pending_failure) {
+      if (const std::optional<int> first = dropped_before(r)) {
+        log->info("{} {}; waiting for {}, which lost its rendezvous connection first", who(r),
+                  status.describe(), who(*first));
+        pending_failure = PendingFailure{r, status, *first};
+        return;  // its exit (or its drop timer) ends the job
+      }
+    }
     if (!status.success() && !ending) {
       // A rank that times out waiting usually waited for a peer that stopped: name that one.
       if (const auto stuck = stuck_rank(r)) {
@@ -351,9 +389,27 @@ struct Supervisor::Impl {
                                       : "without reaching hora::init()");
   }
 
+  // A running rank other than `r` that dropped its rendezvous connection before `r` did (or `r`
+  // did not), the earliest such; nullopt if none.
+  std::optional<int> dropped_before(int r) {
+    const auto mine = drop_order.find(r);
+    std::optional<int> first;
+    int first_seq = 0;
+    for (const auto& [q, seq] : drop_order) {
+      if (q == r || !running(q)) continue;
+      if (mine != drop_order.end() && seq > mine->second) continue;
+      if (!first || seq < first_seq) {
+        first = q;
+        first_seq = seq;
+      }
+    }
+    return first;
+  }
+
   void on_disconnected(int r, bool clean, const std::string& reason) {
     if (clean || r < 0 || r >= table.size()) return;
     if (!running(r) || ending) return;
+    drop_order.emplace(r, static_cast<int>(drop_order.size()));
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
               hora::format_duration(config.drop_grace));
     Rank& rank = at(r);

@@ -44,13 +44,18 @@ void rethrow_translated(const WorldInfo& world, const std::string& step, const A
   } catch (const rdv::AuthError& e) {
     // The rendezvous client's messages already name the server and the step it failed at.
     const std::string why = e.what();
-    throw ConnectionError(
-        fmt::format("{}: {}: {}{}", who(world), step, why,
-                    why.find("HORA_SECRET") != std::string::npos
-                        ? ""
-                        : " (HORA_SECRET does not match the job's secret: was this rank started "
-                          "by another horarun?)"),
-        rank, host);
+    std::string hint;
+    if (why.find("AUTH_TIMEOUT") != std::string::npos) {
+      // Not a wrong secret: the rank answered the server's challenge too late.
+      hint =
+          " (this rank was too slow to answer the server's challenge: the host is overloaded; "
+          "horarun waits as long as --start-timeout)";
+    } else if (why.find("HORA_SECRET") == std::string::npos) {
+      hint =
+          " (HORA_SECRET does not match the job's secret: was this rank started by another "
+          "horarun?)";
+    }
+    throw ConnectionError(fmt::format("{}: {}: {}{}", who(world), step, why, hint), rank, host);
   } catch (const rdv::ConnectError& e) {
     const std::string why = e.what();
     throw ConnectionError(

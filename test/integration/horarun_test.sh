@@ -155,6 +155,18 @@ case_exit3() {
   ok "rank exiting 3: horarun exits 3, the others are gone"
 }
 
+case_exit3_slow_to_exit() {
+  # Rank 1 dies (its connections drop at once) but its process ends a second later, so the
+  # peers it takes down (exit 1) reach horarun first; the verdict still names rank 1, which
+  # lost its rendezvous connection first (seen as a flake of exit3 under load).
+  local tag="tag-$$-$RANDOM"
+  run 60 -np 3 sh -c '"$0" exit 3 1 "$1"; rc=$?; [ "$HORA_RANK" = 1 ] && sleep 1; exit $rc' \
+    "$PROBE" "$tag"
+  [ $rc -eq 3 ] || fail "rc=$rc, want 3"
+  grep -q "^horarun: rank 1 on localhost exited with code 3$" err || fail "final message"
+  ok "the rank that dropped first is named, though a peer's failure reached horarun first"
+}
+
 case_kill_in_allreduce() {
   local start=$SECONDS
   run 90 -np 3 "$PROBE" kill-in-allreduce

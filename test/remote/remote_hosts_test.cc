@@ -11,7 +11,7 @@
 
 #include "cli/errors.h"
 #include "cli/hosts/remote_hosts.h"
-#include "cli/spawn/remote_rank_process.h"
+#include "cli/spawn/agent_rank_process.h"
 
 using namespace hora::cli;
 

@@ -1,10 +1,12 @@
-// Remote ranks: the guard (`<horarun> --guard`) runs as a child of the host's agent
-// (cli/agent/), which the preflight started over the host's one SSH exec channel. No new channel
-// and no login shell per rank.
+// Every rank, local or remote: the guard (`<horarun> --guard`) runs as a child of its host's agent
+// (cli/agent/). A remote host's agent is the one the preflight started over the host's SSH exec
+// channel (or through srun): no new channel and no login shell per rank. The launcher's own host
+// gets an agent too, `horarun --agent --report-pids` as horarun's child on a socketpair
+// (cli/agent/pipe_stream.h), started when the factory is made: one code path for every rank.
 //
 // Protocol: the agent starts `<horarun> --guard` in the rank's working directory; the GuardRequest
-// (cwd, env block with the job secret, argv) goes on the guard's stdin through the agent, exactly
-// as for local ranks, so nothing secret appears on any command line. stdin stays open for the
+// (cwd, env block with the job secret, argv) goes on the guard's stdin through the agent, so
+// nothing secret appears on any command line. stdin stays open for the
 // whole job: a later `terminate\n` asks the guard to stop its rank, and EOF (channel closed,
 // connection lost, horarun or the agent killed) makes the guard stop it too. The guard exits with
 // its rank's status or re-raises its rank's signal, which the agent reports in its EXIT frame.
@@ -13,8 +15,8 @@
 // StreamDriver; the agent's handlers therefore run on the io_context thread, as RankProcess
 // requires. Nothing here is thread-safe; nothing needs to be.
 //
-// Ownership: HybridRankProcessFactory owns the remote hosts (sessions and agents) and the
-// drivers; it must outlive every RemoteRankProcess it made (the launcher destroys the supervisor
+// Ownership: AgentRankProcessFactory owns the hosts' links (sessions and agents) and the
+// drivers; it must outlive every AgentRankProcess it made (the launcher destroys the supervisor
 // first). A process keeps a shared_ptr to its channel; destroying the process closes it.
 #pragma once
 
@@ -41,15 +43,17 @@ namespace hora::cli {
 // code 255, as ssh(1) reports its own failures.
 ExitStatus exit_status_from(const ssh::ExitInfo& info);
 
-class RemoteRankProcess : public RankProcess {
+class AgentRankProcess : public RankProcess {
  public:
   // After kill(), how long the agent may take to answer before the rank is reported lost.
   static constexpr std::chrono::milliseconds kKillAnswerTimeout{2000};
 
-  // `link`: how the agent is reached, for messages ("SSH connection", "srun step").
-  RemoteRankProcess(int rank, std::string host, StreamDriver& driver, agent::AgentLink& agent,
-                    std::string link = "SSH connection");
-  ~RemoteRankProcess() override;
+  // `link`: how the agent is reached, for messages ("SSH connection", "srun step", "local
+  // agent"). `local`: the agent runs on this machine, so the guard's pid (from the agent's
+  // STARTED frame) is this machine's and local_guard_pid() gives it.
+  AgentRankProcess(int rank, std::string host, StreamDriver& driver, agent::AgentLink& agent,
+                   std::string link = "SSH connection", bool local = false);
+  ~AgentRankProcess() override;
 
   void start(const GuardRequest& request, Events events) override;
   void terminate() override;
@@ -59,6 +63,9 @@ class RemoteRankProcess : public RankProcess {
   void kill() override;
   void close_output() override;
   bool running() const override { return channel_ != nullptr && !exit_; }
+  int local_guard_pid() const override {
+    return local_ && running() && channel_->pid() > 0 ? channel_->pid() : -1;
+  }
 
  private:
   void finish(const ssh::ExitInfo& info);
@@ -66,6 +73,7 @@ class RemoteRankProcess : public RankProcess {
   int rank_;
   std::string host_;
   std::string link_;
+  bool local_;
   StreamDriver& driver_;
   agent::AgentLink& agent_;
   Events events_;
@@ -76,16 +84,20 @@ class RemoteRankProcess : public RankProcess {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-// Makes RemoteRankProcess for the hosts in `remote` (by host index of the rank table) and
-// LocalRankProcess for the others. `local_guard` is the guard binary on this machine (this
-// binary; tests give the built horarun).
-class HybridRankProcessFactory : public RankProcessFactory {
+// Makes an AgentRankProcess for every rank: through the preflight's agent for the hosts in
+// `remote`, through a local agent for the others (at most one host: this machine). `local_guard`
+// is horarun on this machine (this binary; tests give the built horarun).
+class AgentRankProcessFactory : public RankProcessFactory {
  public:
+  // How long the local agent may take to print its ready line.
+  static constexpr std::chrono::seconds kLocalAgentStart{30};
+
   // `hosts`: the rank table's hosts; `remote`: the preflight's hosts by index into `hosts`.
-  HybridRankProcessFactory(boost::asio::io_context& io, std::vector<HostSpec> hosts,
-                           std::map<int, RemoteHost> remote,
-                           std::string local_guard = "/proc/self/exe");
-  ~HybridRankProcessFactory() override;
+  // Starts the local agent when a host is not in `remote`; throws SpawnError if it cannot.
+  AgentRankProcessFactory(boost::asio::io_context& io, std::vector<HostSpec> hosts,
+                          std::map<int, RemoteHost> remote,
+                          std::string local_guard = "/proc/self/exe");
+  ~AgentRankProcessFactory() override;
 
   std::unique_ptr<RankProcess> create(int rank, const HostSpec& host) override;
 
@@ -96,10 +108,13 @@ class HybridRankProcessFactory : public RankProcessFactory {
     RemoteHost host;
     std::unique_ptr<StreamDriver> driver;
   };
+  void drive(Driven& d);
+
   boost::asio::io_context& io_;
   std::vector<HostSpec> hosts_;
   std::string local_guard_;
   std::map<int, Driven> remote_;
+  std::optional<Driven> local_;  // this machine's agent, when a rank runs here
 };
 
 }  // namespace hora::cli

@@ -1,5 +1,6 @@
-// LocalRankProcess with the real guard (`horarun --guard`, path in $HORARUN): real processes,
-// real pipes; every wait has a deadline.
+// A rank on this machine as the launcher runs it: AgentRankProcessFactory starts the local agent
+// (`horarun --agent --report-pids`, path in $HORARUN) and each rank's guard is the agent's child.
+// Real processes, real pipes; every wait has a deadline.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -7,13 +8,16 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
 
-#include "cli/spawn/local_rank_process.h"
+#include "cli/spawn/agent_rank_process.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;
@@ -30,13 +34,18 @@ std::string horarun_path() {
 // One rank under the guard, with its output and exit collected.
 struct Harness {
   boost::asio::io_context io;
-  std::unique_ptr<LocalRankProcess> process;
+  HostSpec host{"", "localhost", 1};
+  std::unique_ptr<AgentRankProcessFactory> factory;
+  std::unique_ptr<RankProcess> process;
   std::string out, err;
   bool out_closed = false, err_closed = false;
   std::optional<ExitStatus> exit;
 
   void start(std::vector<std::string> argv, GuardRequest request = {}) {
-    process = std::make_unique<LocalRankProcess>(io, 0, "localhost", horarun_path());
+    factory =
+        std::make_unique<AgentRankProcessFactory>(io, std::vector<HostSpec>{host},
+                                                  std::map<int, RemoteHost>{}, horarun_path());
+    process = factory->create(0, host);
     request.argv = std::move(argv);
     RankProcess::Events ev;
     ev.on_output = [this](Stream s, std::string_view d) {
@@ -65,7 +74,41 @@ struct Harness {
 
 bool process_gone(pid_t pid) {
   // Gone, or a zombie of someone else's (the guard reaps what it adopts before exiting).
-  return ::kill(pid, 0) != 0 && errno == ESRCH;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+}
+
+// Polls a condition with a deadline (the process ends asynchronously), not a sync point.
+bool wait_gone(pid_t pid, std::chrono::seconds deadline = 10s) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  while (!process_gone(pid) && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(10ms);
+  }
+  return process_gone(pid);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t paren = line.rfind(')');
+  REQUIRE(paren != std::string::npos);
+  std::istringstream rest(line.substr(paren + 2));
+  char state = 0;
+  long ppid = 0;
+  rest >> state >> ppid;
+  return static_cast<pid_t>(ppid);
 }
 
 }  // namespace
@@ -160,16 +203,47 @@ TEST_CASE("kill() ends the guard and the command with it") {
   h.start({"sh", "-c", "echo $$; exec sleep 100"});
   h.run_until([&] { return !h.out.empty() && h.out.back() == '\n'; });
   const pid_t command = static_cast<pid_t>(std::stol(h.out));
+  const pid_t guard = h.process->local_guard_pid();
+  REQUIRE(guard > 0);
   h.process->kill();
+  // The channel is closed by us: the rank is over for the supervisor at once (ssh(1)'s 255).
+  h.run_until([&] { return h.exit.has_value(); });
+  CHECK(h.exit->code == 255);
+  CHECK_FALSE(h.process->running());
+  // The agent closed the guard's stdin: the guard stops its command and exits.
+  CHECK(wait_gone(command));
+  CHECK(wait_gone(guard));
+}
+
+TEST_CASE("the guard's pid comes from the local agent, whose child it is") {
+  Harness h;
+  h.start({"sh", "-c", "echo ready; exec sleep 100"});
+  h.run_until([&] { return h.out == "ready\n" && h.process->local_guard_pid() > 0; });
+  const pid_t guard = h.process->local_guard_pid();
+  CHECK_THAT(read_file("/proc/" + std::to_string(guard) + "/cmdline"), Contains("--guard"));
+  // Its parent is the agent, a child of this process.
+  const pid_t agent = parent_of(guard);
+  CHECK(parent_of(agent) == ::getpid());
+  CHECK_THAT(read_file("/proc/" + std::to_string(agent) + "/cmdline"), Contains("--agent"));
+  h.process->terminate();
   h.run_to_end();
-  CHECK(h.exit->signaled);
-  CHECK(h.exit->signal == SIGKILL);
-  // PR_SET_PDEATHSIG in the command: it dies with its guard (allow the kernel a moment).
-  const auto end = std::chrono::steady_clock::now() + 5s;
-  while (!process_gone(command) && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(10ms);  // polling a condition with a deadline, not a sync point
-  }
-  CHECK(process_gone(command));
+  CHECK(h.process->local_guard_pid() == -1);
+}
+
+TEST_CASE("a guard that does not answer a close is SIGKILLed by the agent") {
+  Harness h;
+  h.start({"sh", "-c", "echo $$; exec sleep 100"});
+  h.run_until(
+      [&] { return !h.out.empty() && h.out.back() == '\n' && h.process->local_guard_pid() > 0; });
+  const pid_t command = static_cast<pid_t>(std::stol(h.out));
+  const pid_t guard = h.process->local_guard_pid();
+  // A stopped guard cannot see its stdin close; only the agent's SIGKILL ends it (and its
+  // command with it, through PR_SET_PDEATHSIG).
+  REQUIRE(::kill(guard, SIGSTOP) == 0);
+  h.process->kill();
+  h.run_until([&] { return h.exit.has_value(); });
+  CHECK(wait_gone(guard, 30s));
+  CHECK(wait_gone(command, 30s));
 }
 
 TEST_CASE("a command that cannot be run exits 127 with a message naming it") {

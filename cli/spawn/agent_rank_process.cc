@@ -1,4 +1,4 @@
-#include "cli/spawn/remote_rank_process.h"
+#include "cli/spawn/agent_rank_process.h"
 
 #include <signal.h>
 #include <string.h>
@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
+#include "cli/agent/pipe_stream.h"
 #include "cli/errors.h"
 #include "cli/output/log.h"
-#include "cli/spawn/local_rank_process.h"
 #include "ssh/format.h"
 
 namespace hora::cli {
@@ -52,13 +52,18 @@ ExitStatus exit_status_from(const ssh::ExitInfo& info) {
   return st;
 }
 
-// ---- RemoteRankProcess ---------------------------------------------------------------------
+// ---- AgentRankProcess ---------------------------------------------------------------------
 
-RemoteRankProcess::RemoteRankProcess(int rank, std::string host, StreamDriver& driver,
-                                     agent::AgentLink& agent, std::string link)
-    : rank_(rank), host_(std::move(host)), link_(std::move(link)), driver_(driver), agent_(agent) {}
+AgentRankProcess::AgentRankProcess(int rank, std::string host, StreamDriver& driver,
+                                   agent::AgentLink& agent, std::string link, bool local)
+    : rank_(rank),
+      host_(std::move(host)),
+      link_(std::move(link)),
+      local_(local),
+      driver_(driver),
+      agent_(agent) {}
 
-RemoteRankProcess::~RemoteRankProcess() {
+AgentRankProcess::~AgentRankProcess() {
   *alive_ = false;
   if (channel_ && !channel_->done()) {
     // The supervisor waits for every rank; this path is for exceptions. Closing the channel
@@ -68,7 +73,7 @@ RemoteRankProcess::~RemoteRankProcess() {
   }
 }
 
-void RemoteRankProcess::start(const GuardRequest& request, Events events) {
+void AgentRankProcess::start(const GuardRequest& request, Events events) {
   events_ = std::move(events);
   agent::AgentChannel::Handlers h;
   std::weak_ptr<bool> alive = alive_;
@@ -86,13 +91,15 @@ void RemoteRankProcess::start(const GuardRequest& request, Events events) {
   if (agent_.closed()) {
     throw SpawnError(fmt::format("rank {} on {}: {}", rank_, host_, agent_.error()));
   }
-  // The arguments carry nothing but the mode; the request (environment, secret) goes on stdin.
-  channel_ = agent_.exec(request.cwd, {"--guard"}, std::move(h));
+  // The arguments carry nothing but the mode; the request (environment, secret, working
+  // directory) goes on stdin. The guard enters the directory itself, so a missing one is reported
+  // in its words ("must exist on every host") on every host alike.
+  channel_ = agent_.exec("", {"--guard"}, std::move(h));
   channel_->write(request.encode());
   driver_.kick();
 }
 
-void RemoteRankProcess::finish(const ssh::ExitInfo& info) {
+void AgentRankProcess::finish(const ssh::ExitInfo& info) {
   if (exit_) return;
   exit_ = exit_status_from(info);
   if (!info.error.empty()) {
@@ -110,13 +117,13 @@ void RemoteRankProcess::finish(const ssh::ExitInfo& info) {
   if (events_.on_exit) events_.on_exit(*exit_);
 }
 
-void RemoteRankProcess::terminate() {
+void AgentRankProcess::terminate() {
   if (!running()) return;
   channel_->write(GuardRequest::kTerminate);
   driver_.kick();
 }
 
-void RemoteRankProcess::kill() {
+void AgentRankProcess::kill() {
   // No way to signal a remote process directly: closing the channel makes the agent close the
   // guard's stdin, so the guard kills its rank's process group.
   if (!running()) return;
@@ -136,32 +143,56 @@ void RemoteRankProcess::kill() {
   });
 }
 
-void RemoteRankProcess::close_output() {
+void AgentRankProcess::close_output() {
   // Output ends with the channel (finish()); nothing is left to stop reading.
 }
 
-// ---- HybridRankProcessFactory --------------------------------------------------------------
+// ---- AgentRankProcessFactory ---------------------------------------------------------------
 
-HybridRankProcessFactory::HybridRankProcessFactory(asio::io_context& io,
-                                                   std::vector<HostSpec> hosts,
-                                                   std::map<int, RemoteHost> remote,
-                                                   std::string local_guard)
+AgentRankProcessFactory::AgentRankProcessFactory(asio::io_context& io, std::vector<HostSpec> hosts,
+                                                 std::map<int, RemoteHost> remote,
+                                                 std::string local_guard)
     : io_(io), hosts_(std::move(hosts)), local_guard_(std::move(local_guard)) {
   for (auto& [index, host] : remote) {
     Driven& d = remote_[index];
     d.host = std::move(host);
-    d.driver = std::make_unique<StreamDriver>(io_, d.host.agent->stream());
-    d.host.agent->set_defer([&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); });
-    // Whatever the agent sent while nobody pumped (nothing, normally) is taken now.
-    d.driver->kick();
+    drive(d);
   }
+  int local_index = -1;
+  for (std::size_t i = 0; i < hosts_.size(); ++i) {
+    if (remote_.count(static_cast<int>(i)) == 0) local_index = static_cast<int>(i);
+  }
+  if (local_index < 0) return;
+  // This machine's ranks go through an agent of their own, as every other host's do.
+  const std::string name = hosts_[static_cast<std::size_t>(local_index)].name;
+  auto stream = std::make_unique<agent::PipeStream>(std::vector<std::string>{"horarun", "--agent",
+                                                                             "--report-pids"},
+                                                    local_guard_);
+  const agent::PipeStream::Started st =
+      stream->start(agent::PipeStream::Clock::now() + kLocalAgentStart);
+  if (!st.ready) {
+    throw SpawnError(fmt::format("cannot start the agent for this machine's ranks ({} --agent): {}",
+                                 local_guard_, st.failure));
+  }
+  local_.emplace();
+  local_->host.index = local_index;
+  local_->host.target.alias = name;
+  local_->host.agent = agent::link_over_pipe(name, std::move(stream));
+  drive(*local_);
+}
+
+void AgentRankProcessFactory::drive(Driven& d) {
+  d.driver = std::make_unique<StreamDriver>(io_, d.host.agent->stream());
+  d.host.agent->set_defer([&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); });
+  // Whatever the agent sent while nobody pumped (nothing, normally) is taken now.
+  d.driver->kick();
 }
 
 // Each Driven's driver goes before its host (declaration order): drivers stop before the
 // streams they drive, and the agents end with their channels before the sessions close.
-HybridRankProcessFactory::~HybridRankProcessFactory() = default;
+AgentRankProcessFactory::~AgentRankProcessFactory() = default;
 
-std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const HostSpec& host) {
+std::unique_ptr<RankProcess> AgentRankProcessFactory::create(int rank, const HostSpec& host) {
   int index = -1;
   for (std::size_t i = 0; i < hosts_.size(); ++i) {
     if (hosts_[i] == host) {
@@ -169,14 +200,20 @@ std::unique_ptr<RankProcess> HybridRankProcessFactory::create(int rank, const Ho
       break;
     }
   }
-  auto it = remote_.find(index);
-  if (it == remote_.end()) {
-    return std::make_unique<LocalRankProcess>(io_, rank, host.name, local_guard_);
+  if (auto it = remote_.find(index); it != remote_.end()) {
+    return std::make_unique<AgentRankProcess>(rank, host.address_for_display(), *it->second.driver,
+                                              *it->second.host.agent,
+                                              it->second.host.via_srun ? "srun step"
+                                                                       : "SSH connection");
   }
-  return std::make_unique<RemoteRankProcess>(rank, host.address_for_display(), *it->second.driver,
-                                             *it->second.host.agent,
-                                             it->second.host.via_srun ? "srun step"
-                                                                      : "SSH connection");
+  if (!local_ || local_->host.index != index) {
+    throw SpawnError(
+        fmt::format("rank {}: host {} is neither this machine nor a prepared remote "
+                    "host; this is a horarun bug",
+                    rank, host.address_for_display()));
+  }
+  return std::make_unique<AgentRankProcess>(rank, host.name, *local_->driver, *local_->host.agent,
+                                            "local agent", true);
 }
 
 }  // namespace hora::cli
