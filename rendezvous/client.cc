@@ -603,6 +603,7 @@ GatherResult Client::gather(const std::string& name, std::span<const std::uint8_
                     "of {} ranks and {}-byte slices",
                     rank(), what, view.records.size(), view.width, size, width));
   }
+  out.records_buffer = std::move(view.records_buffer);  // the views stay valid: same storage
   out.records = std::move(view.records);
   out.width = width;
   out.column = view.column;

@@ -257,19 +257,16 @@ void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView 
   g.uploads[rank] = GatherUpload{token, std::move(payload), m.record, m.slices};
   if (static_cast<int>(g.uploads.size()) < size_) return;
 
-  // Everyone uploaded. The records part (count, then every record) is the same in every answer:
-  // built once and shared by all of them; each answer adds only its header room and its column
-  // (width, then one slice from every rank). No per-slice allocation.
+  // Everyone uploaded. The records part (count, then every record, compressed) is the same in
+  // every answer: built once and shared by all of them; each answer adds only its header room
+  // and its column (width, then one slice from every rank). No per-slice allocation.
   Gather done = std::move(g);
   gathers_.erase(m.name);
   const std::size_t width = done.width;
-  std::size_t record_bytes = 0;
-  for (const auto& [r, up] : done.uploads) record_bytes += up.record.size();
-  wire::Writer records;
-  records.reserve(4 + 4 * static_cast<std::size_t>(size_) + record_bytes);
-  records.u32(static_cast<std::uint32_t>(size_));
-  for (const auto& [r, up] : done.uploads) records.bytes(up.record);
-  const auto block = std::make_shared<const Bytes>(records.take());
+  std::vector<std::span<const std::uint8_t>> records;
+  records.reserve(done.uploads.size());
+  for (const auto& [r, up] : done.uploads) records.push_back(up.record);
+  const auto block = std::make_shared<const Bytes>(wire::encode_gather_records(records));
   std::vector<const GatherUpload*> rows;
   rows.reserve(size_);
   for (const auto& [r, up] : done.uploads) rows.push_back(&up);

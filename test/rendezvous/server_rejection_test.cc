@@ -151,11 +151,11 @@ TEST_CASE_METHOD(Fixture, "a server-only op from a client is rejected", "[reject
 TEST_CASE_METHOD(Fixture, "a bad version is rejected", "[rejection]") {
   RawPeer p(ts.port());
   p.read_hello();
-  p.send_header(2, static_cast<std::uint8_t>(Op::kAuth), wire::kAuthPayloadBytes);
+  p.send_header(1, static_cast<std::uint8_t>(Op::kAuth), wire::kAuthPayloadBytes);
   auto [status, reason] = p.expect_reject();
   CHECK(status == Status::kBadVersion);
-  CHECK_THAT(reason, Catch::Contains("protocol version 2 is not supported"));
-  expect_one_rejection("version 2");
+  CHECK_THAT(reason, Catch::Contains("protocol version 1 is not supported"));
+  expect_one_rejection("version 1");
   expect_good_client_fine();
 }
 

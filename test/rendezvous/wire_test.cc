@@ -35,7 +35,7 @@ TEST_CASE("header layout is the documented one", "[wire]") {
   h.request_id = 0x04030201;
   h.payload_bytes = 0x0a0b0c0d;
   auto b = header_bytes(h);
-  std::array<std::uint8_t, 16> expected{0x48, 0x52, 1,    0x15, 1,    0,    0,    0,
+  std::array<std::uint8_t, 16> expected{0x48, 0x52, 2,    0x15, 1,    0,    0,    0,
                                         0x01, 0x02, 0x03, 0x04, 0x0d, 0x0c, 0x0b, 0x0a};
   CHECK(b == expected);
 }
@@ -80,9 +80,9 @@ TEST_CASE("malformed headers are refused with the matching status", "[wire]") {
   }
   SECTION("bad version") {
     auto b = good;
-    b[2] = 2;
+    b[2] = 1;  // a hora from before GATHER's compressed records
     CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadVersion);
-    CHECK_THAT(why, Catch::Contains("version 2"));
+    CHECK_THAT(why, Catch::Contains("version 1"));
   }
   SECTION("reserved bytes set") {
     auto b = good;
@@ -252,14 +252,13 @@ TEST_CASE("gather request and answer round-trip as views", "[wire]") {
   CHECK(m.slices.data() >= p.data());
   CHECK(m.slices.data() + m.slices.size() == p.data() + p.size());
 
-  auto answer = wire::Writer()
-                    .u32(2)
-                    .bytes(bytes_of("r0"))
-                    .bytes(bytes_of(""))
-                    .u32(3)
-                    .raw(bytes_of("xyzXYZ"))
-                    .take();
-  CHECK(answer.size() == wire::gather_reply_bytes(2, 2, 3));
+  const wire::Bytes r0 = bytes_of("r0"), r1;
+  const std::vector<std::span<const std::uint8_t>> records{r0, r1};
+  auto answer = wire::encode_gather_records(records);
+  wire::Writer column;
+  column.u32(3).raw(bytes_of("xyzXYZ"));
+  const wire::Bytes tail = column.take();
+  answer.insert(answer.end(), tail.begin(), tail.end());
   auto v = wire::decode_gather_reply(answer);
   REQUIRE(v.records.size() == 2);
   CHECK(wire::Bytes(v.records[0].begin(), v.records[0].end()) == bytes_of("r0"));
@@ -279,9 +278,46 @@ TEST_CASE("gather slices that do not fill count x width exactly are refused", "[
   // A huge count x width is refused without allocating it.
   auto huge = wire::Writer().str("g").u64(1).bytes({}).u32(0xFFFFFFFF).u32(0xFFFFFFFF).take();
   CHECK_THROWS_AS(wire::decode_gather_view(huge), wire::DecodeError);
-  auto answer = wire::Writer().u32(1).bytes(bytes_of("r")).u32(4).raw(bytes_of("abc")).take();
+  const wire::Bytes r = bytes_of("r");
+  const std::vector<std::span<const std::uint8_t>> one{r};
+  auto answer = wire::encode_gather_records(one);
+  const wire::Bytes short_column = wire::Writer().u32(4).raw(bytes_of("abc")).take();
+  answer.insert(answer.end(), short_column.begin(), short_column.end());
   CHECK_THROWS_AS(wire::decode_gather_reply(answer), wire::DecodeError);
   CHECK_THROWS_AS(wire::encode_gather("g", 1, {}, 2, 3, bytes_of("12345")), std::invalid_argument);
+}
+
+TEST_CASE("gather answers carry their records compressed, and a bad stream is refused", "[wire]") {
+  // 4096 records as one host's ranks send them: alike but for a few bytes.
+  std::vector<wire::Bytes> owned;
+  for (int i = 0; i < 4096; ++i) {
+    wire::Bytes rec = bytes_of("v2|host-index 0|local " + std::to_string(i) +
+                               "|4096|198.18.0.11|seq -1|hostname node-0001.cluster");
+    owned.push_back(std::move(rec));
+  }
+  std::vector<std::span<const std::uint8_t>> records(owned.begin(), owned.end());
+  std::size_t plain = 0;
+  for (const auto& rec : owned) plain += 4 + rec.size();
+  const wire::Bytes block = wire::encode_gather_records(records);
+  CHECK(block.size() * 10 < plain);  // the point of it: a tenth of the bytes, or less
+  wire::Bytes answer = block;
+  const wire::Bytes tail = wire::Writer().u32(0).take();
+  answer.insert(answer.end(), tail.begin(), tail.end());
+  auto v = wire::decode_gather_reply(answer);
+  REQUIRE(v.records.size() == owned.size());
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    CHECK(wire::Bytes(v.records[i].begin(), v.records[i].end()) == owned[i]);
+  }
+  // Moving the decoded answer keeps its views valid (they point into its own buffer).
+  auto moved = std::move(v);
+  CHECK(wire::Bytes(moved.records[7].begin(), moved.records[7].end()) == owned[7]);
+
+  // A stream that claims more than it inflates to, or a size above the cap, is refused.
+  wire::Bytes lying = answer;
+  lying[4] ^= 0x01;  // raw_bytes (u32 after the count) off by one
+  CHECK_THROWS_WITH(wire::decode_gather_reply(lying), Catch::Contains("do not inflate to"));
+  wire::Bytes bomb = wire::Writer().u32(1).u32(0xFFFFFFF0u).bytes({}).u32(0).take();
+  CHECK_THROWS_WITH(wire::decode_gather_reply(bomb), Catch::Contains("at most"));
 }
 
 TEST_CASE("a frame's header is written in place in front of its payload", "[wire]") {

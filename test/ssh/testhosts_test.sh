@@ -15,7 +15,9 @@ K=""
 cleanup() { [ -z "$K" ] || "$script" down --index "$K" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-vars=$("$script" up --index auto --hosts 2 2>/dev/null)
+up_log=$(mktemp)
+vars=$("$script" up --index auto --hosts 2 2>"$up_log") || { cat "$up_log" >&2; rm -f "$up_log"; fail "up --index auto failed (its log is above)"; }
+rm -f "$up_log"
 eval "$vars"
 K=$HORA_TESTHOSTS_INDEX
 S=$HORA_TESTHOSTS_DIR
