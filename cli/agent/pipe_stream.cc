@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,29 @@
 #include "cli/agent/agent.h"
 
 namespace hora::cli::agent {
+namespace {
+
+// Reaps `pid` if it exits before `deadline`: true with `*wstatus` set. Waits on a pidfd (woken
+// the moment the child exits), not in sleeps.
+bool reap_by(pid_t pid, PipeStream::Clock::time_point deadline, int* wstatus) {
+  const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  while (true) {
+    const pid_t r = ::waitpid(pid, wstatus, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return r == pid;
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - PipeStream::Clock::now());
+    if (left.count() <= 0) return false;
+    if (pidfd) {
+      pollfd p{pidfd.get(), POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
+    } else {
+      std::this_thread::sleep_for(
+          std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(1)));
+    }
+  }
+}
+
+}  // namespace
 
 PipeStream::PipeStream(std::vector<std::string> argv, std::string file)
     : argv_(std::move(argv)), file_(std::move(file)) {}
@@ -26,14 +50,10 @@ PipeStream::~PipeStream() {
   if (pid_ > 0 && !reaped_) {
     // Bounded: the agent exits within its grace period once its stdin is closed; after that it
     // is killed (srun then ends the step).
-    const auto until = Clock::now() + kGrace + std::chrono::seconds(2);
-    while (::waitpid(pid_, &wstatus_, WNOHANG) == 0) {
-      if (Clock::now() >= until) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &wstatus_, 0);
-        break;
+    if (!reap_by(pid_, Clock::now() + kGrace + std::chrono::seconds(2), &wstatus_)) {
+      ::kill(pid_, SIGKILL);
+      while (::waitpid(pid_, &wstatus_, 0) < 0 && errno == EINTR) {
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 }
@@ -126,13 +146,7 @@ PipeStream::Started PipeStream::wait_ready(Clock::time_point deadline) {
 std::string PipeStream::reap_description() {
   if (pid_ > 0 && !reaped_) {
     // The stream ended, so the child is exiting; a short bounded wait for its status.
-    for (int i = 0; i < 100 && !reaped_; ++i) {
-      if (::waitpid(pid_, &wstatus_, WNOHANG) == pid_) {
-        reaped_ = true;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
+    reaped_ = reap_by(pid_, Clock::now() + std::chrono::seconds(1), &wstatus_);
   }
   if (!reaped_) return fmt::format("`{}` closed its output", argv_.front());
   if (WIFSIGNALED(wstatus_)) {
