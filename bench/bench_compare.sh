@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 NP=${NP:-2 4}
 horarun=$build/cli/horarun
-hora_bench=$build/examples/allreduce_bench
+hora_bench=$build/bench/allreduce_bench
 mpi_bench=$build/bench/mpi_allreduce_bench
 for f in "$horarun" "$hora_bench"; do
   [[ -x $f ]] || { echo "bench_compare: $f is missing; build it (ninja -C $build)" >&2; exit 1; }

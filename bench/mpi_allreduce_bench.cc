@@ -1,4 +1,4 @@
-// The MPI twin of examples/allreduce_bench.cc, for side-by-side comparisons (bench_compare.sh):
+// The MPI twin of bench/allreduce_bench.cc, for side-by-side comparisons (bench_compare.sh):
 // the same sizes, shapes, iteration counts and nccl-tests columns, float32 sum, over MPI.
 //
 //   mpirun -np 4 mpi_allreduce_bench -b 4 -e 64M -f 2 --collective allreduce,allgather

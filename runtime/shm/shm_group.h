@@ -54,9 +54,10 @@ struct ShmOptions {
   std::size_t region_bytes = kDefaultRegionBytes;  // per rank and half; rounded to 64 bytes
   // A wait spins this long, then spins calling sched_yield() until yield_time (so a peer waiting
   // for this core gets it), then sleeps on the futex. Measured on a 2-core host loaded with
-  // other work: longer pure spinning only delays peers that need the core.
+  // other work: longer pure spinning only delays peers that need the core, and a longer yield
+  // phase took CPU from the computation while the async engine waited (docs/shm.md).
   std::chrono::nanoseconds spin_time = std::chrono::microseconds(2);
-  std::chrono::nanoseconds yield_time = std::chrono::microseconds(500);
+  std::chrono::nanoseconds yield_time = std::chrono::microseconds(50);
 };
 
 class ShmGroup {
