@@ -62,10 +62,17 @@ Engine::Engine(Transport& transport, EngineOptions options, WarningSink warnings
   alarm_->engine = this;
 }
 
-void Engine::hurry() {
+void Engine::hurry(const Handle::State* waited) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     hurry_ = true;
+    // Only an op still in flight: one that completed meanwhile will never be released again.
+    for (const auto& [name, state] : in_flight_) {
+      if (state.get() == waited) {
+        waited_.insert(waited);
+        break;
+      }
+    }
   }
   wake_.notify_one();
 }
@@ -154,9 +161,9 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
   validate(*state);
   state->submitted = Clock::now();
   if (size_ > 1) {
-    state->on_wait = [alarm = alarm_] {
+    state->on_wait = [alarm = alarm_, waited = state.get()] {
       std::lock_guard<std::mutex> lock(alarm->mu);
-      if (alarm->engine != nullptr) alarm->engine->hurry();
+      if (alarm->engine != nullptr) alarm->engine->hurry(waited);
     };
   }
   std::exception_ptr already_stopped;
@@ -395,7 +402,7 @@ bool Engine::cycle() {
   // next exchange for a rank that ticks later.
   const auto deadline = agreed + options_.cycle_time * (backoff ? kIdleBackoff : 1);
   wake_.wait_until(lock, deadline, [&] {
-    return shutdown_requested_ || hurry_ || (backoff && !incoming_.empty());
+    return shutdown_requested_ || hurry_ || !waited_.empty() || (backoff && !incoming_.empty());
   });
   return true;
 }
@@ -468,6 +475,7 @@ void Engine::release(ReadyOp& op, std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(name);
     if (it != in_flight_.end() && it->second == op.state) in_flight_.erase(it);
+    waited_.erase(op.state.get());
   }
   op.state->complete(error);
 }
@@ -481,6 +489,7 @@ void Engine::stop(std::exception_ptr cause, const std::string& why) {
     stop_why_ = why;
     for (auto& [name, state] : in_flight_) victims.push_back(state);
     in_flight_.clear();
+    waited_.clear();
     incoming_.clear();
   }
   local_.clear();

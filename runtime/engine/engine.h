@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -105,7 +106,9 @@ class Engine {
   // Drops the op from in_flight_ and completes its handle (any thread).
   void release(ReadyOp& op, std::exception_ptr error);
   // A thread waits for one of this rank's ops: start the next cycle now.
-  void hurry();
+  // A thread waits for `waited` (an in-flight op): cycles run back to back, without waiting for
+  // a tick, until that op completes.
+  void hurry(const Handle::State* waited);
   // A world of one: there is nobody to negotiate with, so the submitting thread runs the op at
   // once (a local copy) and the engine thread only waits for shutdown.
   void run_alone(const std::shared_ptr<Handle::State>& state);
@@ -129,6 +132,11 @@ class Engine {
   std::string stop_why_;
   std::thread thread_;
   bool hurry_ = false;  // a thread waits for an op: the next cycle starts without a tick
+  // The in-flight ops some thread waits for. While one is left, cycles run back to back: a
+  // one-shot hurry could be spent on a cycle that completed nothing (the peers were one cycle
+  // behind), and the engine then slept a whole tick with its caller waiting (100 ms steps at
+  // HORA_CYCLE_TIME_MS=100).
+  std::set<const Handle::State*> waited_;
   // What submitted ops' on_wait reach the engine through; `engine` is cleared when it stops
   // (a Handle may outlive its engine).
   struct Alarm {

@@ -148,6 +148,27 @@ void scenario_inflight() {
   }
 }
 
+// Training-like steps: two named allreduces per step with work between their submissions, then
+// a wait for both. Run with a cycle time far longer than the job (HORA_CYCLE_TIME_MS=60000), so
+// every cycle comes from a wait: a waiting caller must never be left for a tick.
+void scenario_steps() {
+  std::vector<float> a(1024), b(256);
+  volatile double sink = 0;
+  for (int step = 0; step < 200; ++step) {
+    std::fill(a.begin(), a.end(), 1.0f);
+    std::fill(b.begin(), b.end(), 2.0f);
+    hora::Handle ha = hora::allreduce_async("step/a", a, hora::ReduceOp::kSum);
+    // Uneven work, as a backward pass between two layers' gradients.
+    for (int i = 0; i < 2000 * (1 + (step + g_rank) % 5); ++i) sink = sink + i * 0.5;
+    hora::Handle hb = hora::allreduce_async("step/b", b, hora::ReduceOp::kSum);
+    hora::synchronize(ha);
+    hora::synchronize(hb);
+    check(a[0] == static_cast<float>(hora::size()) &&
+              b[0] == 2.0f * static_cast<float>(hora::size()),
+          "step sums");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,6 +182,8 @@ int main(int argc, char** argv) {
       scenario_orphan();
     } else if (scenario == "inflight") {
       scenario_inflight();
+    } else if (scenario == "steps") {
+      scenario_steps();
     } else {
       fail("unknown scenario " + scenario);
     }

@@ -132,6 +132,20 @@ TEST_CASE("horarun: the stall check warns and the stall shutdown fails the orpha
         1);
 }
 
+TEST_CASE("horarun: a waiting caller never waits for the engine's tick", "[integration]") {
+  // 200 steps with a 60 s cycle time: cycles come only from waits. A wait that triggered a cycle
+  // completing nothing (its op finished in the cycle before) used to leave the next step for a
+  // whole tick on one rank: about one step in 25, so this run would take minutes. 45 s is more
+  // than ten times what it takes under a sanitizer on a loaded 2-core machine.
+  const int np = GENERATE(2, 3);
+  Result r = run({required_env("HORARUN"), "-np", std::to_string(np), "-H",
+                  "localhost:" + std::to_string(np), required_env("ASYNC_JOB"), "steps"},
+                 {{"HORA_CYCLE_TIME_MS", "60000"}}, std::chrono::seconds(45));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(count(r.output, "ASYNC_JOB_OK") == np);
+}
+
 TEST_CASE("horarun: shutdown fails an op still in flight", "[integration]") {
   Result r = run({required_env("HORARUN"), "-np", "2", "-H", "localhost:2",
                   required_env("ASYNC_JOB"), "inflight"},
