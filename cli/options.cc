@@ -184,7 +184,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                   "tensor fusion buffer in MiB, 0 disables (HORA_FUSION_THRESHOLD; default 128)")
       ->check(number_in(0, kMaxFusionMb, false, "a size in MiB"));
   app->add_option("--cycle-time-ms", raw.cycle_time_ms,
-                  "engine cycle in milliseconds (HORA_CYCLE_TIME_MS; default 1)")
+                  "engine cycle in milliseconds (HORA_CYCLE_TIME_MS; default 5)")
       ->check(number_in(0, kMaxCycleTimeMs, true, "a number of milliseconds"));
   app->add_option("--cache-capacity", raw.cache_capacity,
                   "response cache entries, 0 disables (HORA_CACHE_CAPACITY; default 1024)")

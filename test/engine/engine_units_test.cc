@@ -307,7 +307,7 @@ struct ScopedEnv {
 TEST_CASE("EngineOptions::from_environment reads every variable with defaults", "[options]") {
   {
     EngineOptions o = EngineOptions::from_environment();
-    CHECK(o.cycle_time == std::chrono::milliseconds(1));
+    CHECK(o.cycle_time == std::chrono::milliseconds(5));
     CHECK(o.cache_capacity == 1024);
     CHECK(o.fusion_threshold == 128u * 1024 * 1024);
     CHECK(o.stall_check);
