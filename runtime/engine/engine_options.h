@@ -12,8 +12,8 @@ namespace hora::detail::engine {
 struct EngineOptions {
   // HORA_CYCLE_TIME_MS=5. A waiting caller never waits for a tick (cycles run back to back
   // while it waits), so the tick only decides how soon submitted ops start moving on their own;
-  // at 1 ms the idle ticks' exchanges cost fashion_mnist's async path 10-20% at -np 2 and 4 on
-  // 2 cores, at 5 ms it matched the blocking path (docs/environment.md).
+  // at 1 ms the idle ticks' exchanges cost fashion_mnist's async path more than at 5 ms on
+  // 2 cores (docs/environment.md has the figures).
   static constexpr std::chrono::microseconds kDefaultCycleTime{5000};
   static constexpr std::size_t kDefaultCacheCapacity = 1024;          // HORA_CACHE_CAPACITY
   static constexpr std::size_t kDefaultFusionThreshold = 128u << 20;  // HORA_FUSION_THRESHOLD
