@@ -119,8 +119,13 @@ bool Channel::step() {
       return true;
     }
     case State::kStarting: {
+      if (session_->starting_ != nullptr && session_->starting_ != this) return false;
       const int rc = libssh2_channel_exec(ch_, command_.c_str());
-      if (rc == LIBSSH2_ERROR_EAGAIN) return false;
+      if (rc == LIBSSH2_ERROR_EAGAIN) {
+        session_->starting_ = this;
+        return false;
+      }
+      session_->starting_ = nullptr;
       if (rc < 0) {
         if (is_session_fatal(rc)) {
           session_->fail_all("connection to " + where + " lost: " + session_->last_error());

@@ -208,6 +208,12 @@ class Session {
   std::string error_;
   std::vector<std::shared_ptr<Channel>> channels_;
   Channel* opening_ = nullptr;  // libssh2 opens one channel at a time per session
+  // ... and one exec request at a time: libssh2 1.10's wait for a request's reply
+  // (_libssh2_packet_requirev) fails with "Failed waiting for channel success" when the packet it
+  // reads is another channel's CHANNEL_SUCCESS, so two channels awaiting their exec replies at
+  // once could kill the whole session (seen under ASan on a loaded machine: every channel of
+  // ssh_session_test's many-channel cases ended with that error).
+  Channel* starting_ = nullptr;
   bool pumping_ = false;
 };
 
