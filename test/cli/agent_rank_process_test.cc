@@ -18,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "cli/spawn/agent_rank_process.h"
+#include "cli/spawn/process_state.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;
@@ -78,8 +79,7 @@ bool process_gone(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(stat, line);
-  const std::size_t paren = line.rfind(')');
-  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+  return parse_stat_state(line) == 'Z';
 }
 
 // Polls a condition with a deadline (the process ends asynchronously), not a sync point.
