@@ -7,10 +7,12 @@
 #include <array>
 #include <map>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -98,16 +100,23 @@ struct Supervisor::Impl {
   int early_exit = -1;
   bool early_exit_reached_rendezvous = false;
   // The order in which ranks dropped their rendezvous connection uncleanly (a rank that dies
-  // drops it at once; the peers it takes down drop theirs later, after noticing), and a failure
-  // whose verdict waits for the exit of a rank that dropped first: that one is the cause, even
-  // when the failed peer's exit reached horarun first (issue 10: seen under load).
+  // drops it at once; the peers it takes down drop theirs later, after noticing), ranks that
+  // had exited included.
   std::map<int, int> drop_order;
-  struct PendingFailure {
+  // A failure's verdict waits a moment (config.verdict_settle) while other ranks still run:
+  // what happened in one order can be heard in another (an agent reports the exits it reaped
+  // together; a socket already readable is read first), and the cause is the rank that dropped
+  // its rendezvous connection first, not the peer whose exit was heard first (issue 10: seen
+  // under load). The failures heard so far, in that order:
+  struct Failure {
     int rank;
     ExitStatus status;
-    int awaited;  // the rank that dropped first
   };
-  std::optional<PendingFailure> pending_failure;
+  std::vector<Failure> failures;
+  asio::steady_timer settle_timer{io};
+  bool settling = false;  // a failure was heard; no verdict yet
+  bool settled = false;   // verdict_settle has passed since
+  int awaited = -1;       // a running rank that dropped before every failed one: its exit decides
   bool draining = false;
   bool finished = false;
   std::string cause;  // printed at the end; empty on success
@@ -266,38 +275,20 @@ struct Supervisor::Impl {
         }
       }
     }
-    if (pending_failure && !ending) {
-      if (r != pending_failure->awaited) {
-        if (!status.success()) return;  // still waiting for the cause
-      } else if (status.success()) {
-        // The rank that dropped first ended well after all: the failure stands on its own.
-        const PendingFailure p = *pending_failure;
-        end_job(fmt::format("{} {}{}", who(p.rank), p.status.describe(), early_exit_note(p.rank)),
-                p.status.exit_code());
-        return;
-      }
-      // The awaited rank failed: it is the cause, named below.
-    }
-    if (!status.success() && !ending && !pending_failure) {
-      if (const std::optional<int> first = dropped_before(r)) {
-        log->info("{} {}; waiting for {}, which lost its rendezvous connection first", who(r),
-                  status.describe(), who(*first));
-        pending_failure = PendingFailure{r, status, *first};
-        return;  // its exit (or its drop timer) ends the job
-      }
-    }
     if (!status.success() && !ending) {
-      // A rank that times out waiting usually waited for a peer that stopped: name that one.
-      if (const auto stuck = stuck_rank(r)) {
-        end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
-                            "waiting for it",
-                            who(stuck->first), stuck->second.describe(), who(r), status.describe()),
-                status.exit_code());
-      } else {
-        end_job(fmt::format("{} {}{}", who(r), status.describe(), early_exit_note(r)),
-                status.exit_code());
+      failures.push_back(Failure{r, status});
+      if (!settling) {
+        settling = true;
+        settle_timer.expires_after(config.verdict_settle);
+        settle_timer.async_wait([this](const boost::system::error_code& ec) {
+          if (ec) return;
+          settled = true;
+          // Posted: events read in the same wake-up as the timer are handled first.
+          asio::post(io, [this] { decide(); });
+        });
       }
     }
+    decide();
     maybe_finish();
   }
 
@@ -389,27 +380,55 @@ struct Supervisor::Impl {
                                       : "without reaching hora::init()");
   }
 
-  // A running rank other than `r` that dropped its rendezvous connection before `r` did (or `r`
-  // did not), the earliest such; nullopt if none.
-  std::optional<int> dropped_before(int r) {
-    const auto mine = drop_order.find(r);
-    std::optional<int> first;
-    int first_seq = 0;
-    for (const auto& [q, seq] : drop_order) {
-      if (q == r || !running(q)) continue;
-      if (mine != drop_order.end() && seq > mine->second) continue;
-      if (!first || seq < first_seq) {
-        first = q;
-        first_seq = seq;
+  // Whether rank a dropped its rendezvous connection before rank b did (or b did not).
+  bool dropped_before(int a, int b) const {
+    const auto da = drop_order.find(a);
+    if (da == drop_order.end()) return false;
+    const auto db = drop_order.find(b);
+    return db == drop_order.end() || da->second < db->second;
+  }
+
+  // The verdict on the failures heard, once verdict_settle has passed or no other rank runs:
+  // the failed rank that dropped its rendezvous connection first (one that did not drop comes
+  // after one that did; among equals, the one heard first). A rank still running that dropped
+  // before it is awaited instead: its exit decides (its drop timer bounds the wait).
+  void decide() {
+    if (!settling || ending) return;
+    bool others_running = false;
+    for (int q = 0; q < table.size(); ++q) others_running |= running(q);
+    if (!settled && others_running) return;
+    const Failure* cause = &failures.front();
+    for (const Failure& f : failures) {
+      if (dropped_before(f.rank, cause->rank)) cause = &f;
+    }
+    for (int q = 0; q < table.size(); ++q) {
+      if (running(q) && dropped_before(q, cause->rank)) {
+        if (awaited != q) {
+          awaited = q;
+          log->info("{} {}; waiting for {}, which lost its rendezvous connection first",
+                    who(cause->rank), cause->status.describe(), who(q));
+        }
+        return;
       }
     }
-    return first;
+    const Failure f = *cause;
+    // A rank that times out waiting usually waited for a peer that stopped: name that one.
+    if (const auto stuck = stuck_rank(f.rank)) {
+      end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
+                          "waiting for it",
+                          who(stuck->first), stuck->second.describe(), who(f.rank),
+                          f.status.describe()),
+              f.status.exit_code());
+    } else {
+      end_job(fmt::format("{} {}{}", who(f.rank), f.status.describe(), early_exit_note(f.rank)),
+              f.status.exit_code());
+    }
   }
 
   void on_disconnected(int r, bool clean, const std::string& reason) {
-    if (clean || r < 0 || r >= table.size()) return;
-    if (!running(r) || ending) return;
+    if (clean || r < 0 || r >= table.size() || ending) return;
     drop_order.emplace(r, static_cast<int>(drop_order.size()));
+    if (!running(r)) return;
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
               hora::format_duration(config.drop_grace));
     Rank& rank = at(r);
@@ -570,6 +589,7 @@ struct Supervisor::Impl {
     start_timer.cancel();
     end_timer.cancel();
     drain_timer.cancel();
+    settle_timer.cancel();
     throttle_timer.cancel();
     stall_timer.cancel();
     boost::system::error_code ignored;

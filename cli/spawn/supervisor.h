@@ -43,6 +43,7 @@ struct SupervisorConfig {
   static constexpr std::chrono::milliseconds kDefaultGuardSlack{2000};
   static constexpr std::chrono::milliseconds kDefaultDropGrace{3000};
   static constexpr std::chrono::milliseconds kDefaultDrainTimeout{3000};
+  static constexpr std::chrono::milliseconds kDefaultVerdictSettle{300};
 
   std::vector<std::string> command;
   std::string cwd;                         // the ranks' working directory
@@ -84,6 +85,9 @@ struct SupervisorConfig {
   std::chrono::milliseconds drop_grace = kDefaultDropGrace;
   // How long output may stay open after the last guard exited.
   std::chrono::milliseconds drain_timeout = kDefaultDrainTimeout;
+  // From the first failure heard (while other ranks run) to the verdict naming the cause:
+  // time to hear the events that happened before it but were read after it.
+  std::chrono::milliseconds verdict_settle = kDefaultVerdictSettle;
 };
 
 class Supervisor {

@@ -1,6 +1,7 @@
 // The supervisor's failure policy with fake rank processes (the real rendezvous server runs on
-// 127.0.0.1:0; no rank connects to it). Fakes record what the supervisor asked and answer as
-// scripted, posting their events on the io_context like real processes do.
+// 127.0.0.1:0; a fake connects to it with a real client only when its script says so). Fakes
+// record what the supervisor asked and answer as scripted, posting their events on the
+// io_context like real processes do.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,13 +11,18 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "cli/errors.h"
 #include "cli/output/log.h"
 #include "cli/spawn/supervisor.h"
+#include "rendezvous/client.h"
+#include "rendezvous/secret.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;
@@ -31,6 +37,7 @@ struct Script {
   bool obey_terminate = true;     // exit by SIGTERM when asked to terminate
   bool keep_output_open = false;  // never close the streams (a leftover holds them)
   bool fail_start = false;
+  bool connect_rendezvous = false;  // authenticate to the launcher's server, as hora::init() does
 };
 
 struct Record {
@@ -50,6 +57,24 @@ class FakeRankProcess : public RankProcess {
     record_.request = request;
     events_ = std::move(events);
     running_ = true;
+    if (script_.connect_rendezvous) {
+      // Client::connect blocks until the server (on the io_context thread) answers.
+      connector_ = std::thread([this, env = request.env] {
+        hora::rdv::ClientOptions o;
+        for (const auto& [k, v] : env) {
+          if (k == "HORA_RENDEZVOUS") {
+            o.host = v.substr(0, v.rfind(':'));
+            o.port = static_cast<std::uint16_t>(std::stoi(v.substr(v.rfind(':') + 1)));
+          }
+          if (k == "HORA_RANK") o.rank = std::stoi(v);
+          if (k == "HORA_SIZE") o.size = std::stoi(v);
+          if (k == "HORA_SECRET") o.secret = hora::rdv::parse_secret_hex(v);
+        }
+        client_ = hora::rdv::Client::connect(o);
+        client_->set_abort_handler([](const std::string&) {});
+        connected_ = true;
+      });
+    }
     boost::asio::post(io_, [this] {
       if (!script_.stdout_text.empty()) {
         const std::string& t = script_.stdout_text;
@@ -74,6 +99,17 @@ class FakeRankProcess : public RankProcess {
     boost::asio::post(io_, [this] { close_streams(); });
   }
   bool running() const override { return running_; }
+  ~FakeRankProcess() override {
+    if (connector_.joinable()) connector_.join();
+  }
+
+  bool connected() const { return connected_; }
+  // The rank's rendezvous connection closes without goodbye, as when its process dies.
+  void drop() {
+    if (connector_.joinable()) connector_.join();
+    client_.reset();
+  }
+  void exit_now(const ExitStatus& st) { finish(st); }
 
  private:
   void finish(const ExitStatus& st) {
@@ -95,6 +131,9 @@ class FakeRankProcess : public RankProcess {
   Events events_;
   bool running_ = false;
   bool closed_ = false;
+  std::thread connector_;
+  std::unique_ptr<hora::rdv::Client> client_;
+  std::atomic<bool> connected_{false};
 };
 
 class FakeFactory : public RankProcessFactory {
@@ -260,4 +299,43 @@ TEST_CASE("start timeout is not enforced when no rank uses the rendezvous") {
   CHECK(job.run() == 128 + SIGTERM);
   CHECK_THAT(job.err, Contains("was killed by signal 15"));
   CHECK_THAT(job.err, !Contains("did not reach the rendezvous"));
+}
+
+TEST_CASE(
+    "the verdict names the rank that dropped its rendezvous connection first, though a "
+    "peer's failure was heard first") {
+  Script in_job;
+  in_job.connect_rendezvous = true;
+  Job job(2, {in_job, in_job});
+  // Rank 1 dies and takes rank 0 down, but horarun hears rank 0's exit before it reads rank 1's
+  // socket (an agent reported it first; under load both wait in one wake-up): rank 0's exit,
+  // then rank 1's drop, rank 0's drop and rank 1's exit.
+  boost::asio::steady_timer step(job.io);
+  std::function<void(const boost::system::error_code&)> poll;
+  poll = [&](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto& fakes = job.factory.created_;
+    if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
+      step.expires_after(10ms);
+      step.async_wait(poll);
+      return;
+    }
+    fakes[0]->exit_now(ExitStatus{false, 1, 0});
+    boost::asio::post(job.io, [&] {
+      fakes[1]->drop();
+      step.expires_after(20ms);
+      step.async_wait([&](const boost::system::error_code& e2) {
+        if (e2) return;
+        fakes[0]->drop();
+        step.expires_after(20ms);
+        step.async_wait([&](const boost::system::error_code& e3) {
+          if (!e3) fakes[1]->exit_now(ExitStatus{false, 3, 0});
+        });
+      });
+    });
+  };
+  step.expires_after(10ms);
+  step.async_wait(poll);
+  CHECK(job.run() == 3);
+  CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 3\n"));
 }
