@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # hora vs Open MPI on this host, side by side in one run (issue 12's targets):
-#   allreduce 4 B, 1 MiB, 16 MiB, 64 MiB; allgather, broadcast, reducescatter 1 MiB, 16 MiB;
-#   at -np 2 and 4 (NP="2 4"), float32 sum, nccl-tests columns from allreduce_bench and its MPI
-#   twin bench/mpi_allreduce_bench (out-of-place times; broadcast's in-place, its only form).
+#   allreduce 4 B (2000 calls), 1 MiB (200), 16 MiB (12), 64 MiB (3); allgather, broadcast,
+#   reducescatter 1 MiB, 16 MiB; at -np 2 and 4 (NP="2 4"), float32 sum, nccl-tests columns
+#   from allreduce_bench and its MPI twin bench/mpi_allreduce_bench (out-of-place times;
+#   broadcast's in-place, its only form).
 # Columns: hora (shared memory, the default), hora with HORA_SHM=0 (Gloo over loopback),
 # Open MPI with its shared-memory transport, Open MPI TCP only (--mca btl self,tcp); then the
 # ratios hora/MPI-shm and hora/MPI-tcp: of times for 4 B (lower is better), of busbw otherwise
@@ -60,9 +61,13 @@ for np in $NP; do
       mpi_shm) run=(run_mpi mpi_shm "$np" shm) ;;
       mpi_tcp) run=(run_mpi mpi_tcp "$np" tcp) ;;
     esac
-    "${run[@]}" allreduce -b 4 -e 64M -f 4
+    # Iterations per size class, the same for both programs: a 4 B call takes microseconds, so
+    # it is averaged over thousands (20 calls swung it between 0.3 and 8 us); above 1 MiB both
+    # benchmarks scale -n down in proportion (16 MiB: 12 calls, 64 MiB: 3).
+    "${run[@]}" allreduce -b 4 -e 4 -n 2000 -w 200
+    "${run[@]}" allreduce -b 1M -e 64M -f 4 -n 200 -w 20
     for coll in allgather broadcast reducescatter; do
-      "${run[@]}" "$coll" -b 1M -e 16M -f 16
+      "${run[@]}" "$coll" -b 1M -e 16M -f 16 -n 200 -w 20
     done
   done
 done
