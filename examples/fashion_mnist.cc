@@ -730,7 +730,7 @@ int run(const Options& options) {
     if (rank == 0) {
       std::printf(
           "epoch %d/%d  train loss %.4f  train acc %.2f%%  test loss %.4f  test acc %.2f%%  "
-          "time %.2f s (%s %.2f s)  eval %.2f s\n",
+          "time %.3f s (%s %.3f s)  eval %.2f s\n",
           epoch, options.epochs, stats[0] / stats[1], 100.0 * stats[2] / stats[1],
           stats[3] / double(test.count), 100.0 * final_accuracy, train_seconds,
           options.blocking ? "allreduce" : "sync wait", comm_wait_seconds,

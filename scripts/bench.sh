@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives compare fusion torch rendezvous scale launch remote_launch discovery)
+BENCHMARKS=(collectives compare training fusion torch rendezvous scale launch remote_launch discovery)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -37,6 +37,12 @@ source bench/bench_scale.sh
 bench_compare() {
   echo "== compare: hora vs Open MPI (shared memory and TCP-only), -np 2 and 4 on this host"
   bash bench/bench_compare.sh "$BUILD_DIR" "$@" || echo "(compare: skipped or failed, rc=$?)"
+}
+
+# The Fashion-MNIST example's epoch time, async API vs blocking (bench/bench_training.sh).
+bench_training() {
+  echo "== training: fashion_mnist epoch time, async vs --blocking, -np 1, 2 and 4"
+  bash bench/bench_training.sh "$BUILD_DIR" "$@" || echo "(training: failed, rc=$?)"
 }
 
 # hora.torch.DistributedOptimizer vs DistributedDataParallel over torch's gloo (bench_torch.sh).
@@ -57,6 +63,9 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 ARGS go to allreduce_bench, e.g. --collective allreduce -e 1M
   compare       bench/bench_compare.sh: allreduce_bench and its Open MPI twin side by side at
                 -np 2 and 4 (MPI over shared memory and TCP-only), ratios hora/MPI per row
+  training      bench/bench_training.sh: the Fashion-MNIST example's epoch time through the
+                async API (the default) and --blocking at -np 1, 2 and 4, median of 5 runs each,
+                with async/blocking and the speed-up over -np 1
   torch         bench/bench_torch.sh: steps/s of hora.torch's DistributedOptimizer vs DDP over
                 torch's gloo, both under horarun, at -np 2 and 4, with the ratio
   scale         bench/bench_scale.sh: rendezvous_bench at 1024 and 4096 ranks, and a real
