@@ -43,8 +43,7 @@ std::vector<std::vector<std::uint8_t>> EngineTransport::allgather_bytes(
 void EngineTransport::allreduce(const void* sendbuf, void* recvbuf, std::size_t count,
                                 DataType type, ReduceOp op) {
   if (count == 0) return;
-  if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-  group_->allreduce(recvbuf, count, type, op, kGroup);
+  group_->allreduce(sendbuf, recvbuf, count, type, op, kGroup);
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, group_->size());
 }
 

@@ -19,8 +19,7 @@ ShmBackend::ShmBackend(std::shared_ptr<ShmGroup> group, bool global)
 
 void ShmBackend::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                            ReduceOp op, Scope scope, void*) {
-  if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-  group_->allreduce(recvbuf, count, type, op, name_of(scope));
+  group_->allreduce(sendbuf, recvbuf, count, type, op, name_of(scope));
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, group_->size());
 }
 

@@ -388,9 +388,22 @@ void ShmGroup::fail(const Op& op, int kind, const std::string& why, int peer) {
 
 void ShmGroup::allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op,
                          const char* group) {
+  allreduce(buffer, buffer, count, type, op, group);
+}
+
+void ShmGroup::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
+                         ReduceOp op, const char* group) {
   const Op info{"allreduce", group, count, type, op};
   enter(info);
-  reduce_all(info, buffer, count, size_of(type), reduce_function(type, op),
+  const std::size_t e = size_of(type);
+  const char* in = static_cast<const char*>(sendbuf);
+  char* out = static_cast<char*>(recvbuf);
+  if (in != out && overlap(in, count * e, out, count * e)) {
+    // Partly overlapping buffers: in place on the receive buffer.
+    std::memmove(out, in, count * e);
+    in = out;
+  }
+  reduce_all(info, in, out, count, e, reduce_function(type, op),
              signature(0, type, static_cast<int>(op), count));
 }
 
@@ -398,41 +411,40 @@ void ShmGroup::allreduce_custom(void* buffer, std::size_t count, std::size_t ele
                                 ReduceFn reduce, const char* name, const char* group) {
   const Op info{name, group};
   enter(info);
-  reduce_all(info, buffer, count, element_size, reduce,
+  reduce_all(info, static_cast<const char*>(buffer), static_cast<char*>(buffer), count,
+             element_size, reduce,
              signature(6, DataType::kUInt8, static_cast<int>(element_size), count));
 }
 
-void ShmGroup::reduce_all(const Op& info, void* buffer, std::size_t count, std::size_t e,
-                          ReduceFn reduce, std::uint64_t sig) {
-  char* buf = static_cast<char*>(buffer);
+void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t count,
+                          std::size_t e, ReduceFn reduce, std::uint64_t sig) {
   const std::size_t bytes = count * e;
   const int n = size_;
 
   if (bytes <= kSmallAllreduceBytes && bytes <= region_bytes_) {
     const int h = next_half();
     if (n == 1) {
+      if (in != out) std::memmove(out, in, bytes);
       first_sync(info, h, sig);
       return;
     }
-    std::memcpy(region(me_, h), buf, bytes);
+    std::memcpy(region(me_, h), in, bytes);
     first_sync(info, h, sig);
-    reduce(buf, region(0, h), region(1, h), count);
-    for (int k = 2; k < n; ++k) reduce(buf, buf, region(k, h), count);
+    reduce(out, region(0, h), region(1, h), count);
+    for (int k = 2; k < n; ++k) reduce(out, out, region(k, h), count);
     return;
   }
 
+  if (n == 1) {
+    if (in != out) std::memmove(out, in, bytes);
+    first_sync(info, next_half(), sig);
+    return;
+  }
   const std::size_t chunk = region_bytes_ / e;  // elements per step
   bool first = true;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t len = std::min(chunk, count - off);
     const int h = next_half();
-    std::memcpy(region(me_, h), buf + off * e, len * e);
-    if (first) {
-      first_sync(info, h, sig);
-      first = false;
-    } else {
-      sync(info);
-    }
     // Slice boundaries on 64-byte multiples where the chunk allows.
     auto bound = [&](int j) {
       const std::size_t granule = std::max<std::size_t>(1, kCacheLine / e);
@@ -440,17 +452,30 @@ void ShmGroup::reduce_all(const Op& info, void* buffer, std::size_t count, std::
     };
     const std::size_t lo = bound(me_);
     const std::size_t hi = me_ + 1 == n ? len : bound(me_ + 1);
+    // Published: every slice but this rank's own, which it reduces from its input directly.
+    std::memcpy(region(me_, h), in + off * e, lo * e);
+    std::memcpy(region(me_, h) + hi * e, in + (off + hi) * e, (len - hi) * e);
+    if (first) {
+      first_sync(info, h, sig);
+      first = false;
+    } else {
+      sync(info);
+    }
     if (hi > lo) {
+      // Own data first, then the others in rank order (the order every rank's slice follows).
       char* mine = region(me_, h) + lo * e;
+      const char* a = in + (off + lo) * e;
       for (int k = 0; k < n; ++k) {
-        if (k != me_) reduce(mine, mine, region(k, h) + lo * e, hi - lo);
+        if (k == me_) continue;
+        reduce(mine, a, region(k, h) + lo * e, hi - lo);
+        a = mine;
       }
     }
     sync(info);
     for (int j = 0; j < n; ++j) {
       const std::size_t a = bound(j);
       const std::size_t b = j + 1 == n ? len : bound(j + 1);
-      if (b > a) std::memcpy(buf + (off + a) * e, region(j, h) + a * e, (b - a) * e);
+      if (b > a) std::memcpy(out + (off + a) * e, region(j, h) + a * e, (b - a) * e);
     }
   }
 }

@@ -8,8 +8,10 @@
 // of one region per rank and step, so the segment stays small (2 x size x region_bytes).
 //
 //   allreduce      small: everyone reduces everything (in rank order: identical results);
-//                  large: rank i reduces slice i of the chunk from all regions, a second
-//                  barrier, then everyone copies every slice (two barriers per chunk)
+//                  large: every rank publishes its chunk but its own slice i, rank i
+//                  reduces slice i from its input and the others' regions into its region,
+//                  a second barrier, then everyone copies every slice to its output (two
+//                  barriers per chunk; out of place, the input is only read)
 //   allgather(v), broadcast (the root fills a whole half per step), reducescatter,
 //   alltoall(v), barrier: one barrier per step.
 //
@@ -84,6 +86,9 @@ class ShmGroup {
 
   // `group` names the public scope in messages ("local", "global").
   void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, const char* group);
+  // Out of place: sendbuf is only read (the in-place form above passes the same buffer twice).
+  void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
+                 const char* group);
   // In place with a reduction of the caller's over elements of element_size bytes (the
   // engine's bitwise AND); `name` names it in messages.
   void allreduce_custom(void* buffer, std::size_t count, std::size_t element_size, ReduceFn reduce,
@@ -110,8 +115,9 @@ class ShmGroup {
   struct Op;
 
   void attach(std::chrono::steady_clock::time_point start_deadline);
-  void reduce_all(const Op& info, void* buffer, std::size_t count, std::size_t element_size,
-                  ReduceFn reduce, std::uint64_t signature);
+  // `in` may equal `out` (in place); otherwise they do not overlap.
+  void reduce_all(const Op& info, const char* in, char* out, std::size_t count,
+                  std::size_t element_size, ReduceFn reduce, std::uint64_t signature);
   // The next data half for a step.
   int next_half() { return half_ ^= 1; }
   char* region(int rank, int half) const;

@@ -113,6 +113,16 @@ std::string all_collectives(ShmGroup& g, int r) {
         g.allreduce(buf.data(), count, type, op, "local");
         errors += check(buf, reference_reduce(type, op, count, n),
                         fmt::format("allreduce {} x {} {}", count, tn, hora::name_of(op)));
+        // Out of place: the result in the receive buffer, the send buffer untouched.
+        const Bytes send = reduce_input(type, count, r);
+        Bytes recv(send.size());
+        g.allreduce(send.data(), recv.data(), count, type, op, "local");
+        errors +=
+            check(recv, reference_reduce(type, op, count, n),
+                  fmt::format("allreduce out of place {} x {} {}", count, tn, hora::name_of(op)));
+        errors += check(send, reduce_input(type, count, r),
+                        fmt::format("allreduce out of place {} x {} {}: send buffer", count, tn,
+                                    hora::name_of(op)));
       }
       for (std::size_t count : {1, 7, 1000, 3000}) {
         std::vector<std::size_t> blocks;
