@@ -112,11 +112,10 @@ struct Supervisor::Impl {
     int rank;
     ExitStatus status;
   };
-  std::vector<Failure> failures;
+  std::vector<Failure> failures;  // not empty: the verdict is settling
   asio::steady_timer settle_timer{io};
-  bool settling = false;  // a failure was heard; no verdict yet
-  bool settled = false;   // verdict_settle has passed since
-  int awaited = -1;       // a running rank that dropped before every failed one: its exit decides
+  bool settled = false;  // verdict_settle has passed since the first failure
+  int awaited = -1;      // a running rank that dropped before every failed one: its exit decides
   bool draining = false;
   bool finished = false;
   std::string cause;  // printed at the end; empty on success
@@ -277,8 +276,7 @@ struct Supervisor::Impl {
     }
     if (!status.success() && !ending) {
       failures.push_back(Failure{r, status});
-      if (!settling) {
-        settling = true;
+      if (failures.size() == 1) {
         settle_timer.expires_after(config.verdict_settle);
         settle_timer.async_wait([this](const boost::system::error_code& ec) {
           if (ec) return;
@@ -393,7 +391,7 @@ struct Supervisor::Impl {
   // after one that did; among equals, the one heard first). A rank still running that dropped
   // before it is awaited instead: its exit decides (its drop timer bounds the wait).
   void decide() {
-    if (!settling || ending) return;
+    if (failures.empty() || ending) return;
     bool others_running = false;
     for (int q = 0; q < table.size(); ++q) others_running |= running(q);
     if (!settled && others_running) return;

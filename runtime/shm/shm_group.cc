@@ -420,14 +420,14 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
                           std::size_t e, ReduceFn reduce, std::uint64_t sig) {
   const std::size_t bytes = count * e;
   const int n = size_;
+  if (n == 1) {
+    if (in != out) std::memmove(out, in, bytes);
+    first_sync(info, next_half(), sig);
+    return;
+  }
 
   if (bytes <= kSmallAllreduceBytes && bytes <= region_bytes_) {
     const int h = next_half();
-    if (n == 1) {
-      if (in != out) std::memmove(out, in, bytes);
-      first_sync(info, h, sig);
-      return;
-    }
     std::memcpy(region(me_, h), in, bytes);
     first_sync(info, h, sig);
     reduce(out, region(0, h), region(1, h), count);
@@ -435,11 +435,6 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
     return;
   }
 
-  if (n == 1) {
-    if (in != out) std::memmove(out, in, bytes);
-    first_sync(info, next_half(), sig);
-    return;
-  }
   const std::size_t chunk = region_bytes_ / e;  // elements per step
   bool first = true;
   for (std::size_t off = 0; off < count; off += chunk) {

@@ -21,6 +21,7 @@
 #include "cli/errors.h"
 #include "cli/output/log.h"
 #include "cli/spawn/supervisor.h"
+#include "common/endpoint.h"
 #include "rendezvous/client.h"
 #include "rendezvous/secret.h"
 
@@ -63,7 +64,7 @@ class FakeRankProcess : public RankProcess {
         hora::rdv::ClientOptions o;
         for (const auto& [k, v] : env) {
           if (k == "HORA_RENDEZVOUS") {
-            o.host = v.substr(0, v.rfind(':'));
+            o.host = hora::endpoint_host(v);
             o.port = static_cast<std::uint16_t>(std::stoi(v.substr(v.rfind(':') + 1)));
           }
           if (k == "HORA_RANK") o.rank = std::stoi(v);
