@@ -45,6 +45,7 @@ struct RawOptions {
   std::vector<std::string> network_interface;
   std::vector<std::string> env;
   bool tcp = false;
+  std::string bind_to;  // --bind-to; empty: not given
   bool force_ssh = false;
   std::string horarun_path;
   std::string timeline_filename;
@@ -169,6 +170,10 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                   "NAME[=VALUE]: set or forward a variable to every rank (repeatable)")
       ->allow_extra_args(false);
   app->add_flag("--tcp", raw.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
+  app->add_option("--bind-to", raw.bind_to,
+                  "core: bind each rank to an equal share of its host's CPUs (one CPU each when "
+                  "ranks outnumber them); none (default): no binding (HORA_BIND_TO)")
+      ->check(CLI::IsMember({"none", "core"}));
   app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
   app->add_option("--launcher", raw.launcher,
                   "how agents start on remote hosts: ssh, slurm (srun inside an allocation) or "
@@ -277,6 +282,7 @@ void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::s
   if (raw.gloo_timeout_seconds) {
     out.emplace_back("HORA_TIMEOUT_SECONDS", number_text(*raw.gloo_timeout_seconds));
   }
+  if (!raw.bind_to.empty()) out.emplace_back("HORA_BIND_TO", raw.bind_to);
 }
 
 // One CLI11 parse: the raw values, the split, or the help text.

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "cli/errors.h"
+#include "cli/spawn/cpu_binding.h"
 #include "cli/spawn/exec_failure.h"
 #include "cli/spawn/guard_request.h"
 #include "common/duration.h"
@@ -204,6 +205,16 @@ class Guard {
           fmt::format("cannot enter the working directory '{}': {}; the launcher's directory "
                       "must exist on every host",
                       request.cwd, std::strerror(errno)));
+      return 1;
+    }
+    // --bind-to: the guard binds itself, and the rank inherits it.
+    auto variable = [](const char* name) -> std::optional<std::string> {
+      const char* v = std::getenv(name);
+      return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
+    };
+    if (auto error = apply_cpu_binding(variable("HORA_BIND_TO"), variable("HORA_LOCAL_RANK"),
+                                       variable("HORA_LOCAL_SIZE"))) {
+      say(*error);
       return 1;
     }
     grace_ = request.grace;

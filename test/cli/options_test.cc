@@ -184,6 +184,10 @@ TEST_CASE("horovodrun's engine flags become the runtime's variables") {
                              {"HORA_STALL_SHUTDOWN_SECONDS", "0"},
                              {"HORA_TIMEOUT_SECONDS", "45"}});
   CHECK(parse_options({"-np", "2", "x"}, {}).tuning.empty());
+  CHECK(parse_options({"-np", "2", "--bind-to", "core", "x"}, {}).tuning ==
+        Tuning{{"HORA_BIND_TO", "core"}});
+  CHECK_THROWS_WITH(parse_options({"-np", "2", "--bind-to", "socket", "x"}, {}),
+                    Contains("--bind-to"));
   CHECK_THROWS_WITH(parse_options({"-np", "2", "--cycle-time-ms", "0", "x"}, {}),
                     Contains("--cycle-time-ms"));
   CHECK_THROWS_WITH(parse_options({"-np", "2", "--cache-capacity", "-1", "x"}, {}),

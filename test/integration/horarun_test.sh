@@ -446,6 +446,46 @@ case_stall_check_stopped_rank() {
   ok "the stall check warns about and ends a job with a stopped rank"
 }
 
+# The CPU list --bind-to core must give local rank $1 of $2, from this shell's own CPUs.
+expected_cpus() {
+  python3 - "$1" "$2" <<'PY'
+import os, sys
+r, s = int(sys.argv[1]), int(sys.argv[2])
+a = sorted(os.sched_getaffinity(0))
+mine = [a[r % len(a)]] if len(a) < s else a[r * (len(a) // s):(r + 1) * (len(a) // s)]
+runs, i = [], 0
+while i < len(mine):
+    j = i
+    while j + 1 < len(mine) and mine[j + 1] == mine[j] + 1:
+        j += 1
+    runs.append(str(mine[i]) if i == j else "%d-%d" % (mine[i], mine[j]))
+    i = j + 1
+print(",".join(runs))
+PY
+}
+
+case_bind_to() {
+  local np r want got
+  for np in 2 3; do
+    run 60 -np "$np" -H "localhost:$np" --bind-to core \
+      sh -c 'echo "$HORA_LOCAL_RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
+    [ $rc -eq 0 ] || fail "--bind-to core at -np $np exited $rc: $(head -3 err)"
+    for r in $(seq 0 $((np - 1))); do
+      want=$(expected_cpus "$r" "$np")
+      got=$(sed -n "s/^\[$r\]<stdout>:$r //p" out)
+      [ "$got" = "$want" ] || fail "-np $np: local rank $r runs on CPUs '$got', expected '$want'"
+    done
+  done
+  # Without the flag, a rank may run wherever the launcher may.
+  want=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  run 60 -np 2 -H localhost:2 sh -c 'sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status'
+  [ $rc -eq 0 ] || fail "-np 2 exited $rc"
+  [ "$(grep -c "^\[[01]\]<stdout>:$want\$" out)" -eq 2 ] || fail "unbound ranks: $(cat out)"
+  run 10 -np 2 --bind-to socket true
+  [ $rc -eq 2 ] && grep -q -- "--bind-to" err || fail "--bind-to socket gave rc=$rc: $(cat err)"
+  ok "--bind-to core gives each local rank its share of the host's CPUs"
+}
+
 case_scale() {
   # NP ranks on this host with a full Gloo mesh (3 contexts of NP - 1 pairs per rank: about
   # NP x 381 sockets at NP = 128). A loaded 2-core machine needs tens of seconds: the deadlines
