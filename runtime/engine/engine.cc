@@ -40,6 +40,10 @@ void log_warning(const std::string& block) {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
+// The engine whose cycle this thread is running, if any: a completion callback runs inside the
+// cycle, and must neither start another cycle nor join the engine thread from there.
+thread_local const void* tl_cycling = nullptr;
+
 std::string api_name(OpType type) { return std::string("hora::") + name_of(type) + "_async"; }
 
 std::string describe(const Handle::State& s) {
@@ -79,8 +83,31 @@ void Engine::hurry(const Handle::State* waited) {
 
 Engine::~Engine() {
   shutdown();
-  std::lock_guard<std::mutex> lock(alarm_->mu);
+  // Threads still inside drive() return as soon as they see the engine stopped.
+  std::unique_lock<std::mutex> lock(alarm_->mu);
+  alarm_->idle.wait(lock, [&] { return alarm_->drivers == 0; });
   alarm_->engine = nullptr;
+}
+
+void Engine::drive(const Handle::State* waited) {
+  if (tl_cycling == this) {
+    // Inside a completion callback of this engine's cycle: the cycle cannot nest.
+    hurry(waited);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable() || stopped_) {
+      // Not started (nothing would take part in the peers' cycles) or stopped (the op has
+      // completed or will at once): wait as a deadline would.
+      hurry_ = true;
+      return;
+    }
+  }
+  for (;;) {
+    std::lock_guard<std::mutex> cycle(cycle_mu_);
+    if (waited->done() || !run_cycle()) return;
+  }
 }
 
 void Engine::start() {
@@ -97,9 +124,10 @@ void Engine::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_requested_ = true;
-    if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
-      // Called from a completion callback on the engine thread: the loop sees the flag in its
-      // next cycle; joining here would wait for ourselves.
+    if ((thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) ||
+        tl_cycling == this) {
+      // Called from a completion callback inside a cycle (on the engine thread or a thread that
+      // drives it): the next cycle sees the flag; joining here would wait for ourselves.
       return;
     }
     thread = std::move(thread_);
@@ -165,6 +193,21 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
       std::lock_guard<std::mutex> lock(alarm->mu);
       if (alarm->engine != nullptr) alarm->engine->hurry(waited);
     };
+    state->drive = [alarm = alarm_, waited = state.get()] {
+      Engine* engine;
+      {
+        std::lock_guard<std::mutex> lock(alarm->mu);
+        engine = alarm->engine;
+        if (engine == nullptr) return;
+        ++alarm->drivers;
+      }
+      engine->drive(waited);  // never throws: run_cycle() turns a failure into stop()
+      {
+        std::lock_guard<std::mutex> lock(alarm->mu);
+        --alarm->drivers;
+      }
+      alarm->idle.notify_all();
+    };
   }
   std::exception_ptr already_stopped;
   {
@@ -216,14 +259,50 @@ void Engine::run_alone(const std::shared_ptr<Handle::State>& state) {
 }
 
 void Engine::loop() {
-  std::exception_ptr cause;
-  try {
-    while (cycle()) {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Timed from the end of the last bit-vector exchange, which every rank leaves at about
+      // the same moment: the ranks' ticks stay in phase, so no engine thread waits most of a
+      // cycle in the next exchange for a rank that ticks later.
+      wake_.wait_until(lock, next_tick_, [&] { return stopped_ || cycle_due(Clock::now()); });
+      if (stopped_) return;
     }
+    std::lock_guard<std::mutex> cycle(cycle_mu_);
+    {
+      // A thread that drove the engine meanwhile may have run the cycle this tick was for.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopped_) return;
+      if (!cycle_due(Clock::now())) continue;
+    }
+    if (!run_cycle()) return;
+  }
+}
+
+bool Engine::cycle_due(Clock::time_point now) const {
+  return now >= next_tick_ || shutdown_requested_ || hurry_ || !waited_.empty() ||
+         (backoff_ && !incoming_.empty());
+}
+
+bool Engine::run_cycle() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return false;
+  }
+  std::exception_ptr cause;
+  bool go_on = false;
+  tl_cycling = this;
+  try {
+    go_on = cycle();
   } catch (...) {
     cause = std::current_exception();
   }
-  stop(cause, stop_why_);
+  tl_cycling = nullptr;
+  if (!go_on) {
+    stop(cause, stop_why_);
+    wake_.notify_all();
+  }
+  return go_on;
 }
 
 void Engine::announce_later(const std::string& name) {
@@ -395,15 +474,9 @@ bool Engine::cycle() {
   }
   if (full || !ready.empty()) timeline_.flush();
 
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool backoff = idle_streak_ >= kIdleCyclesBeforeBackoff;
-  // Timed from the end of the bit-vector exchange, which every rank leaves at about the same
-  // moment: the ranks' ticks stay in phase, so no engine thread waits most of a cycle in the
-  // next exchange for a rank that ticks later.
-  const auto deadline = agreed + options_.cycle_time * (backoff ? kIdleBackoff : 1);
-  wake_.wait_until(lock, deadline, [&] {
-    return shutdown_requested_ || hurry_ || !waited_.empty() || (backoff && !incoming_.empty());
-  });
+  std::lock_guard<std::mutex> lock(mu_);
+  backoff_ = idle_streak_ >= kIdleCyclesBeforeBackoff;
+  next_tick_ = agreed + options_.cycle_time * (backoff_ ? kIdleBackoff : 1);
   return true;
 }
 

@@ -24,7 +24,12 @@
 // allreduces of the cycles it spans.
 //
 // Threading: submit(), stats() and shutdown() may be called from any thread; everything else
-// (cache, table, transport, timeline, executor) belongs to the engine thread. A completed op is
+// (cache, table, transport, timeline, executor) belongs to the thread that runs the current
+// cycle, which holds cycle_mu_: the engine thread at its ticks, or a thread that waits for one of
+// its ops without a deadline (hora::synchronize): that thread runs the cycles itself until its op
+// completes (drive()), which saves the two cross-thread wake-ups of a hand-off per step. Cycles
+// stay one sequence per rank, whichever thread runs each, so every rank still takes part in
+// every cycle. A completed op is
 // removed from the in-flight names before its Handle::State completes, so a caller may reuse the
 // name as soon as synchronize() returns or inside the callback.
 //
@@ -98,7 +103,14 @@ class Engine {
   };
 
   void loop();
+  // Runs one cycle on this thread (which holds cycle_mu_); on its end (a shutdown agreed by all
+  // ranks, or a failure) stops the engine. False when the engine has stopped.
+  bool run_cycle();
   bool cycle();  // false: stop
+  // Whether the engine thread should run a cycle now (mu_ held): a tick came, or a thread asks.
+  bool cycle_due(Clock::time_point now) const;
+  // A thread waits for `waited` without a deadline: runs cycles here until it completes.
+  void drive(const Handle::State* waited);
   void classify(const std::string& name);
   void announce_later(const std::string& name);
   void negotiate(std::vector<ReadyOp>& ready);
@@ -137,17 +149,23 @@ class Engine {
   // behind), and the engine then slept a whole tick with its caller waiting (100 ms steps at
   // HORA_CYCLE_TIME_MS=100).
   std::set<const Handle::State*> waited_;
-  // What submitted ops' on_wait reach the engine through; `engine` is cleared when it stops
-  // (a Handle may outlive its engine).
+  // When the engine thread's next cycle is due (set by every cycle, whichever thread ran it).
+  Clock::time_point next_tick_{};
+  bool backoff_ = false;  // the next tick is a stretched idle one
+  // What submitted ops' on_wait and drive reach the engine through; `engine` is cleared when it
+  // stops (a Handle may outlive its engine), once no thread drives it any more.
   struct Alarm {
     std::mutex mu;
+    std::condition_variable idle;
     Engine* engine = nullptr;
+    int drivers = 0;  // threads inside drive()
   };
   std::shared_ptr<Alarm> alarm_ = std::make_shared<Alarm>();
   // A world of one: serializes run_alone() (recursive: a completion callback may submit).
   std::recursive_mutex alone_mu_;
+  // Held by the thread that runs a cycle; everything below belongs to it.
+  std::mutex cycle_mu_;
 
-  // Engine thread only.
   ResponseCache cache_;
   MessageTable table_;
   Timeline timeline_;

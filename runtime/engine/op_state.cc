@@ -32,7 +32,13 @@ bool Handle::State::wait_until(std::chrono::steady_clock::time_point deadline) c
 }
 
 void Handle::State::wait() const {
-  if (on_wait && !done()) on_wait();
+  if (!done()) {
+    if (drive) {
+      drive();
+    } else if (on_wait) {
+      on_wait();
+    }
+  }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return done_; });
 }

@@ -32,9 +32,15 @@ struct Handle::State {
   OutputAllocator output;                // allgather, alltoall
   Callback on_done;
   std::chrono::steady_clock::time_point submitted;
-  // Set by the engine at submission: called when a thread starts waiting for this op (wait(),
-  // wait_until()), so the engine runs its next cycle now instead of at the next tick.
+  // Set by the engine at submission: called when a thread starts waiting for this op with a
+  // deadline (wait_until()), so the engine thread runs its next cycle now instead of at the next
+  // tick.
   std::function<void()> on_wait;
+  // Set by the engine at submission: called when a thread starts waiting for this op without a
+  // deadline (wait()). It runs the engine's cycles on the waiting thread until the op completes
+  // (no hand-off to the engine thread and back), or falls back to on_wait's behaviour where it
+  // cannot (Engine::drive()).
+  std::function<void()> drive;
 
   // Filled by the engine before complete() (allgather, alltoall).
   std::vector<std::size_t> received_counts;

@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <hora/async.h>
 #include <hora/error.h>
@@ -401,6 +402,36 @@ TEST_CASE("Steady state uses only the bit-vector exchange once responses are cac
       // Too small a cache keeps evicting: correct results, and full negotiations continue.
       CHECK(after_all[i].full_negotiations > after_first[i].full_negotiations);
     }
+  }
+}
+
+TEST_CASE("A thread that synchronizes without a timeout runs the engine's cycles itself",
+          "[engine][drive]") {
+  const int n = 2;
+  EngineOptions o;
+  o.cycle_time = std::chrono::seconds(30);  // the engine thread ticks once, at its start
+  RankHarness h(n, o);
+  std::vector<std::string> problems(n);
+  h.run([&](RankHarness::Rank& me) {
+    auto& bad = problems[static_cast<std::size_t>(me.rank)];
+    std::vector<std::int32_t> v(8, me.rank + 1);
+    // A first op, so the engine thread's own first cycle is over before the checked one.
+    synchronize(me.engine->submit(make_allreduce_op("warm-up", v.data(), v.data(), v.size(),
+                                                    DataType::kInt32, ReduceOp::kSum)));
+    me.barrier("warm");
+    std::thread::id ran_on;
+    const Handle hd = me.engine->submit(
+        make_allreduce_op("checked", v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum,
+                          [&](std::exception_ptr) { ran_on = std::this_thread::get_id(); }));
+    synchronize(hd);  // without a timeout: drives the cycles here
+    if (ran_on != std::this_thread::get_id()) bad += "the op completed on another thread; ";
+    if (v[7] != 2 * (1 + 2)) bad += "wrong result " + std::to_string(v[7]) + "; ";
+    // Every rank at once: a shutdown waits for the peers' next cycle, which no tick would start.
+    me.engine->shutdown();
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(problems[static_cast<std::size_t>(r)].empty());
   }
 }
 

@@ -25,8 +25,11 @@
 //    throw hora::UsageError from the submitting call. Everything after that (mismatch, a peer's
 //    failure, shutdown, the stall check's HORA_STALL_SHUTDOWN_SECONDS) is reported through the
 //    handle: synchronize() rethrows it and the callback receives it.
-//  - Callbacks run on the engine's background thread, once, after the output is written. They
-//    may submit new async ops but must not wait for one (synchronize would deadlock the engine).
+//  - Callbacks run once, after the output is written, on the thread that runs the engine's
+//    cycle: the engine's background thread, or a thread waiting in synchronize(handle) without
+//    a timeout, which runs the cycles itself until its op completes (so the callbacks of ops
+//    that complete in those cycles run there). They may submit new async ops but must not wait
+//    for one (synchronize would deadlock the engine).
 //  - Scope: async ops run over all ranks (Scope::kGlobal).
 #pragma once
 
