@@ -405,16 +405,27 @@ void transpose(int rows, int cols, const float* in, float* out) {
 // The model: 784 -> hidden (ReLU) -> 10 (softmax), all parameters in one flat vector.
 // ---------------------------------------------------------------------------------------------
 
+// The tensors lie in the order backward produces their gradients (output layer first), as
+// PyTorch DDP orders its gradient buckets: the async path submits them in that order, so the
+// engine finds each fused batch end to end in memory and reduces it where it lies, without the
+// copies through its fusion buffer (the blocking path's single allreduce has none either).
 struct Layout {
   int hidden;
-  std::size_t w1, b1, w2, b2, total;  // offsets into the flat vector; W1 is [784][H], W2 [H][10]
+  // Offsets into the flat vector (W2 is [H][10], W1 [784][H]) and their sizes.
+  std::size_t w2, b2, w1, b1, total;
+  std::size_t w2_size, b2_size, w1_size, b1_size;
 
-  explicit Layout(int h) : hidden(h) {
-    w1 = 0;
-    b1 = w1 + std::size_t{kInputs} * h;
-    w2 = b1 + h;
-    b2 = w2 + std::size_t(h) * kClasses;
-    total = b2 + kClasses;
+  explicit Layout(int h)
+      : hidden(h),
+        w2_size(std::size_t(h) * kClasses),
+        b2_size(kClasses),
+        w1_size(std::size_t{kInputs} * h),
+        b1_size(std::size_t(h)) {
+    w2 = 0;
+    b2 = w2 + w2_size;
+    w1 = b2 + b2_size;
+    b1 = w1 + w1_size;
+    total = b1 + b1_size;
   }
 };
 
@@ -430,8 +441,8 @@ void fill_uniform(float* out, std::size_t n, float limit, std::mt19937_64& rng) 
 void init_parameters(const Layout& layout, std::uint64_t seed, std::vector<float>& params) {
   std::mt19937_64 rng(seed);
   std::fill(params.begin(), params.end(), 0.0f);
-  fill_uniform(params.data() + layout.w1, layout.b1 - layout.w1, std::sqrt(6.0f / kInputs), rng);
-  fill_uniform(params.data() + layout.w2, layout.b2 - layout.w2,
+  fill_uniform(params.data() + layout.w1, layout.w1_size, std::sqrt(6.0f / kInputs), rng);
+  fill_uniform(params.data() + layout.w2, layout.w2_size,
                std::sqrt(6.0f / float(layout.hidden + kClasses)), rng);
 }
 
@@ -650,10 +661,10 @@ int run(const Options& options) {
   Workspace ws(std::max(batch, 256), options.hidden);
   std::mt19937_64 shuffle_rng(options.seed * 0x9e3779b97f4a7c15ull + std::uint64_t(rank) + 1);
   const float momentum = Options::kMomentum;
-  const GradientTensor w1{"grad/W1", layout.w1, layout.b1 - layout.w1};
-  const GradientTensor b1{"grad/b1", layout.b1, layout.w2 - layout.b1};
-  const GradientTensor w2{"grad/W2", layout.w2, layout.b2 - layout.w2};
-  const GradientTensor b2{"grad/b2", layout.b2, layout.total - layout.b2};
+  const GradientTensor w1{"grad/W1", layout.w1, layout.w1_size};
+  const GradientTensor b1{"grad/b1", layout.b1, layout.b1_size};
+  const GradientTensor w2{"grad/W2", layout.w2, layout.w2_size};
+  const GradientTensor b2{"grad/b2", layout.b2, layout.b2_size};
   std::vector<hora::Handle> handles;
   double final_accuracy = 0.0;
 

@@ -210,6 +210,7 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
     };
   }
   std::exception_ptr already_stopped;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string& name = state->request.name;
@@ -230,13 +231,16 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
                          rank_, options_.hostname);
       }
       if (size_ > 1) incoming_.push_back(state);
+      // Only a stretched idle wait ends at a submission (cycle_due()). Any other wake-up would
+      // find nothing to do, and costs the computing threads a context switch per tensor.
+      wake = backoff_;
     }
   }
   if (already_stopped) {
     state->complete(already_stopped);
   } else if (size_ == 1) {
     run_alone(state);
-  } else {
+  } else if (wake) {
     wake_.notify_one();
   }
   return Handle(state);

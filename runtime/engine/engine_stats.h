@@ -1,6 +1,7 @@
 // Counters of what the engine did, for tests, the benchmark and debugging. EngineCounters is
-// written by the engine thread (each counter before the ops it describes are completed, so a
-// thread that synchronized an op sees the counts that include it) and read by any thread.
+// written by the thread that runs the cycle (each counter before the ops it describes are
+// completed, so a thread that synchronized an op sees the counts that include it) and read by any
+// thread.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@ struct EngineStats {
   std::uint64_t allreduce_calls = 0;    // data-plane allreduces run for allreduce ops
   std::uint64_t fused_batches = 0;      // of those, batches of 2 or more tensors
   std::uint64_t fused_tensors = 0;      // tensors that ran inside such batches
+  std::uint64_t fused_in_place = 0;     // fused batches reduced where they lie (no fusion buffer)
   std::uint64_t largest_batch = 0;      // most tensors in one batch
   std::uint64_t mismatches = 0;         // ops failed because ranks disagreed
   std::uint64_t abandoned = 0;          // ops failed by the stall shutdown
@@ -30,6 +32,7 @@ class EngineCounters {
   std::atomic<std::uint64_t> allreduce_calls{0};
   std::atomic<std::uint64_t> fused_batches{0};
   std::atomic<std::uint64_t> fused_tensors{0};
+  std::atomic<std::uint64_t> fused_in_place{0};
   std::atomic<std::uint64_t> largest_batch{0};
   std::atomic<std::uint64_t> mismatches{0};
   std::atomic<std::uint64_t> abandoned{0};
@@ -43,6 +46,7 @@ class EngineCounters {
     s.allreduce_calls = allreduce_calls.load();
     s.fused_batches = fused_batches.load();
     s.fused_tensors = fused_tensors.load();
+    s.fused_in_place = fused_in_place.load();
     s.largest_batch = largest_batch.load();
     s.mismatches = mismatches.load();
     s.abandoned = abandoned.load();

@@ -98,6 +98,25 @@ void Executor::run(std::vector<ReadyOp>& ops, const Finish& finish) {
   }
 }
 
+std::optional<std::pair<const void*, void*>> Executor::adjacent_span(
+    const std::vector<ReadyOp*>& batch, std::size_t elem) {
+  auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  const Handle::State& head = *batch.front()->state;
+  std::uintptr_t send = at(head.sendbuf), recv = at(head.recvbuf);
+  if (send == 0 || recv == 0) return std::nullopt;
+  const std::uintptr_t send0 = send, recv0 = recv;
+  for (const ReadyOp* op : batch) {
+    const Handle::State& s = *op->state;
+    if (at(s.sendbuf) != send || at(s.recvbuf) != recv) return std::nullopt;
+    const std::size_t n = static_cast<std::size_t>(op->response.request.count) * elem;
+    send += n;
+    recv += n;
+  }
+  // In place, or two spans that do not overlap at all.
+  if (send0 != recv0 && send0 < recv && recv0 < send) return std::nullopt;
+  return std::make_pair(head.sendbuf, head.recvbuf);
+}
+
 void Executor::run_allreduce_batch(const std::vector<ReadyOp*>& batch, const Finish& finish) {
   const Request& first = batch.front()->response.request;
   const std::size_t elem = size_of(first.dtype);
@@ -118,6 +137,19 @@ void Executor::run_allreduce_batch(const std::vector<ReadyOp*>& batch, const Fin
       Handle::State& s = *batch.front()->state;
       transport_.allreduce(s.sendbuf, s.recvbuf, total, first.dtype, first.op);
       timeline_.span(first.name, "ALLREDUCE", start, Clock::now(), args);
+    } else if (const auto span = adjacent_span(batch, elem)) {
+      // The tensors lie end to end in batch order on this rank (a flat gradient vector whose
+      // slices were submitted in memory order): reduced where they are, without the two copies
+      // through the fusion buffer. Every rank reduces the same elements in the same order,
+      // whether it copies or not.
+      counters_.fused_batches++;
+      counters_.fused_tensors += batch.size();
+      counters_.fused_in_place++;
+      transport_.allreduce(span->first, span->second, total, first.dtype, first.op);
+      timeline_.span(first.name, "ALLREDUCE", start, Clock::now(), args);
+      for (std::size_t k = 1; k < batch.size(); ++k) {
+        timeline_.span(batch[k]->response.request.name, "ALLREDUCE", start, Clock::now(), args);
+      }
     } else {
       counters_.fused_batches++;
       counters_.fused_tensors += batch.size();

@@ -15,6 +15,8 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine/engine_options.h"
@@ -50,6 +52,10 @@ class Executor {
 
  private:
   void run_allreduce_batch(const std::vector<ReadyOp*>& batch, const Finish& finish);
+  // The batch's send and receive spans when each tensor starts where the previous one ends in
+  // both (in batch order), and the spans are the same or do not overlap; nullopt otherwise.
+  static std::optional<std::pair<const void*, void*>> adjacent_span(
+      const std::vector<ReadyOp*>& batch, std::size_t elem);
   void run_one(ReadyOp& op, const Finish& finish);
 
   Transport& transport_;
