@@ -8,6 +8,11 @@
 # Open MPI with its shared-memory transport, Open MPI TCP only (--mca btl self,tcp); then the
 # ratios hora/MPI-shm and hora/MPI-tcp: of times for 4 B (lower is better), of busbw otherwise
 # (higher is better).
+# Binding (BIND, default core): every program of the table binds its ranks the same way, hora
+# with `--bind-to core` and mpirun with `--bind-to core:overload-allowed` (each rank one CPU,
+# ranks sharing them round-robin at -np 4 on 2 CPUs); BIND=none runs both unbound. Unbound on
+# this 2-CPU VM, a run now and then places both ranks on one CPU for a while and a row swings by
+# 2-15x for either program; bound, a row repeats within ~10%.
 #
 #   bench/bench_compare.sh [BUILD_DIR]        (default: build)
 set -euo pipefail
@@ -24,7 +29,13 @@ if [[ ! -x $mpi_bench ]] || ! command -v mpirun >/dev/null; then
   echo "bench_compare: no MPI ($mpi_bench or mpirun missing): install libopenmpi-dev (scripts/setup.sh) and reconfigure" >&2
   exit 77
 fi
-mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+BIND=${BIND:-core}
+case $BIND in
+  core) mpi_bind=core:overload-allowed ;;
+  none) mpi_bind=none ;;
+  *) echo "bench_compare: BIND=$BIND: use core or none" >&2; exit 2 ;;
+esac
+mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to "$mpi_bind")
 
 # rows COLLECTIVE < bench output  ->  "collective bytes usec busbw" per row
 rows() {
@@ -41,7 +52,7 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 run_hora() {  # tag np shm collective bench-args...
   local tag=$1 np=$2 shm=$3 coll=$4; shift 4
-  HORA_SHM=$shm timeout 600 "$horarun" -np "$np" -H "localhost:$np" "$hora_bench" \
+  HORA_SHM=$shm timeout 600 "$horarun" --bind-to "$BIND" -np "$np" -H "localhost:$np" "$hora_bench" \
     --collective "$coll" "$@" 2>/dev/null | sed -n 's/^\[0\]<stdout>://p' | rows "$coll" |
     sed "s/^/$tag $np /" >>"$results"
 }
@@ -72,7 +83,7 @@ for np in $NP; do
   done
 done
 
-echo "# hora vs Open MPI on $(hostname) ($(nproc) cores, $(uname -r)), float32 sum"
+echo "# hora vs Open MPI on $(hostname) ($(nproc) cores, $(uname -r)), float32 sum, ranks bound: $BIND"
 echo "# times in us, busbw in GB/s; ratio = hora/MPI (4 B: of times; otherwise: of busbw)"
 printf '%-14s %3s %9s | %17s | %17s | %17s | %17s | %7s %7s\n' collective np size \
   "hora shm" "hora HORA_SHM=0" "MPI shm" "MPI tcp" "/shm" "/tcp"

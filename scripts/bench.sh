@@ -37,6 +37,8 @@ source bench/bench_scale.sh
 bench_compare() {
   echo "== compare: hora vs Open MPI (shared memory and TCP-only), -np 2 and 4 on this host"
   bash bench/bench_compare.sh "$BUILD_DIR" "$@" || echo "(compare: skipped or failed, rc=$?)"
+  echo "== compare: hora vs Open MPI across 2 test hosts x 2 ranks (hierarchical on and off)"
+  bash bench/bench_compare_hosts.sh "$BUILD_DIR" || echo "(compare hosts: skipped or failed, rc=$?)"
 }
 
 # The Fashion-MNIST example's epoch time, async API vs blocking (bench/bench_training.sh).
@@ -62,7 +64,9 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 reducescatter; float32 sum) at -np 2 and -np 4 on localhost, 4 B to 64 MiB.
                 ARGS go to allreduce_bench, e.g. --collective allreduce -e 1M
   compare       bench/bench_compare.sh: allreduce_bench and its Open MPI twin side by side at
-                -np 2 and 4 (MPI over shared memory and TCP-only), ratios hora/MPI per row
+                -np 2 and 4 (MPI over shared memory and TCP-only), ratios hora/MPI per row;
+                then bench/bench_compare_hosts.sh: 2 test hosts x 2 ranks, allreduce 4 B time
+                and 16 MiB busbw, hora hierarchical and flat vs Open MPI over TCP
   training      bench/bench_training.sh: the Fashion-MNIST example's epoch time through the
                 async API (the default) and --blocking at -np 1, 2 and 4, median of 5 runs each,
                 with async/blocking and the speed-up over -np 1
