@@ -86,15 +86,17 @@ constexpr std::uint64_t kFdReservePerRank = 4;
 // How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated, or
 // the job's size if larger (every rank may connect at the same moment: a cap below that drops
 // legitimate ranks, which then retry with backoff), lowered so that they can take at most half
-// of the descriptors left after the reserve.
+// of the descriptors left after the reserve, plus the rendezvous connections the reserve keeps
+// for the ranks (one each): a rank waiting to authenticate holds its own. (Counting those
+// against the spare half made 4096 ranks that connected at once under a limit of 20000 lose
+// all but 1776 of their first connections.)
 std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
-  const std::uint64_t reserve =
-      kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
-  std::uint64_t cap =
-      std::max<std::uint64_t>(o.max_unauthenticated, static_cast<std::uint64_t>(o.size));
+  const auto ranks = static_cast<std::uint64_t>(o.size);
+  const std::uint64_t reserve = kFdReserveBase + kFdReservePerRank * ranks;
+  std::uint64_t cap = std::max<std::uint64_t>(o.max_unauthenticated, ranks);
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
-    cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
+    cap = std::min<std::uint64_t>(cap, ranks + (lim.soft > reserve ? (lim.soft - reserve) / 2 : 0));
   }
   return static_cast<std::size_t>(std::max<std::uint64_t>(cap, 1));
 }
