@@ -64,19 +64,24 @@ inline void copy_slice(std::uint8_t* to, const std::uint8_t* from, std::size_t w
 }
 
 // columns[r][j] = rows[j][r] for slices of `width` bytes: every rank's column out of every rank's
-// row. Done for a block of columns at a time, so that each row's slices for the block (a cache
-// line when slices are 4 bytes) are read once, and each column is written in order.
+// row. Done in tiles of kTileRows rows by kTileColumns columns: each row's part of a tile is read
+// in order (1 KB for 4-byte slices), and the tile's parts of the columns (kTileRows slices each)
+// stay in cache while they fill. Row by row instead, every slice read was a cache and TLB miss in
+// another rank's upload (at 4096 ranks, 16.7 M of them, most of the server's time for a GATHER).
 void transpose_slices(const std::vector<const std::uint8_t*>& rows,
                       const std::vector<std::uint8_t*>& columns, std::size_t width) {
-  constexpr std::size_t kBlock = 16;
-  const std::size_t n = rows.size();
+  constexpr std::size_t kTileRows = 64;
+  constexpr std::size_t kTileColumns = 256;
   if (width == 0) return;
-  for (std::size_t r0 = 0; r0 < columns.size(); r0 += kBlock) {
-    const std::size_t r1 = std::min(columns.size(), r0 + kBlock);
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::uint8_t* row = rows[j] + r0 * width;
-      for (std::size_t r = r0; r < r1; ++r, row += width) {
-        copy_slice(columns[r] + j * width, row, width);
+  for (std::size_t r0 = 0; r0 < columns.size(); r0 += kTileColumns) {
+    const std::size_t r1 = std::min(columns.size(), r0 + kTileColumns);
+    for (std::size_t j0 = 0; j0 < rows.size(); j0 += kTileRows) {
+      const std::size_t j1 = std::min(rows.size(), j0 + kTileRows);
+      for (std::size_t j = j0; j < j1; ++j) {
+        const std::uint8_t* from = rows[j] + r0 * width;
+        const std::size_t at = j * width;
+        for (std::size_t r = r0; r < r1; ++r, from += width)
+          copy_slice(columns[r] + at, from, width);
       }
     }
   }
