@@ -433,6 +433,10 @@ class Driver {
       if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT resumes it
       fail(r, fmt::format("send: {}", strerror(errno)));
     }
+    // Sent: the memory goes back for the next rank's frame (kept, 4096 uploads would be fresh
+    // pages each).
+    rdv::Bytes().swap(c.out);
+    c.out_sent = 0;
   }
 
   // Reads whole frames until the socket has nothing more.
