@@ -205,6 +205,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   std::map<Store::ClientId, ConnPtr> pending;  // in kHandshake, oldest (lowest id) first
   std::string address;
   std::uint16_t port = 0;
+  tcp listen_protocol = tcp::v4();  // the listening socket's, for the connections it accepts
   bool stopped = false;
 
   Store store;
@@ -260,6 +261,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) fail("listen");
     port = acceptor.local_endpoint(ec).port();
+    listen_protocol = ep.protocol();
     acceptor.native_non_blocking(true, ec);
     pending_cap = pending_connection_cap(opts);
     logger()->info("rendezvous server listening on {} for {} ranks", format_endpoint(address, port),
@@ -307,18 +309,28 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  // The peer's address comes with accept4() and the protocol is the listening socket's: no
+  // getpeername() or getsockname() per connection.
   void accept_ready() {
     for (int i = 0; i < kAcceptBurst; ++i) {
-      int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      tcp::endpoint peer;
+      socklen_t peer_len = static_cast<socklen_t>(peer.capacity());
+      int fd =
+          ::accept4(acceptor.native_handle(), peer.data(), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
         tcp::socket s(io);
         error_code ec;
-        s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+        s.assign(listen_protocol, fd, ec);
         if (ec) {
           ::close(fd);
           continue;
         }
-        on_accept(std::move(s));
+        std::optional<tcp::endpoint> from;
+        if (peer_len <= peer.capacity()) {
+          peer.resize(peer_len);
+          from = peer;
+        }
+        on_accept(std::move(s), from);
         continue;
       }
       const int err = errno;
@@ -359,12 +371,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     arm_throttle_timer();
   }
 
-  void on_accept(tcp::socket s) {
+  void on_accept(tcp::socket s, const std::optional<tcp::endpoint>& from) {
     auto c = std::make_shared<Connection>(std::move(s), io, next_id++);
-    error_code ec;
-    auto rep = c->socket.remote_endpoint(ec);
-    c->peer =
-        ec ? std::string("unknown peer") : format_endpoint(rep.address().to_string(), rep.port());
+    c->peer = from ? format_endpoint(from->address().to_string(), from->port())
+                   : std::string("unknown peer");
     set_keepalive(c->socket);
     if (pending.size() >= pending_cap) {
       drop_oldest_pending(
