@@ -123,12 +123,13 @@ constexpr std::size_t kReadChunk = 64u << 10;
 
 enum class Phase { kHandshake, kJoined, kClosing, kClosed };
 
-// A frame queued for writing: its own bytes (header first), then optionally a block shared with
-// other connections' frames (a GATHER's records) and bytes of its own again.
+// A frame queued for writing: its own bytes (header first), then optionally blocks shared with
+// other connections' frames: a GATHER's records, and its column, `tail`, in `columns`.
 struct OutFrame {
   Bytes head;
   std::shared_ptr<const Bytes> shared;
-  Bytes tail;
+  std::shared_ptr<const std::uint8_t[]> columns;
+  std::span<const std::uint8_t> tail;
   std::size_t size() const { return head.size() + (shared ? shared->size() : 0) + tail.size(); }
 };
 enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
@@ -592,7 +593,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- writing --------------------------------------------------------------------------------
 
-  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}}); }
+  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}, {}}); }
 
   void send(const ConnPtr& c, OutFrame frame) {
     if (c->phase == Phase::kClosed) return;
@@ -614,7 +615,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const std::array<asio::const_buffer, 3> parts{asio::buffer(f.head),
                                                   f.shared ? asio::buffer(*f.shared)
                                                            : asio::const_buffer(),
-                                                  asio::buffer(f.tail)};
+                                                  asio::buffer(f.tail.data(), f.tail.size())};
     asio::async_write(c->socket, parts, [self = shared_from_this(), c](error_code ec, std::size_t) {
       c->write_timer.cancel();
       if (c->phase == Phase::kClosed) return;
@@ -784,7 +785,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
         // Built with room for the header: the frame is the reply's own buffers (and a block
         // shared with other replies), not a copy.
         wire::frame_in_place(r.op, r.status, r.id, r.payload, r.wire_bytes() - wire::kHeaderBytes);
-        send(it->second, OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.tail)});
+        send(it->second,
+             OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.columns), r.tail});
       } else if (r.header_room != 0) {
         respond(it->second, r.op, r.id, r.status, r.body());
       } else {

@@ -302,23 +302,28 @@ void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView 
   for (const auto& [r, up] : done.uploads) records.push_back(up.record);
   const auto block = std::make_shared<const Bytes>(wire::encode_gather_records(records));
   std::vector<const std::uint8_t*> rows;  // rows[j]: rank j's slices
+  std::vector<std::uint8_t*> columns;     // columns[r]: rank r's, in its answer's tail
   std::vector<std::pair<std::uint64_t, Reply>> answers;
   rows.reserve(size_);
+  columns.reserve(size_);
   answers.reserve(size_);
+  const std::size_t tail_bytes = 4 + static_cast<std::size_t>(size_) * width;
+  const std::shared_ptr<std::uint8_t[]> tails(new std::uint8_t[tail_bytes * size_]);
   const auto w32 = static_cast<std::uint32_t>(width);
+  std::uint8_t* at = tails.get();
   for (const auto& [r, up] : done.uploads) {
     rows.push_back(up.slices.data());
+    for (int i = 0; i < 4; ++i) at[i] = static_cast<std::uint8_t>(w32 >> (8 * i));
+    columns.push_back(at + 4);
     Reply answer;
     answer.payload.resize(wire::kHeaderBytes);
     answer.header_room = wire::kHeaderBytes;
     answer.shared = block;
-    answer.tail.resize(4 + static_cast<std::size_t>(size_) * width);
-    for (int i = 0; i < 4; ++i) answer.tail[i] = static_cast<std::uint8_t>(w32 >> (8 * i));
+    answer.columns = tails;
+    answer.tail = std::span<const std::uint8_t>(at, tail_bytes);
     answers.emplace_back(up.token, std::move(answer));
+    at += tail_bytes;
   }
-  std::vector<std::uint8_t*> columns;  // columns[r]: where rank r's answer holds its column
-  columns.reserve(size_);
-  for (auto& [t, answer] : answers) columns.push_back(answer.tail.data() + 4);
   transpose_slices(rows, columns, width);
   rows.clear();
   done.uploads.clear();
