@@ -8,6 +8,7 @@
 
 #include "common/duration.h"
 #include "rendezvous/format.h"
+#include "rendezvous/transpose.h"
 
 namespace hora::rdv {
 
@@ -51,40 +52,6 @@ void leave_group(Groups& groups, const std::string& name, int rank, Member membe
   present.erase(rank);
   it->second.left.insert(rank);
   if (present.empty()) groups.erase(it);
-}
-
-// One slice of `width` bytes; the widths GATHER uses in hora (4: two ports) without a call.
-inline void copy_slice(std::uint8_t* to, const std::uint8_t* from, std::size_t width) {
-  switch (width) {
-    case 2: std::memcpy(to, from, 2); break;
-    case 4: std::memcpy(to, from, 4); break;
-    case 8: std::memcpy(to, from, 8); break;
-    default: std::memcpy(to, from, width); break;
-  }
-}
-
-// columns[r][j] = rows[j][r] for slices of `width` bytes: every rank's column out of every rank's
-// row. Done in tiles of kTileRows rows by kTileColumns columns: each row's part of a tile is read
-// in order (1 KB for 4-byte slices), and the tile's parts of the columns (kTileRows slices each)
-// stay in cache while they fill. Row by row instead, every slice read was a cache and TLB miss in
-// another rank's upload (at 4096 ranks, 16.7 M of them, most of the server's time for a GATHER).
-void transpose_slices(const std::vector<const std::uint8_t*>& rows,
-                      const std::vector<std::uint8_t*>& columns, std::size_t width) {
-  constexpr std::size_t kTileRows = 64;
-  constexpr std::size_t kTileColumns = 256;
-  if (width == 0) return;
-  for (std::size_t r0 = 0; r0 < columns.size(); r0 += kTileColumns) {
-    const std::size_t r1 = std::min(columns.size(), r0 + kTileColumns);
-    for (std::size_t j0 = 0; j0 < rows.size(); j0 += kTileRows) {
-      const std::size_t j1 = std::min(rows.size(), j0 + kTileRows);
-      for (std::size_t j = j0; j < j1; ++j) {
-        const std::uint8_t* from = rows[j] + r0 * width;
-        const std::size_t at = j * width;
-        for (std::size_t r = r0; r < r1; ++r, from += width)
-          copy_slice(columns[r] + at, from, width);
-      }
-    }
-  }
 }
 
 // A reply whose whole answer is `body` (no header room, no shared GATHER block).

@@ -158,8 +158,9 @@ TEST_CASE("gather hands every rank every record and its column, built in place",
 }
 
 TEST_CASE("gather columns are right past the server's tiles, for every slice width", "[store]") {
-  // 300 ranks: more than one tile of rows (64) and of columns (256), and partial tiles of both.
-  constexpr int n = 300;
+  // 302 ranks: more than one tile of rows (64) and of columns (256), partial tiles of both, and
+  // in those 2 rows and columns past the last whole 4 x 4 block.
+  constexpr int n = 302;
   for (std::uint32_t width : {1u, 2u, 3u, 4u, 8u}) {
     INFO("width " << width);
     Store s(n);
