@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Rendezvous and mesh at scale (issue 13): rendezvous_bench's connect + mesh exchange for 1024
-# and 4096 simulated ranks (GATHER, what libhora does now, and the legacy 136-byte EXCHANGE for
-# comparison), then a real job of NP ranks on this host (`horarun -np NP -H localhost:NP` of a
-# program that calls hora::init(), one allreduce and hora::shutdown()) with its wall time, its
-# result, and the peak of the ranks' and horarun's summed resident memory (sampled with ps every
-# 0.2 s; shared library pages count once per process, so this overstates the real use).
+# and 4096 simulated ranks (GATHER, what libhora does now, with the ranks in one event loop and
+# then on a thread each, and the legacy 136-byte EXCHANGE for comparison), then a real job of NP
+# ranks on this host (`horarun -np NP -H localhost:NP` of a program that calls hora::init(), one
+# allreduce and hora::shutdown()) with its wall time, its result, and the peak of the ranks' and
+# horarun's summed resident memory (sampled with ps every 0.2 s; shared library pages count once
+# per process, so this overstates the real use).
 #
 #   bench/bench_scale.sh [NP]                          # run it (default NP 128)
 #   source bench/bench_scale.sh; bench_scale [NP]      # from scripts/bench.sh
@@ -28,6 +29,9 @@ bench_scale() (
 
   echo "## rendezvous at scale: connect + mesh exchange (rendezvous_bench, 127.0.0.1, one process)"
   "$bench" 1024 4096
+  echo
+  echo "## the same with every simulated rank on its own thread with an rdv::Client"
+  "$bench" --threads 1024 4096
   echo
   echo "## the same with the legacy exchange (one 136-byte slice per rank pair), 1024 ranks"
   "$bench" --legacy 1024

@@ -24,6 +24,7 @@
 #include <spdlog/logger.h>
 
 #include "rendezvous/format.h"
+#include "rendezvous/gather_call.h"
 #include "rendezvous/hmac.h"
 #include "rendezvous/log.h"
 #include "rendezvous/socket.h"
@@ -576,38 +577,12 @@ std::vector<Bytes> Client::exchange(const std::string& name, const std::vector<B
 GatherResult Client::gather(const std::string& name, std::span<const std::uint8_t> record,
                             std::size_t width, std::span<const std::uint8_t> slices,
                             std::chrono::milliseconds timeout) {
-  auto what = quoted("gather", name);
   const int size = impl(this).opts_.size;
-  if (width > 0xFFFFFFFFu || slices.size() != width * static_cast<std::size_t>(size)) {
-    throw Error(fmt::format("rank {}: {} needs one {}-byte slice per rank ({} bytes), got {}",
-                            rank(), what, width, width * static_cast<std::size_t>(size),
-                            slices.size()));
-  }
-  GatherResult out;
-  out.payload =
+  auto payload =
       impl(this).call(Op::kGather,
-                      wire::encode_gather(name, static_cast<std::uint64_t>(timeout.count()), record,
-                                          static_cast<std::uint32_t>(width),
-                                          static_cast<std::uint32_t>(size), slices),
-                      timeout, what);
-  wire::GatherReplyView view;
-  try {
-    view = wire::decode_gather_reply(out.payload);
-  } catch (const wire::DecodeError& e) {
-    throw ProtocolError(fmt::format("rank {}: malformed answer to {} from {}: {}", rank(), what,
-                                    server(), e.what()));
-  }
-  if (static_cast<int>(view.records.size()) != size || view.width != width) {
-    throw ProtocolError(
-        fmt::format("rank {}: {} returned {} records of {}-byte slices for a job "
-                    "of {} ranks and {}-byte slices",
-                    rank(), what, view.records.size(), view.width, size, width));
-  }
-  out.records_buffer = std::move(view.records_buffer);  // the views stay valid: same storage
-  out.records = std::move(view.records);
-  out.width = width;
-  out.column = view.column;
-  return out;
+                      encode_gather_call(rank(), size, name, record, width, slices, timeout),
+                      timeout, quoted("gather", name));
+  return decode_gather_answer(rank(), size, name, server(), width, std::move(payload));
 }
 
 void Client::goodbye() { impl(this).goodbye(); }

@@ -45,7 +45,7 @@ struct ClientOptions {
 // slices, as views into the answer it owns (moving the result keeps them valid).
 struct GatherResult {
   Bytes payload;
-  Bytes records_buffer;                                // the records, inflated
+  Bytes records_buffer;                                // the records, decoded
   std::vector<std::span<const std::uint8_t>> records;  // records[j]: rank j's record
   std::size_t width = 0;
   std::span<const std::uint8_t> column;  // size x width bytes

@@ -86,15 +86,17 @@ constexpr std::uint64_t kFdReservePerRank = 4;
 // How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated, or
 // the job's size if larger (every rank may connect at the same moment: a cap below that drops
 // legitimate ranks, which then retry with backoff), lowered so that they can take at most half
-// of the descriptors left after the reserve.
+// of the descriptors left after the reserve, plus the rendezvous connections the reserve keeps
+// for the ranks (one each): a rank waiting to authenticate holds its own. (Counting those
+// against the spare half made 4096 ranks that connected at once under a limit of 20000 lose
+// all but 1776 of their first connections.)
 std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
-  const std::uint64_t reserve =
-      kFdReserveBase + kFdReservePerRank * static_cast<std::uint64_t>(o.size);
-  std::uint64_t cap =
-      std::max<std::uint64_t>(o.max_unauthenticated, static_cast<std::uint64_t>(o.size));
+  const auto ranks = static_cast<std::uint64_t>(o.size);
+  const std::uint64_t reserve = kFdReserveBase + kFdReservePerRank * ranks;
+  std::uint64_t cap = std::max<std::uint64_t>(o.max_unauthenticated, ranks);
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
-    cap = std::min<std::uint64_t>(cap, lim.soft > reserve ? (lim.soft - reserve) / 2 : 0);
+    cap = std::min<std::uint64_t>(cap, ranks + (lim.soft > reserve ? (lim.soft - reserve) / 2 : 0));
   }
   return static_cast<std::size_t>(std::max<std::uint64_t>(cap, 1));
 }
@@ -121,12 +123,13 @@ constexpr std::size_t kReadChunk = 64u << 10;
 
 enum class Phase { kHandshake, kJoined, kClosing, kClosed };
 
-// A frame queued for writing: its own bytes (header first), then optionally a block shared with
-// other connections' frames (a GATHER's records) and bytes of its own again.
+// A frame queued for writing: its own bytes (header first), then optionally blocks shared with
+// other connections' frames: a GATHER's records, and its column, `tail`, in `columns`.
 struct OutFrame {
   Bytes head;
   std::shared_ptr<const Bytes> shared;
-  Bytes tail;
+  std::shared_ptr<const std::uint8_t[]> columns;
+  std::span<const std::uint8_t> tail;
   std::size_t size() const { return head.size() + (shared ? shared->size() : 0) + tail.size(); }
 };
 enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
@@ -203,6 +206,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   std::map<Store::ClientId, ConnPtr> pending;  // in kHandshake, oldest (lowest id) first
   std::string address;
   std::uint16_t port = 0;
+  tcp listen_protocol = tcp::v4();  // the listening socket's, for the connections it accepts
   bool stopped = false;
 
   Store store;
@@ -258,6 +262,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) fail("listen");
     port = acceptor.local_endpoint(ec).port();
+    listen_protocol = ep.protocol();
     acceptor.native_non_blocking(true, ec);
     pending_cap = pending_connection_cap(opts);
     logger()->info("rendezvous server listening on {} for {} ranks", format_endpoint(address, port),
@@ -305,18 +310,28 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
+  // The peer's address comes with accept4() and the protocol is the listening socket's: no
+  // getpeername() or getsockname() per connection.
   void accept_ready() {
     for (int i = 0; i < kAcceptBurst; ++i) {
-      int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      tcp::endpoint peer;
+      socklen_t peer_len = static_cast<socklen_t>(peer.capacity());
+      int fd =
+          ::accept4(acceptor.native_handle(), peer.data(), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
         tcp::socket s(io);
         error_code ec;
-        s.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+        s.assign(listen_protocol, fd, ec);
         if (ec) {
           ::close(fd);
           continue;
         }
-        on_accept(std::move(s));
+        std::optional<tcp::endpoint> from;
+        if (peer_len <= peer.capacity()) {
+          peer.resize(peer_len);
+          from = peer;
+        }
+        on_accept(std::move(s), from);
         continue;
       }
       const int err = errno;
@@ -357,12 +372,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     arm_throttle_timer();
   }
 
-  void on_accept(tcp::socket s) {
+  void on_accept(tcp::socket s, const std::optional<tcp::endpoint>& from) {
     auto c = std::make_shared<Connection>(std::move(s), io, next_id++);
-    error_code ec;
-    auto rep = c->socket.remote_endpoint(ec);
-    c->peer =
-        ec ? std::string("unknown peer") : format_endpoint(rep.address().to_string(), rep.port());
+    c->peer = from ? format_endpoint(from->address().to_string(), from->port())
+                   : std::string("unknown peer");
     set_keepalive(c->socket);
     if (pending.size() >= pending_cap) {
       drop_oldest_pending(
@@ -580,7 +593,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- writing --------------------------------------------------------------------------------
 
-  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}}); }
+  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}, {}}); }
 
   void send(const ConnPtr& c, OutFrame frame) {
     if (c->phase == Phase::kClosed) return;
@@ -602,7 +615,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     const std::array<asio::const_buffer, 3> parts{asio::buffer(f.head),
                                                   f.shared ? asio::buffer(*f.shared)
                                                            : asio::const_buffer(),
-                                                  asio::buffer(f.tail)};
+                                                  asio::buffer(f.tail.data(), f.tail.size())};
     asio::async_write(c->socket, parts, [self = shared_from_this(), c](error_code ec, std::size_t) {
       c->write_timer.cancel();
       if (c->phase == Phase::kClosed) return;
@@ -772,7 +785,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
         // Built with room for the header: the frame is the reply's own buffers (and a block
         // shared with other replies), not a copy.
         wire::frame_in_place(r.op, r.status, r.id, r.payload, r.wire_bytes() - wire::kHeaderBytes);
-        send(it->second, OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.tail)});
+        send(it->second,
+             OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.columns), r.tail});
       } else if (r.header_room != 0) {
         respond(it->second, r.op, r.id, r.status, r.body());
       } else {

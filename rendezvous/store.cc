@@ -8,6 +8,7 @@
 
 #include "common/duration.h"
 #include "rendezvous/format.h"
+#include "rendezvous/transpose.h"
 
 namespace hora::rdv {
 
@@ -267,28 +268,30 @@ void Store::handle_gather(Replies& out, Wait w, Bytes payload, wire::GatherView 
   records.reserve(done.uploads.size());
   for (const auto& [r, up] : done.uploads) records.push_back(up.record);
   const auto block = std::make_shared<const Bytes>(wire::encode_gather_records(records));
-  std::vector<const GatherUpload*> rows;
-  rows.reserve(size_);
-  for (const auto& [r, up] : done.uploads) rows.push_back(&up);
+  std::vector<const std::uint8_t*> rows;  // rows[j]: rank j's slices
+  std::vector<std::uint8_t*> columns;     // columns[r]: rank r's, in its answer's tail
   std::vector<std::pair<std::uint64_t, Reply>> answers;
+  rows.reserve(size_);
+  columns.reserve(size_);
   answers.reserve(size_);
-  for (int r = 0; r < size_; ++r) {
+  const std::size_t tail_bytes = 4 + static_cast<std::size_t>(size_) * width;
+  const std::shared_ptr<std::uint8_t[]> tails(new std::uint8_t[tail_bytes * size_]);
+  const auto w32 = static_cast<std::uint32_t>(width);
+  std::uint8_t* at = tails.get();
+  for (const auto& [r, up] : done.uploads) {
+    rows.push_back(up.slices.data());
+    for (int i = 0; i < 4; ++i) at[i] = static_cast<std::uint8_t>(w32 >> (8 * i));
+    columns.push_back(at + 4);
     Reply answer;
     answer.payload.resize(wire::kHeaderBytes);
     answer.header_room = wire::kHeaderBytes;
     answer.shared = block;
-    answer.tail.resize(4 + static_cast<std::size_t>(size_) * width);
-    std::uint8_t* at = answer.tail.data();
-    const auto w32 = static_cast<std::uint32_t>(width);
-    for (int i = 0; i < 4; ++i) *at++ = static_cast<std::uint8_t>(w32 >> (8 * i));
-    const std::size_t offset = static_cast<std::size_t>(r) * width;
-    for (const GatherUpload* row : rows) {
-      if (width == 0) break;
-      std::memcpy(at, row->slices.data() + offset, width);
-      at += width;
-    }
-    answers.emplace_back(rows[r]->token, std::move(answer));
+    answer.columns = tails;
+    answer.tail = std::span<const std::uint8_t>(at, tail_bytes);
+    answers.emplace_back(up.token, std::move(answer));
+    at += tail_bytes;
   }
+  transpose_slices(rows, columns, width);
   rows.clear();
   done.uploads.clear();
   for (auto& [t, answer] : answers) complete_wait(out, t, std::move(answer));

@@ -41,11 +41,13 @@ class Store {
     // the frame header (wire::kHeaderBytes in EXCHANGE and GATHER answers, so the server writes
     // the header in place instead of copying the payload into a new frame; else 0). A GATHER
     // answer continues with `shared` (the records, one block for every rank's answer) and
-    // `tail` (the rank's column).
+    // `tail` (the rank's column), which lies in `columns`, one block for every rank's column
+    // (one allocation instead of one per rank; not zeroed, every byte is written).
     wire::Bytes payload;
     std::size_t header_room = 0;
     std::shared_ptr<const wire::Bytes> shared;
-    wire::Bytes tail;
+    std::shared_ptr<const std::uint8_t[]> columns;
+    std::span<const std::uint8_t> tail;
     // The whole payload, header room left out (a copy: for tests and the rare fallback).
     wire::Bytes body() const {
       wire::Bytes out(payload.begin() + static_cast<std::ptrdiff_t>(header_room), payload.end());

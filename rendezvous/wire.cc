@@ -5,7 +5,8 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <zlib.h>
+
+#include "rendezvous/gather_records.h"
 
 namespace hora::rdv::wire {
 
@@ -377,63 +378,12 @@ GatherView decode_gather_view(std::span<const std::uint8_t> payload) {
   return m;
 }
 
-Bytes encode_gather_records(std::span<const std::span<const std::uint8_t>> records) {
-  Writer raw;
-  std::size_t total = 0;
-  for (const auto& rec : records) total += 4 + rec.size();
-  if (total > kMaxGatherRecordsBytes) {
-    throw std::invalid_argument(
-        fmt::format("encode_gather_records: {} bytes of records (at most {})", total,
-                    kMaxGatherRecordsBytes));
-  }
-  raw.reserve(total);
-  for (const auto& rec : records) raw.bytes(rec);
-  const Bytes plain = raw.take();
-  uLongf deflated_bytes = ::compressBound(static_cast<uLong>(plain.size()));
-  Bytes deflated(deflated_bytes);
-  // Level 1: the records of one host repeat (address, host name, sizes), which even the fastest
-  // level folds; the server compresses once per gather, every rank inflates once.
-  if (::compress2(deflated.data(), &deflated_bytes, plain.data(), static_cast<uLong>(plain.size()),
-                  Z_BEST_SPEED) != Z_OK) {
-    throw std::runtime_error("encode_gather_records: zlib compress2 failed");
-  }
-  deflated.resize(deflated_bytes);
-  Writer out;
-  out.reserve(12 + deflated.size());
-  out.u32(static_cast<std::uint32_t>(records.size()));
-  out.u32(static_cast<std::uint32_t>(plain.size()));
-  out.bytes(deflated);
-  return out.take();
-}
-
 GatherReplyView decode_gather_reply(std::span<const std::uint8_t> payload) {
   Reader r(payload);
   GatherReplyView m;
-  const std::uint32_t n = r.u32();
-  const std::uint32_t raw_bytes = r.u32();
-  const std::span<const std::uint8_t> deflated = r.view();
-  // Each record has at least its 4-byte length: a count the records cannot hold is refused
-  // before anything is allocated, and so is a size above the cap (a "zip bomb" from a server).
-  // zlib's deflate expands at most 1032:1, so a stream cannot honestly claim more than that.
-  if (raw_bytes > kMaxGatherRecordsBytes || std::uint64_t{n} * 4 > raw_bytes ||
-      raw_bytes > std::uint64_t{deflated.size()} * 1032 + 64) {
-    throw DecodeError(fmt::format("gather answer: {} records in {} inflated bytes (at most {})", n,
-                                  raw_bytes, kMaxGatherRecordsBytes));
-  }
-  m.records_buffer.resize(raw_bytes);
-  uLongf got = raw_bytes;
-  if (::uncompress(m.records_buffer.data(), &got, deflated.data(),
-                   static_cast<uLong>(deflated.size())) != Z_OK ||
-      got != raw_bytes) {
-    throw DecodeError(
-        fmt::format("gather answer: the records do not inflate to {} bytes", raw_bytes));
-  }
-  Reader records(m.records_buffer);
-  m.records.reserve(n);
-  for (std::uint32_t i = 0; i < n; ++i) m.records.push_back(records.view());
-  records.expect_end();
+  read_gather_records(r, &m);
   m.width = r.u32();
-  m.column = read_fixed_slices(r, m.width, n);
+  m.column = read_fixed_slices(r, m.width, static_cast<std::uint32_t>(m.records.size()));
   r.expect_end();
   return m;
 }

@@ -38,9 +38,11 @@ using Bytes = std::vector<std::uint8_t>;
 
 inline constexpr std::uint8_t kMagic0 = 0x48;  // 'H'
 inline constexpr std::uint8_t kMagic1 = 0x52;  // 'R'
-// 2: GATHER answers carry their records zlib-compressed (issue 13: a 4096-rank mesh exchange
+// 2: GATHER answers carried their records zlib-compressed (issue 13: a 4096-rank mesh exchange
 // moved 270 KB to every rank, mostly the same host's records again and again).
-inline constexpr std::uint8_t kVersion = 2;
+// 3: they carry them coded against the previous record instead (rendezvous/gather_records.h):
+// as small, and decoded at memcpy speed where inflating took most of a rank's GATHER time.
+inline constexpr std::uint8_t kVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 16;
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kProofBytes = 32;
@@ -243,13 +245,13 @@ struct GatherView {
 // Throws DecodeError; count x width must be exactly the bytes that follow.
 GatherView decode_gather_view(std::span<const std::uint8_t> payload);
 // The OK answer to GATHER:
-//   n u32 | raw_bytes u32 | deflated bytes | width u32 | raw[n x width]
-// where `deflated` (a length-prefixed field) is the zlib stream of `raw_bytes` bytes that holds
-// the n records, each length-prefixed. The records part is the same in every rank's answer: the
-// server builds and compresses it once (encode_gather_records).
+//   n u32 | total u32 | coded bytes | width u32 | raw[n x width]
+// where `coded` (a length-prefixed field) holds the n records (`total` bytes in all), each
+// coded against the one before (rendezvous/gather_records.h). The records part is the same in
+// every rank's answer: the server builds and codes it once (encode_gather_records).
 inline constexpr std::size_t kMaxGatherRecordsBytes = std::size_t{1} << 30;
 Bytes encode_gather_records(std::span<const std::span<const std::uint8_t>> records);
-// Decoded: the records inflated into `records_buffer` (views into it; moving the struct keeps
+// Decoded: the records into `records_buffer` (views into it; moving the struct keeps
 // them valid), the column as a view into `payload`.
 struct GatherReplyView {
   Bytes records_buffer;
@@ -257,8 +259,9 @@ struct GatherReplyView {
   std::uint32_t width = 0;
   std::span<const std::uint8_t> column;  // records.size() x width bytes
 };
-// Throws DecodeError for a malformed answer, a stream that does not inflate to exactly
-// raw_bytes, or raw_bytes above kMaxGatherRecordsBytes (checked before allocating).
+// Throws DecodeError for a malformed answer, records that do not decode to exactly `total`
+// bytes, or a `total` above kMaxGatherRecordsBytes or above what the coded bytes can hold
+// (checked before allocating).
 GatherReplyView decode_gather_reply(std::span<const std::uint8_t> payload);
 
 Hello decode_hello(std::span<const std::uint8_t> payload);

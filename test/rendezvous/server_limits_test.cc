@@ -127,6 +127,47 @@ TEST_CASE("a job's ranks may all wait to authenticate at once, past the cap", "[
   CHECK(ts.stats().connections == 8);
 }
 
+// The highest descriptor this process has open.
+int highest_open_fd() {
+  int highest = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (dirent* e = ::readdir(d)) highest = std::max(highest, std::atoi(e->d_name));
+    ::closedir(d);
+  }
+  return highest;
+}
+
+TEST_CASE("under a tight descriptor limit a job's ranks may still all wait to authenticate",
+          "[limits]") {
+  log_sink();
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  // For n ranks the server keeps 64 + 4n descriptors for the launcher and its ranks. A limit
+  // below that leaves no spare descriptors: strangers get none, but each rank's own rendezvous
+  // connection is part of the reserve, so all n may wait at once (the cap was 1). The limit
+  // leaves room above the descriptors open now for n + 1 peers and the server's sockets.
+  const int highest = highest_open_fd();
+  const int n = std::max(32, (highest - 24) / 2 + 8);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(highest + 2 * n + 40);
+  REQUIRE(low.rlim_cur < static_cast<rlim_t>(64 + 4 * n));
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  auto o = test_options(n);
+  o.auth_timeout = 60s;
+  std::optional<TestServer> ts;
+  ts.emplace(o);  // the cap is fixed when the server starts
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  std::vector<std::unique_ptr<RawPeer>> peers;
+  for (int i = 0; i <= n; ++i) {
+    peers.push_back(std::make_unique<RawPeer>(ts->port()));
+    peers.back()->read_hello();
+  }
+  // The cap is the job's size: peer n + 1 makes the server drop the oldest, and only it.
+  REQUIRE(ts->wait_stats([&](const Server::Stats& s) { return s.connections == std::size_t(n); }));
+  CHECK(peers[0]->closed_by_server());
+  CHECK(ts->stats().connections == static_cast<std::size_t>(n));
+}
+
 TEST_CASE("connections waiting to authenticate are capped, the oldest dropped first", "[limits]") {
   log_sink();
   auto o = test_options(1);
@@ -157,13 +198,8 @@ TEST_CASE("out of descriptors: accept failure is said at the default level, serv
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
   // Use up every descriptor under a low soft limit, then free one for our own socket: the
   // server has none left for accepting it.
-  int highest = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (dirent* e = ::readdir(d)) highest = std::max(highest, std::atoi(e->d_name));
-    ::closedir(d);
-  }
   rlimit low = saved;
-  low.rlim_cur = static_cast<rlim_t>(highest + 16);
+  low.rlim_cur = static_cast<rlim_t>(highest_open_fd() + 16);
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
   std::vector<int> fillers;
   for (;;) {

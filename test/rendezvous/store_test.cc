@@ -157,6 +157,36 @@ TEST_CASE("gather hands every rank every record and its column, built in place",
   }
 }
 
+TEST_CASE("gather columns are right past the server's tiles, for every slice width", "[store]") {
+  // 302 ranks: more than one tile of rows (64) and of columns (256), partial tiles of both, and
+  // in those 2 rows and columns past the last whole 4 x 4 block.
+  constexpr int n = 302;
+  for (std::uint32_t width : {1u, 2u, 3u, 4u, 8u}) {
+    INFO("width " << width);
+    Store s(n);
+    Store::Replies replies;
+    for (int r = 0; r < n; ++r) {
+      replies = s.handle(static_cast<Store::ClientId>(r + 1), r, Op::kGather, 1,
+                         gather_req("g", r, n, width), t0);
+    }
+    REQUIRE(replies.size() == static_cast<std::size_t>(n));
+    long wrong = 0;
+    for (const auto& reply : replies) {
+      const int me = static_cast<int>(reply.client) - 1;
+      const auto body = reply.body();
+      const auto view = wire::decode_gather_reply(body);
+      REQUIRE(view.column.size() == static_cast<std::size_t>(n) * width);
+      for (int j = 0; j < n; ++j) {
+        for (std::uint32_t k = 0; k < width; ++k) {
+          const auto want = static_cast<std::uint8_t>(k % 2 == 0 ? j : me);
+          if (view.column[j * width + k] != want) wrong++;
+        }
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("gather refuses a wrong slice count, a different width and re-entry", "[store]") {
   Store s(2);
   auto wrong_count = s.handle(1, 0, Op::kGather, 1, gather_req("g", 0, 3), t0);

@@ -35,7 +35,7 @@ TEST_CASE("header layout is the documented one", "[wire]") {
   h.request_id = 0x04030201;
   h.payload_bytes = 0x0a0b0c0d;
   auto b = header_bytes(h);
-  std::array<std::uint8_t, 16> expected{0x48, 0x52, 2,    0x15, 1,    0,    0,    0,
+  std::array<std::uint8_t, 16> expected{0x48, 0x52, 3,    0x15, 1,    0,    0,    0,
                                         0x01, 0x02, 0x03, 0x04, 0x0d, 0x0c, 0x0b, 0x0a};
   CHECK(b == expected);
 }
@@ -80,9 +80,9 @@ TEST_CASE("malformed headers are refused with the matching status", "[wire]") {
   }
   SECTION("bad version") {
     auto b = good;
-    b[2] = 1;  // a hora from before GATHER's compressed records
+    b[2] = 2;  // a hora whose GATHER answers carried zlib streams
     CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadVersion);
-    CHECK_THAT(why, Catch::Contains("version 1"));
+    CHECK_THAT(why, Catch::Contains("version 2"));
   }
   SECTION("reserved bytes set") {
     auto b = good;
@@ -287,37 +287,129 @@ TEST_CASE("gather slices that do not fill count x width exactly are refused", "[
   CHECK_THROWS_AS(wire::encode_gather("g", 1, {}, 2, 3, bytes_of("12345")), std::invalid_argument);
 }
 
-TEST_CASE("gather answers carry their records compressed, and a bad stream is refused", "[wire]") {
-  // 4096 records as one host's ranks send them: alike but for a few bytes.
-  std::vector<wire::Bytes> owned;
-  for (int i = 0; i < 4096; ++i) {
-    wire::Bytes rec = bytes_of("v2|host-index 0|local " + std::to_string(i) +
-                               "|4096|198.18.0.11|seq -1|hostname node-0001.cluster");
-    owned.push_back(std::move(rec));
-  }
-  std::vector<std::span<const std::uint8_t>> records(owned.begin(), owned.end());
-  std::size_t plain = 0;
-  for (const auto& rec : owned) plain += 4 + rec.size();
-  const wire::Bytes block = wire::encode_gather_records(records);
-  CHECK(block.size() * 10 < plain);  // the point of it: a tenth of the bytes, or less
-  wire::Bytes answer = block;
-  const wire::Bytes tail = wire::Writer().u32(0).take();
+namespace {
+
+// A GATHER answer with these records and an empty column of width 0.
+Bytes gather_answer(const std::vector<Bytes>& owned) {
+  const std::vector<std::span<const std::uint8_t>> records(owned.begin(), owned.end());
+  Bytes answer = wire::encode_gather_records(records);
+  const Bytes tail = wire::Writer().u32(0).take();
   answer.insert(answer.end(), tail.begin(), tail.end());
-  auto v = wire::decode_gather_reply(answer);
+  return answer;
+}
+
+void check_round_trip(const std::vector<Bytes>& owned) {
+  auto v = wire::decode_gather_reply(gather_answer(owned));
   REQUIRE(v.records.size() == owned.size());
   for (std::size_t i = 0; i < owned.size(); ++i) {
-    CHECK(wire::Bytes(v.records[i].begin(), v.records[i].end()) == owned[i]);
+    CHECK(Bytes(v.records[i].begin(), v.records[i].end()) == owned[i]);
+  }
+}
+
+// A records block by hand: n, total, and the coded bytes.
+Bytes records_block(std::uint32_t n, std::uint32_t total, const Bytes& coded) {
+  return wire::Writer().u32(n).u32(total).bytes(coded).u32(0).take();
+}
+
+}  // namespace
+
+TEST_CASE("gather answers code each record against the one before", "[wire]") {
+  // 4096 records as the ranks of 8-rank hosts send them: alike but for a few bytes.
+  std::vector<Bytes> owned;
+  std::size_t plain = 0;
+  for (int i = 0; i < 4096; ++i) {
+    owned.push_back(bytes_of("v2|host-index " + std::to_string(i / 8) + "|local " +
+                             std::to_string(i % 8) +
+                             "|8|198.18.0.11|seq -1|hostname node-0001.cluster"));
+    plain += 4 + owned.back().size();
+  }
+  const std::vector<std::span<const std::uint8_t>> records(owned.begin(), owned.end());
+  const Bytes block = wire::encode_gather_records(records);
+  CHECK(block.size() * 8 < plain);  // the point of it: an eighth of the bytes, or less
+  auto v = wire::decode_gather_reply(gather_answer(owned));
+  REQUIRE(v.records.size() == owned.size());
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    CHECK(Bytes(v.records[i].begin(), v.records[i].end()) == owned[i]);
   }
   // Moving the decoded answer keeps its views valid (they point into its own buffer).
   auto moved = std::move(v);
-  CHECK(wire::Bytes(moved.records[7].begin(), moved.records[7].end()) == owned[7]);
+  CHECK(Bytes(moved.records[7].begin(), moved.records[7].end()) == owned[7]);
+}
 
-  // A stream that claims more than it inflates to, or a size above the cap, is refused.
-  wire::Bytes lying = answer;
-  lying[4] ^= 0x01;  // raw_bytes (u32 after the count) off by one
-  CHECK_THROWS_WITH(wire::decode_gather_reply(lying), Catch::Contains("do not inflate to"));
-  wire::Bytes bomb = wire::Writer().u32(1).u32(0xFFFFFFF0u).bytes({}).u32(0).take();
-  CHECK_THROWS_WITH(wire::decode_gather_reply(bomb), Catch::Contains("at most"));
+TEST_CASE("gather records of any shape survive the coding", "[wire]") {
+  SECTION("none") { check_round_trip({}); }
+  SECTION("empty ones, between and after others") {
+    check_round_trip({{}, bytes_of("abc"), {}, {}, bytes_of("abc"), {}});
+  }
+  SECTION("growing, shrinking, equal, and wholly different") {
+    check_round_trip({bytes_of("a"), bytes_of("ab"), bytes_of("abcdef"), bytes_of("abc"),
+                      bytes_of("abc"), bytes_of("xyz"), bytes_of("xbzdefgh"), bytes_of("x")});
+  }
+  SECTION("differences separated by short and long equal stretches") {
+    check_round_trip({bytes_of("0123456789abcdef"), bytes_of("X1X3456789aXcdeX"),
+                      bytes_of("X1Y3456789aXcdeY"), bytes_of("0123456789abcdef")});
+  }
+  SECTION("records longer than a one-byte varint, and every byte value") {
+    Bytes big(300), other(70000);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i);
+    for (std::size_t i = 0; i < other.size(); ++i) other[i] = static_cast<std::uint8_t>(i * 7);
+    Bytes big2 = big;
+    big2[200] ^= 0xff;
+    check_round_trip({big, big2, other, big});
+  }
+}
+
+TEST_CASE("a malformed gather records block is refused", "[wire]") {
+  // Record 0: "ab" (len 2, one patch: skip 0, 2 literal bytes); record 1: "ax" (len 2, one
+  // patch at 1 of 1 byte).
+  const Bytes good{2, 1, 0, 2, 'a', 'b', 2, 1, 1, 1, 'x'};
+  auto v = wire::decode_gather_reply(records_block(2, 4, good));
+  REQUIRE(v.records.size() == 2);
+  CHECK(Bytes(v.records[1].begin(), v.records[1].end()) == bytes_of("ax"));
+
+  SECTION("a total that does not match the records") {
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(2, 5, good)),
+                      Catch::Contains("fill 4 of the 5 bytes declared"));
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(2, 3, good)),
+                      Catch::Contains("runs past the 3 bytes"));
+  }
+  SECTION("a total or count the coded bytes cannot hold, refused before allocating") {
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(1, 0xFFFFFFF0u, {})),
+                      Catch::Contains("at most"));
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(2, 1000, good)),
+                      Catch::Contains("2 records of 1000 bytes in 11 coded bytes"));
+    CHECK_THROWS_AS(wire::decode_gather_reply(records_block(100, 4, good)), wire::DecodeError);
+  }
+  SECTION("bytes past the previous record that no patch sets") {
+    // Record 1 claims 3 bytes but only patches byte 1: byte 2 would come from nowhere.
+    const Bytes hole{2, 1, 0, 2, 'a', 'b', 3, 1, 1, 1, 'x'};
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(2, 5, hole)),
+                      Catch::Contains("unpatched"));
+  }
+  SECTION("a patch outside its record, or skipping bytes the previous record lacks") {
+    const Bytes outside{2, 1, 0, 3, 'a', 'b', 'c'};
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(1, 2, outside)),
+                      Catch::Contains("does not fit"));
+    const Bytes skip_past{2, 1, 1, 1, 'b'};  // the first record has no previous bytes to keep
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(1, 2, skip_past)),
+                      Catch::Contains("does not fit"));
+  }
+  SECTION("a literal running past the coded bytes, a truncated varint, leftover bytes") {
+    const Bytes cut{2, 1, 0, 2, 'a'};
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(1, 2, cut)),
+                      Catch::Contains("does not fit"));
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(1, 2, Bytes{0x82, 0x80})),
+                      Catch::Contains("ends inside its length"));
+    Bytes extra = good;
+    extra.push_back(0);
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(2, 4, extra)),
+                      Catch::Contains("1 bytes left over"));
+  }
+  SECTION("a varint over 32 bits") {
+    const Bytes wide{0xff, 0xff, 0xff, 0xff, 0x1f, 0};
+    CHECK_THROWS_WITH(wire::decode_gather_reply(records_block(1, 2, wide)),
+                      Catch::Contains("does not fit 32 bits"));
+  }
 }
 
 TEST_CASE("a frame's header is written in place in front of its payload", "[wire]") {
