@@ -87,8 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   });
   round_trip(payload, wire::decode_message,
              [](const std::string& v) { return wire::encode_message(v); });
-  // GATHER's answer (compressed records: no single encoding, so the records are re-encoded and
-  // must decode to the same records and column).
+  // GATHER's answer (records coded against their predecessors: no single encoding, so the records
+  // are re-encoded and must decode to the same records and column).
   try {
     const wire::GatherReplyView v = wire::decode_gather_reply(payload);
     Bytes again = wire::encode_gather_records(v.records);
