@@ -80,7 +80,7 @@ SyncPolicy read_sync_policy(const WorldInfo& world, Lookup&& lookup, int cpus) {
   if (mode == "auto" || mode.empty()) {
     // Measured (docs/architecture.md): sleeping reads beat busy polling on a shared 2-core host,
     // and a spinning rank takes the core its peers and the device threads need.
-    policy.reason = fmt::format("{} unset or auto: sleeping reads ({}=busy spins instead)",
+    policy.reason = fmt::format("{} unset or auto: sleeping reads; {}=busy spins instead",
                                 kSyncModeVariable, kSyncModeVariable);
   } else if (mode == "1" || mode == "on") {
     policy.reason = fmt::format("{}={}: sleeping reads", kSyncModeVariable, mode);
