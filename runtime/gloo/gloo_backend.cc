@@ -21,6 +21,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
 #include "runtime/gloo/ring_reduce_scatter.h"
+#include "runtime/gloo/sync_allreduce.h"
 
 namespace hora::detail::gloo {
 namespace {
@@ -64,6 +65,9 @@ GlooBackend::GlooBackend(const WorldInfo& world, Mesh mesh, const AbortState& ab
   scopes_[static_cast<int>(Group::kLocal)].context = mesh_.local;
   scopes_[static_cast<int>(Group::kCross)].context = mesh_.cross;
   scopes_[static_cast<int>(Group::kEngine)].context = mesh_.engine;
+  scopes_[static_cast<int>(Group::kGlobal)].sync = mesh_.global_sync;
+  scopes_[static_cast<int>(Group::kEngine)].sync = mesh_.engine_sync;
+  scopes_[static_cast<int>(Group::kCross)].sync = mesh_.cross_sync;
 }
 
 GlooBackend::~GlooBackend() = default;
@@ -84,6 +88,7 @@ std::string GlooBackend::describe(const OpInfo& info, Group scope) const {
   if (info.op) text += fmt::format(" ({})", name_of(*info.op));
   if (info.root >= 0) text += fmt::format(" from root {}", info.root);
   text += fmt::format(" over the {} group", group_name(scope));
+  if (info.sync) text += fmt::format(" (sync Gloo pairs; {}=0 turns them off)", kSyncModeVariable);
   return text;
 }
 
@@ -105,15 +110,20 @@ void GlooBackend::run(Group scope, const OpInfo& info, Body&& body) {
       default: throw Error(message, world_.rank, world_.hostname);
     }
   }
-  const std::uint32_t tag = s.next_tag++;
+  std::shared_ptr<MeshContext>& context = info.sync ? s.sync : s.context;
+  const std::uint32_t tag = info.sync ? s.next_sync_tag++ : s.next_tag++;
   try {
-    body(s.context, tag);
+    body(context, tag);
   } catch (...) {
-    fail(s, scope, info);
+    fail(s, *context, scope, info);
   }
 }
 
-void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
+bool GlooBackend::on_sync(Group scope, std::size_t bytes) {
+  return bytes <= mesh_.sync.max_bytes && state(scope).sync != nullptr;
+}
+
+void GlooBackend::fail(ScopeState& s, MeshContext& context, Group scope, const OpInfo& info) {
   const std::string what = describe(info, scope);
   if (auto reason = abort_.reason()) {
     throw AbortedError(aborted_message(world_, what, *reason), world_.rank, world_.hostname);
@@ -135,17 +145,25 @@ void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
     why = e.what();
   }
 
-  MeshContext& context = *s.context;
   const int peer = context.peer_of(why);
   std::string message;
   int kind = kGeneric;
-  if (io && why.find("Timed out") != std::string::npos) {
+  // Async waits time out with "Timed out"; a sync pair's read or write with "Read timeout" or
+  // "Write timeout" and the peer's address.
+  if (io && (why.find("Timed out") != std::string::npos ||
+             why.find("Read timeout") != std::string::npos ||
+             why.find("Write timeout") != std::string::npos)) {
     kind = kTimeout;
+    std::string waiting;
+    if (peer >= 0) {
+      const MeshPeer p = context.member(peer);
+      waiting = fmt::format(" from rank {} ({}, {})", p.global_rank, p.hostname, p.endpoint);
+    }
     message = fmt::format(
-        "{}: {} failed: no progress for {}: another rank of the group died, is stuck, or called "
-        "a different collective (see the other ranks' output); if it is only slow, raise "
+        "{}: {} failed: no progress for {}{}: another rank of the group died, is stuck, or "
+        "called a different collective (see the other ranks' output); if it is only slow, raise "
         "horarun --gloo-timeout-seconds (HORA_TIMEOUT_SECONDS) ({})",
-        who(world_), what, format_duration(world_.timeout), why);
+        who(world_), what, format_duration(world_.timeout), waiting, why);
   } else if (io && peer >= 0) {
     kind = kPeer;
     const MeshPeer p = context.member(peer);
@@ -185,16 +203,23 @@ void GlooBackend::fail(ScopeState& s, Group scope, const OpInfo& info) {
 
 void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op,
                             Group scope) {
-  run(scope, {"allreduce", count, type, op},
-      [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
-        ::gloo::AllreduceOptions opts(context);
-        with_element(size_of(type),
-                     [&]<typename S>(S) { opts.setOutput<S>(static_cast<S*>(buffer), count); });
-        opts.setReduceFunction(reduce_function(type, op));
-        opts.setTag(tag);
-        opts.setTimeout(world_.timeout);
-        ::gloo::allreduce(opts);
-      });
+  OpInfo info{"allreduce", count, type, op};
+  info.sync = on_sync(scope, count * size_of(type));
+  if (info.sync) {
+    run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+      sync_allreduce(*context, buffer, count, size_of(type), reduce_function(type, op), tag);
+    });
+    return;
+  }
+  run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+    ::gloo::AllreduceOptions opts(context);
+    with_element(size_of(type),
+                 [&]<typename S>(S) { opts.setOutput<S>(static_cast<S*>(buffer), count); });
+    opts.setReduceFunction(reduce_function(type, op));
+    opts.setTag(tag);
+    opts.setTimeout(world_.timeout);
+    ::gloo::allreduce(opts);
+  });
 }
 
 void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
@@ -328,7 +353,15 @@ void GlooBackend::barrier(Group scope) {
 
 void GlooBackend::allreduce_custom(void* buffer, std::size_t count, std::size_t element_size,
                                    ReduceFn reduce, const char* name, Group scope) {
-  run(scope, OpInfo{name}, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+  OpInfo info{name};
+  info.sync = on_sync(scope, count * element_size);
+  if (info.sync) {
+    run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+      sync_allreduce(*context, buffer, count, element_size, reduce, tag);
+    });
+    return;
+  }
+  run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
     ::gloo::AllreduceOptions opts(context);
     with_element(element_size,
                  [&]<typename S>(S) { opts.setOutput<S>(static_cast<S*>(buffer), count); });
@@ -393,6 +426,7 @@ void GlooBackend::abort(const std::string& reason) { close_all(reason); }
 void GlooBackend::close_all(const std::string& reason) {
   for (auto& s : scopes_) {
     if (s.context) s.context->fail(reason);
+    if (s.sync) s.sync->fail(reason);
   }
 }
 

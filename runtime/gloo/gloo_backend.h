@@ -11,6 +11,10 @@
 // after a timeout, so the first failure breaks that scope for good: later operations on it
 // fail at once, quoting the first error. After the launcher's abort everything fails with
 // AbortedError.
+//
+// Allreduces of at most mesh.sync.max_bytes on a group with a sync twin (global, engine,
+// cross; sync_policy.h) run on that twin (sync_allreduce.h), with tags of its own; a failure
+// on either breaks the scope.
 #pragma once
 
 #include <array>
@@ -107,18 +111,24 @@ class GlooBackend : public Backend {
     std::optional<DataType> type;
     std::optional<ReduceOp> op;
     int root = -1;
+    bool sync = false;  // on the scope's sync twin
   };
 
   struct ScopeState {
     std::shared_ptr<MeshContext> context;
     std::uint32_t next_tag = 0;
+    std::shared_ptr<MeshContext> sync;  // the sync twin, or null
+    std::uint32_t next_sync_tag = 0;
     std::optional<std::string> broken;  // the first failure's message
     int broken_kind = 0;                // which hora::Error subclass it was
   };
 
+  // info.sync: on the scope's sync twin (which must exist).
   template <typename Body>
   void run(Group scope, const OpInfo& info, Body&& body);
-  [[noreturn]] void fail(ScopeState& state, Group scope, const OpInfo& info);
+  [[noreturn]] void fail(ScopeState& state, MeshContext& context, Group scope, const OpInfo& info);
+  // Whether an allreduce of `bytes` on `scope` goes to its sync twin.
+  bool on_sync(Group scope, std::size_t bytes);
   std::string describe(const OpInfo& info, Group scope) const;
   ScopeState& state(Group scope);
   int size_of_scope(Scope scope) const;

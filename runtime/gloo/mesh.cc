@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,19 @@ void put_ports(std::vector<std::uint8_t>& slices, int to, std::uint16_t first,
   at[3] = static_cast<std::uint8_t>(second >> 8);
 }
 
+// "hora/mesh/sync": record = u32 max_bytes of the sender's policy; slice for rank j = u16 ports
+// of the sender's global, engine and cross sync pairs for j (0: none).
+constexpr std::size_t kSyncSliceBytes = 6;
+
+void put_u16(std::uint8_t* at, std::uint16_t value) {
+  at[0] = static_cast<std::uint8_t>(value);
+  at[1] = static_cast<std::uint8_t>(value >> 8);
+}
+
+std::uint16_t get_u16(const std::uint8_t* at) {
+  return static_cast<std::uint16_t>(at[0] | at[1] << 8);
+}
+
 std::pair<std::uint16_t, std::uint16_t> get_ports(std::span<const std::uint8_t> slice) {
   return {static_cast<std::uint16_t>(slice[0] | slice[1] << 8),
           static_cast<std::uint16_t>(slice[2] | slice[3] << 8)};
@@ -83,6 +97,15 @@ std::vector<std::uint16_t> pair_ports(const WorldInfo& world, ::gloo::transport:
   return ports;
 }
 
+// Pairs one rank holds: global and engine, local, cross, and with sync contexts their twins of
+// global, engine and cross.
+std::uint64_t pairs_of_rank(const WorldInfo& world, bool sync) {
+  const auto others = static_cast<std::uint64_t>(world.size - 1);
+  const auto cross = static_cast<std::uint64_t>(world.cross_size - 1);
+  const std::uint64_t pairs = 2 * others + static_cast<std::uint64_t>(world.local_size - 1) + cross;
+  return sync ? pairs + 2 * others + cross : pairs;
+}
+
 // Ranks whose device address is IPv4 loopback (127.0.0.0/8: every rank on this host) each take
 // an address of their own in that block, 127.64.0.0 + local rank, once the host's ranks would
 // hold more than kSharedAddressPorts listening ports at once. In this Gloo every pair binds a
@@ -93,14 +116,12 @@ std::vector<std::uint16_t> pair_ports(const WorldInfo& world, ::gloo::transport:
 // (the source of the 127/8 route). Small jobs keep 127.0.0.1.
 constexpr std::uint64_t kSharedAddressPorts = 4096;
 
-void spread_loopback(const WorldInfo& world, DeviceAddress& address) {
+void spread_loopback(const WorldInfo& world, bool sync, DeviceAddress& address) {
   in_addr v4{};
   if (inet_pton(AF_INET, address.address.c_str(), &v4) != 1) return;
   const std::uint32_t host_order = ntohl(v4.s_addr);
   if ((host_order >> 24) != 127 || world.local_rank < 0 || world.local_rank >= (1 << 22)) return;
-  const auto pairs = 2 * static_cast<std::uint64_t>(world.size - 1) +
-                     static_cast<std::uint64_t>(world.local_size - 1) +
-                     static_cast<std::uint64_t>(world.cross_size - 1);
+  const std::uint64_t pairs = pairs_of_rank(world, sync);
   if (static_cast<std::uint64_t>(world.local_size) * pairs <= kSharedAddressPorts) return;
   const std::uint32_t own =
       (127u << 24) + (64u << 16) + static_cast<std::uint32_t>(world.local_rank);
@@ -118,10 +139,9 @@ void spread_loopback(const WorldInfo& world, DeviceAddress& address) {
 // descriptors each while the mesh forms. Raises the soft RLIMIT_NOFILE to the hard limit when
 // that is not enough, and fails naming the numbers when even the hard limit is too low, instead
 // of letting Gloo fail later with "Too many open files" on some pair.
-void ensure_fd_limit(const WorldInfo& world) {
+void ensure_fd_limit(const WorldInfo& world, bool sync) {
   const auto n = static_cast<std::uint64_t>(world.size);
-  const std::uint64_t pairs = 2 * (n - 1) + static_cast<std::uint64_t>(world.local_size - 1) +
-                              static_cast<std::uint64_t>(world.cross_size - 1);
+  const std::uint64_t pairs = pairs_of_rank(world, sync);
   const std::uint64_t need = 2 * pairs + 64;
   FdLimit limit = fd_limit();
   if (!limit.error.empty() || limit.soft == RLIM_INFINITY || limit.soft >= need) return;
@@ -192,6 +212,13 @@ struct PendingContext {
   std::vector<std::vector<char>> peer_addresses;  // by scope rank: the peer's pair for us
 };
 
+// The port of this rank's pair for scope rank `slot` of `pending`; 0 when there is none.
+std::uint16_t port_for(PendingContext& pending, int slot) {
+  if (!pending.context || slot < 0) return 0;
+  PairAddressBase base;
+  return split_pair_address(pending.context->transport().getPair(slot)->address().bytes(), &base);
+}
+
 std::shared_ptr<MeshContext> make_context(const std::vector<int>& members, int my_scope_rank,
                                           const std::vector<Layout>& layouts, const Mesh& mesh,
                                           std::chrono::milliseconds pair_timeout) {
@@ -213,6 +240,17 @@ std::shared_ptr<MeshContext> make_context(const std::vector<int>& members, int m
   return context;
 }
 
+// The message of the exception being handled; call inside a catch block.
+std::string current_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 void connect_context(const WorldInfo& world, const char* scope, PendingContext& pending,
                      const AbortState& abort, std::chrono::milliseconds budget) {
   MeshContext& context = *pending.context;
@@ -226,12 +264,7 @@ void connect_context(const WorldInfo& world, const char* scope, PendingContext& 
           fmt::format("init(): connecting the {} Gloo pair to rank {} ({}, {})", scope,
                       peer.global_rank, peer.hostname, peer.endpoint);
       if (abort.reason()) rethrow_translated(world, step, abort, "");
-      std::string why;
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
+      const std::string why = current_message();
       const std::string fix = fmt::format(
           "check that {} can reach {} (firewall, or the wrong interface: set it with horarun "
           "--network-interfaces / HORA_IFACE)",
@@ -250,15 +283,35 @@ void connect_context(const WorldInfo& world, const char* scope, PendingContext& 
   context.record_connected_peers();
 }
 
+// After connect_context(): the twin's pairs leave the device thread (mesh_context.h).
+void switch_to_sync(const WorldInfo& world, const char* scope, MeshContext& context,
+                    const SyncPolicy& policy, const AbortState& abort) {
+  try {
+    context.make_sync(policy.busy_poll, world.timeout);
+  } catch (...) {
+    const std::string step =
+        fmt::format("init(): switching the {} sync Gloo pairs to sync mode", scope);
+    if (abort.reason()) rethrow_translated(world, step, abort, "");
+    throw ConnectionError(fmt::format("{}: {} failed: {}; {}=0 keeps every pair asynchronous",
+                                      who(world), step, current_message(), kSyncModeVariable),
+                          world.rank, world.hostname);
+  }
+}
+
 }  // namespace
 
 Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
                 Clock::time_point deadline) {
   const std::string start_hint = "raise --start-timeout (HORA_START_TIMEOUT)";
   Mesh mesh;
-  ensure_fd_limit(world);
+  mesh.sync = read_sync_policy(world);
+  // Sync twins only where Gloo carries allreduces: between hosts, or between every rank with
+  // shared memory off. (A one-host job with shared memory would only pay for their pairs.)
+  const bool gloo_carries = world.size > 1 && (!world.shm || world.local_size < world.size);
+  const bool sync = gloo_carries && mesh.sync.max_bytes > 0;
+  ensure_fd_limit(world, sync);
   mesh.address = choose_device_address(world);
-  spread_loopback(world, mesh.address);
+  spread_loopback(world, sync, mesh.address);
   mesh.device = create_device(world, mesh.address);
   log().debug("{}: Gloo device on {} ({})", who(world), mesh.address.address, mesh.address.reason);
 
@@ -419,15 +472,9 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   for (const Layout& l : layouts) any_group = any_group || l.local_size > 1 || l.cross_size > 1;
   if (any_group) {
     std::fill(slices.begin(), slices.end(), 0);
-    auto port_of = [](PendingContext& pending, int slot) -> std::uint16_t {
-      if (!pending.context || slot < 0) return 0;
-      PairAddressBase base;
-      return split_pair_address(pending.context->transport().getPair(slot)->address().bytes(),
-                                &base);
-    };
     for (int j = 0; j < n; ++j) {
       if (j == world.rank) continue;
-      put_ports(slices, j, port_of(local, local_slot[j]), port_of(cross, cross_slot[j]));
+      put_ports(slices, j, port_for(local, local_slot[j]), port_for(cross, cross_slot[j]));
     }
     try {
       gathered =
@@ -466,11 +513,106 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     }
   }
 
-  // Step 5: connect, in the same order on every rank.
+  // Step 5: the sync twins of global, engine and cross. Their pairs' timeout is the job's
+  // timeout: in sync mode it bounds each read (SO_RCVTIMEO, or the busy-poll loop), which
+  // the operations' own timeouts no longer reach. Gloo waits 5x that for them to connect; they
+  // connect last, to peers that just connected the other contexts, and the abort ends the wait.
+  std::vector<int> everyone(static_cast<std::size_t>(n));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  PendingContext global_sync;
+  PendingContext engine_sync;
+  PendingContext cross_sync;
+  if (sync) {
+    global_sync.context = make_context(everyone, world.rank, layouts, mesh, world.timeout);
+    engine_sync.context = make_context(everyone, world.rank, layouts, mesh, world.timeout);
+    if (cross.context) {
+      cross_sync.context =
+          make_context(cross_members, world.cross_rank, layouts, mesh, world.timeout);
+    }
+    for (PendingContext* pending : {&global_sync, &engine_sync, &cross_sync}) {
+      if (!pending->context) continue;
+      pending->peer_addresses.resize(static_cast<std::size_t>(pending->context->size));
+      abort.on_abort([context = pending->context](const std::string& reason) {
+        context->fail("job aborted by launcher: " + reason);
+      });
+    }
+  }
+  if (gloo_carries) {
+    std::vector<std::uint8_t> sync_slices(static_cast<std::size_t>(n) * kSyncSliceBytes, 0);
+    for (int j = 0; j < n; ++j) {
+      if (j == world.rank) continue;
+      std::uint8_t* at = sync_slices.data() + static_cast<std::size_t>(j) * kSyncSliceBytes;
+      put_u16(at, port_for(global_sync, j));
+      put_u16(at + 2, port_for(engine_sync, j));
+      put_u16(at + 4, port_for(cross_sync, cross_slot[j]));
+    }
+    const auto max_bytes = static_cast<std::uint32_t>(sync ? mesh.sync.max_bytes : 0);
+    const std::vector<std::uint8_t> record{static_cast<std::uint8_t>(max_bytes),
+                                           static_cast<std::uint8_t>(max_bytes >> 8),
+                                           static_cast<std::uint8_t>(max_bytes >> 16),
+                                           static_cast<std::uint8_t>(max_bytes >> 24)};
+    try {
+      gathered = client.gather("hora/mesh/sync", record, kSyncSliceBytes, sync_slices,
+                               remaining(deadline));
+    } catch (...) {
+      rethrow_translated(world, "init(): exchanging sync Gloo addresses through the rendezvous",
+                         abort, start_hint);
+    }
+    for (int j = 0; j < n; ++j) {
+      if (j == world.rank) continue;
+      const auto& theirs = gathered.records[j];
+      const std::uint32_t their_bytes =
+          theirs.size() == 4 ? static_cast<std::uint32_t>(theirs[0] | theirs[1] << 8 |
+                                                          theirs[2] << 16 | theirs[3] << 24)
+                             : ~0u;
+      if (their_bytes != max_bytes) {
+        throw MismatchError(
+            fmt::format("{}: rank {} ({}) runs allreduces of up to {} bytes on sync Gloo pairs, "
+                        "this rank up to {} ({}); every rank must get the same {} and {}",
+                        who(world), j, layouts[j].hostname, their_bytes, max_bytes,
+                        mesh.sync.reason, kSyncModeVariable, kSyncBytesVariable),
+            world.rank, world.hostname);
+      }
+      if (!sync) continue;
+      const std::uint8_t* at = gathered.slice(j).data();
+      fill_peer(global_sync, "global sync", j, j, get_u16(at));
+      fill_peer(engine_sync, "engine sync", j, j, get_u16(at + 2));
+      fill_peer(cross_sync, "cross sync", j, cross_slot[j], get_u16(at + 4));
+    }
+  }
+
+  // Step 6: connect, in the same order on every rank.
   connect_context(world, "global", global, abort, pair_timeout * 5);
   if (engine.context) connect_context(world, "engine", engine, abort, pair_timeout * 5);
   if (local.context) connect_context(world, "local", local, abort, pair_timeout * 5);
   if (cross.context) connect_context(world, "cross", cross, abort, pair_timeout * 5);
+  for (auto [pending, scope] :
+       {std::pair{&global_sync, "global sync"}, std::pair{&engine_sync, "engine sync"},
+        std::pair{&cross_sync, "cross sync"}}) {
+    if (!pending->context) continue;
+    connect_context(world, scope, *pending, abort, world.timeout * 5);
+    switch_to_sync(world, scope, *pending->context, mesh.sync, abort);
+  }
+  mesh.global_sync = global_sync.context;
+  mesh.engine_sync = engine_sync.context;
+  mesh.cross_sync = cross_sync.context;
+  if (!sync) {
+    if (!gloo_carries && mesh.sync.max_bytes > 0) {
+      mesh.sync.reason = "none: shared memory carries every allreduce of this one-host job";
+    }
+    mesh.sync.max_bytes = 0;
+    mesh.sync.busy_poll = false;
+  }
+  log().debug("{}: allreduces of up to {} bytes on sync Gloo pairs ({})", who(world),
+              mesh.sync.max_bytes, mesh.sync.reason);
+  if (sync && mesh.sync.oversubscribed) {
+    log().warn(
+        "{}: {}=busy with {} ranks on {} and {} usable CPUs: every waiting rank spins on a "
+        "core the others need, which makes small allreduces slower; use {}=1 (sleeping "
+        "reads)",
+        who(world), kSyncModeVariable, world.local_size, world.hostname, usable_cpus(),
+        kSyncModeVariable);
+  }
 
   mesh.global = global.context;
   mesh.local = local.context;

@@ -17,7 +17,14 @@
 //   4. If some rank has a local or cross group, GATHER "hora/mesh/groups": no record; for each
 //      peer j the ports of this rank's local and cross pairs for j (0 where j is not in that
 //      group).
-//   5. Connect every pair: global, engine, local, then cross, each in increasing peer order. Gloo's
+//   5. Where Gloo carries allreduces (more than one host, or HORA_SHM=0) and the sync policy
+//      allows (sync_policy.h; HORA_GLOO_SYNC), create the sync twins of the global, engine and
+//      cross contexts. Where Gloo carries allreduces, GATHER "hora/mesh/sync":
+//      record = u32 max_bytes of this rank's policy (every rank must agree, else
+//      hora::MismatchError); for each peer j the ports of this rank's global, engine and cross
+//      sync pairs for j (0 where there is none).
+//   6. Connect every pair: global, engine, local, cross, then the sync twins, each in increasing
+//      peer order, and switch the twins' pairs to sync mode. Gloo's
 //      pair with the lower address waits for the other to connect; with every rank walking
 //      peers in the same order no cycle of waits can form (the same argument as Gloo's own
 //      connectFullMesh).
@@ -34,6 +41,7 @@
 #include "runtime/core/world.h"
 #include "runtime/gloo/device.h"
 #include "runtime/gloo/mesh_context.h"
+#include "runtime/gloo/sync_policy.h"
 
 namespace hora::detail::gloo {
 
@@ -47,6 +55,12 @@ struct Mesh {
   // Every rank again, on pairs of its own: the async engine's thread runs its collectives here,
   // concurrently with the user's blocking ones on `global`.
   std::shared_ptr<MeshContext> engine;
+  // The same groups again on pairs in Gloo's sync mode, for allreduces of at most
+  // sync.max_bytes (null when sync.max_bytes is 0). Their pairs' timeout is the job's timeout.
+  SyncPolicy sync;
+  std::shared_ptr<MeshContext> global_sync;
+  std::shared_ptr<MeshContext> engine_sync;
+  std::shared_ptr<MeshContext> cross_sync;
 };
 
 // Throws hora::Error subclasses naming the step. Every context is registered with `abort` as

@@ -8,10 +8,19 @@
 //
 // Threading: collectives run on the caller's thread; fail() may be called from any thread (the
 // rendezvous reader thread on abort) and wakes every operation blocked on this context.
+//
+// Sync mode (make_sync, the small-allreduce contexts of sync_policy.h): Gloo's tcp pair then
+// reads in the caller's thread, holding the pair's lock, on a blocking socket whose SO_RCVTIMEO
+// is the pair's timeout (or spinning on MSG_DONTWAIT with busy polling), instead of the device
+// thread reading for it. Only bound buffers work there (unbound ones enforce async mode), and
+// Gloo's own wake-up (a timed-out wait signalling the pairs) would wait for that lock; fail()
+// first shuts the sockets down, which ends the blocked read at once ("Connection closed").
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +67,14 @@ class MeshContext : public ::gloo::Context {
   // this rank accepted (see socket_peers.h).
   void record_connected_peers();
 
+  // Call once after record_connected_peers() and before any operation: switches every pair to
+  // Gloo's sync mode (busy_poll: spin on the socket instead of sleeping in recv) and records
+  // each pair's socket for fail(). First each side tells the other its end of their connection
+  // (one message per pair, waiting at most `timeout`), so that the socket is found by both of
+  // its addresses. Throws what Gloo throws (a pair closed, a timeout).
+  void make_sync(bool busy_poll, std::chrono::milliseconds timeout);
+  bool is_sync() const;
+
   // A copy: names are added while other threads may read them.
   MeshPeer member(int scope_rank) const;
 
@@ -73,6 +90,13 @@ class MeshContext : public ::gloo::Context {
   std::vector<std::vector<char>> own_addresses_;
   mutable std::mutex mutex_;  // guards members_ (names grow while errors are being matched)
   bool failed_ = false;
+  // Sync mode: each pair's descriptor (Gloo's) and the socket's inode, checked before a shutdown
+  // so that a descriptor Gloo closed and the process reused is left alone.
+  struct SyncSocket {
+    int fd = -1;
+    ino_t inode = 0;
+  };
+  std::vector<SyncSocket> sync_sockets_;  // guarded by mutex_ (the abort may come during make_sync)
 };
 
 }  // namespace hora::detail::gloo

@@ -25,11 +25,10 @@ bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
   return false;
 }
 
-std::optional<sockaddr_storage> peer_of_local_address(const sockaddr_storage& local) {
+std::vector<ConnectedSocket> connected_sockets() {
+  std::vector<ConnectedSocket> sockets;
   DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return std::nullopt;  // no /proc: errors will show addresses only
-  std::optional<sockaddr_storage> found;
-  int matches = 0;
+  if (dir == nullptr) return sockets;  // no /proc: errors will show addresses only
   while (dirent* entry = ::readdir(dir)) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
@@ -37,22 +36,31 @@ std::optional<sockaddr_storage> peer_of_local_address(const sockaddr_storage& lo
     struct stat st {};
     if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
     // Only reads the socket's names; the descriptor stays Gloo's.
-    sockaddr_storage mine{};
-    socklen_t length = sizeof mine;
-    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&mine), &length) != 0) {
+    ConnectedSocket socket{static_cast<int>(fd), st.st_ino, {}, {}};
+    socklen_t length = sizeof socket.local;
+    if (::getsockname(socket.fd, reinterpret_cast<sockaddr*>(&socket.local), &length) != 0) {
       continue;
     }
-    if (!same_endpoint(mine, local)) continue;
-    sockaddr_storage peer{};
-    length = sizeof peer;
-    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &length) != 0) {
-      continue;  // the listening socket itself (not yet closed): no peer
+    length = sizeof socket.peer;
+    if (::getpeername(socket.fd, reinterpret_cast<sockaddr*>(&socket.peer), &length) != 0) {
+      continue;  // a listening socket (not yet closed): no peer
     }
-    found = peer;
-    ++matches;
+    sockets.push_back(socket);
   }
   ::closedir(dir);
-  if (matches != 1) return std::nullopt;
+  return sockets;
+}
+
+std::optional<ConnectedSocket> socket_at(const std::vector<ConnectedSocket>& sockets,
+                                         const sockaddr_storage& local,
+                                         const sockaddr_storage* peer) {
+  std::optional<ConnectedSocket> found;
+  for (const ConnectedSocket& socket : sockets) {
+    if (!same_endpoint(socket.local, local)) continue;
+    if (peer != nullptr && !same_endpoint(socket.peer, *peer)) continue;
+    if (found) return std::nullopt;
+    found = socket;
+  }
   return found;
 }
 

@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,20 +22,10 @@ using hora::ReduceOp;
 using hora::Scope;
 using hora::detail::Runtime;
 using hora::detail::WorldInfo;
+using hora::test::is;
 using namespace std::chrono_literals;
 
 namespace {
-
-template <typename E>
-bool is(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
 
 int peer_of(const std::exception_ptr& error) {
   try {
@@ -46,15 +35,6 @@ int peer_of(const std::exception_ptr& error) {
   } catch (...) {
     return -2;
   }
-}
-
-// Linux thread state from /proc ('S' = sleeping, e.g. in a condition variable wait).
-char thread_state(pid_t tid) {
-  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const auto close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
 }
 
 }  // namespace
@@ -148,22 +128,27 @@ TEST_CASE("a peer that never calls the collective makes the others time out", "[
 
 TEST_CASE("the launcher's abort makes a blocked collective raise AbortedError at once",
           "[failure][abort]") {
+  // Shared memory (one host's default), and Gloo (HORA_SHM=0) on its async pairs, on its sync
+  // pairs for small allreduces (HORA_GLOO_SYNC=1: sleeping in recv(2) on a live peer), and on
+  // sync pairs that busy-poll.
+  const std::string transport = GENERATE("shm", "gloo", "gloo-sync", "gloo-busy");
+  INFO(transport);
+  const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", transport == "gloo-sync"   ? "1"
+                                                     : transport == "gloo-busy" ? "busy"
+                                                                                : "0");
   hora::test::TestServer server(3);
   // A long timeout: only the abort can end the wait within the test's bound.
-  const auto worlds = hora::test::make_worlds(hora::test::one_host(3), server, 60s);
+  auto worlds = hora::test::make_worlds(hora::test::one_host(3), server, 60s);
+  for (auto& w : worlds) w.shm = transport == "shm";
   std::atomic<pid_t> tids[2] = {0, 0};
   const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
     std::vector<std::int32_t> data(64, world.rank);
     if (world.rank == 2) {
-      // Rank 2 never joins the allreduce. Once ranks 0 and 1 sleep inside it (blocked on Gloo),
-      // the launcher aborts the job.
+      // Rank 2 never joins the allreduce. Once ranks 0 and 1 sleep inside it (blocked on Gloo,
+      // or spinning on a socket), the launcher aborts the job.
       const auto deadline = std::chrono::steady_clock::now() + 20s;
-      auto blocked = [&](int r) { return tids[r] != 0 && thread_state(tids[r]) == 'S'; };
-      int settled = 0;
-      while (settled < 100 && std::chrono::steady_clock::now() < deadline) {
-        settled = blocked(0) && blocked(1) ? settled + 1 : 0;
-        std::this_thread::yield();
-      }
+      hora::test::threads_settle_in({&tids[0], &tids[1]}, transport == "gloo-busy" ? 'R' : 'S',
+                                    deadline);
       server.abort_all("rank 7 on host9 exited with code 3");
       // Later calls on an aborted rank fail at once as well (once the abort reached it).
       while (!rt.aborted() && std::chrono::steady_clock::now() < deadline) {
@@ -184,6 +169,9 @@ TEST_CASE("the launcher's abort makes a blocked collective raise AbortedError at
     CHECK(results[r].elapsed < 25s);
   }
   CHECK_THAT(hora::test::message_of(results[0].error), Catch::Contains("allreduce of 64 x int32"));
+  if (transport == "gloo-sync" || transport == "gloo-busy") {
+    CHECK_THAT(hora::test::message_of(results[0].error), Catch::Contains("(sync Gloo pairs"));
+  }
   CHECK_THAT(hora::test::message_of(results[2].error), Catch::Contains("barrier"));
 }
 

@@ -1,5 +1,8 @@
 #include "test/runtime/test_job.h"
 
+#include <stdlib.h>
+
+#include <fstream>
 #include <future>
 #include <stdexcept>
 
@@ -125,6 +128,36 @@ void rethrow_first(const std::vector<RankResult>& results) {
       throw std::runtime_error(fmt::format("rank {} failed: {}", r, message_of(results[r].error)));
     }
   }
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  ::setenv(name, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() { ::unsetenv(name_.c_str()); }
+
+char thread_state(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+bool threads_settle_in(const std::vector<const std::atomic<pid_t>*>& tids, char state,
+                       std::chrono::steady_clock::time_point deadline) {
+  auto all_there = [&] {
+    for (const std::atomic<pid_t>* tid : tids) {
+      if (*tid == 0 || thread_state(*tid) != state) return false;
+    }
+    return true;
+  };
+  int settled = 0;
+  while (settled < 100 && std::chrono::steady_clock::now() < deadline) {
+    settled = all_there() ? settled + 1 : 0;
+    std::this_thread::yield();
+  }
+  return settled == 100;
 }
 
 }  // namespace hora::test

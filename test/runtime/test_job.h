@@ -3,6 +3,9 @@
 // from a WorldInfo, as a launched rank would build it from its environment.
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -65,5 +68,39 @@ void rethrow_first(const std::vector<RankResult>& results);
 
 // Catch2 helper: the message of an exception_ptr ("" when null).
 std::string message_of(const std::exception_ptr& error);
+
+// Sets an environment variable for its lifetime (the rank threads of a job read it in init()),
+// then unsets it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+};
+
+// Whether `error` holds an E (or a subclass).
+template <typename E>
+bool is(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// Linux state of thread `tid` of this process, from /proc ('S' = sleeping, e.g. in a condition
+// variable wait or recv(2); 'R' = running; '?' when unknown).
+char thread_state(pid_t tid);
+
+// Polls until each of `tids` (0: that thread has not started) has been in `state` for 100 polls
+// in a row, or until `deadline`; true when they settled there. For "the collective is blocked".
+bool threads_settle_in(const std::vector<const std::atomic<pid_t>*>& tids, char state,
+                       std::chrono::steady_clock::time_point deadline);
 
 }  // namespace hora::test

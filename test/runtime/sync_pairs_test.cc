@@ -1,0 +1,166 @@
+// Gloo's sync pairs for small allreduces (runtime/gloo/sync_policy.h) inside one test process:
+// ranks are threads on real sockets, with shared memory off so that Gloo carries their
+// allreduces and build_mesh() makes the sync twins: a silent peer is a TimeoutError that names
+// it, and allreduces above the threshold stay on the async pairs. Below the backend,
+// MeshContext::fail() ends a sync read even when the peer keeps its connection open (the reader
+// holds the pair's lock in recv(2): only shutting the socket down wakes it). The launcher's
+// abort of a blocked sync allreduce: failure_test.cc. Real jobs: test/integration/
+// gloo_sync_test.sh.
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gloo/common/error.h>
+#include <hora/error.h>
+#include <catch2/catch.hpp>
+
+#include "runtime/core/reduce.h"
+#include "runtime/gloo/device.h"
+#include "runtime/gloo/mesh_context.h"
+#include "runtime/gloo/sync_allreduce.h"
+#include "test/runtime/test_job.h"
+
+using hora::DataType;
+using hora::ReduceOp;
+using hora::Scope;
+using hora::detail::Runtime;
+using hora::detail::WorldInfo;
+using hora::test::is;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<WorldInfo> gloo_worlds(int n, const hora::test::TestServer& server,
+                                   std::chrono::milliseconds timeout) {
+  auto worlds = hora::test::make_worlds(hora::test::one_host(n), server, timeout);
+  for (auto& w : worlds) w.shm = false;
+  return worlds;
+}
+
+}  // namespace
+
+TEST_CASE("a peer that never calls a sync allreduce is a TimeoutError naming it",
+          "[sync_pairs][timeout]") {
+  const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", "1");
+  const auto timeout = 1500ms;
+  hora::test::TestServer server(2);
+  const auto worlds = gloo_worlds(2, server, timeout);
+  std::atomic<bool> rank0_done{false};
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    if (world.rank == 1) {
+      while (!rank0_done.load()) std::this_thread::yield();  // alive, connections open
+      return;
+    }
+    std::vector<float> data(3, 1.0f);
+    try {
+      rt.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum,
+                   Scope::kGlobal);
+    } catch (...) {
+      rank0_done = true;
+      throw;
+    }
+    rank0_done = true;
+  });
+  INFO(hora::test::message_of(results[0].error));
+  REQUIRE(is<hora::TimeoutError>(results[0].error));
+  CHECK(results[0].elapsed >= timeout - 100ms);  // it waited for the timeout, not less
+  CHECK(results[0].elapsed < 10 * timeout);      // not a hang
+  CHECK_THAT(hora::test::message_of(results[0].error),
+             Catch::Contains("rank 0 on host0: allreduce of 3 x float32 (sum) over the global "
+                             "group (sync Gloo pairs") &&
+                 Catch::Contains("no progress for 1.5 s from rank 1 (host0, 127.0.0.1:") &&
+                 Catch::Contains("HORA_TIMEOUT_SECONDS"));
+}
+
+TEST_CASE("allreduces above HORA_GLOO_SYNC_BYTES stay on the async pairs, below it go sync",
+          "[sync_pairs]") {
+  const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", "1");
+  const hora::test::ScopedEnv bytes("HORA_GLOO_SYNC_BYTES", "16");
+  hora::test::TestServer server(2);
+  const auto worlds = gloo_worlds(2, server, 1500ms);
+  std::atomic<bool> rank0_done{false};
+  std::vector<std::string> messages(2);
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    if (world.rank == 1) {
+      while (!rank0_done.load()) std::this_thread::yield();
+      return;
+    }
+    // Rank 1 never joins: the first call times out and breaks the scope, the second fails at
+    // once; each message says where the call was routed.
+    for (std::size_t count : {17u, 16u}) {
+      std::vector<std::uint8_t> data(count, 1);
+      try {
+        rt.allreduce(data.data(), data.data(), data.size(), DataType::kUInt8, ReduceOp::kSum,
+                     Scope::kGlobal);
+      } catch (const hora::Error& e) {
+        messages[count == 17 ? 0 : 1] = e.what();
+      }
+    }
+    rank0_done = true;
+  });
+  INFO(messages[0] << "\n" << messages[1]);
+  CHECK_THAT(messages[0], Catch::Contains("allreduce of 17 x uint8 (sum) over the global group "
+                                          "failed"));
+  CHECK_THAT(messages[1], Catch::Contains("allreduce of 16 x uint8 (sum) over the global group "
+                                          "(sync Gloo pairs"));
+}
+
+TEST_CASE("MeshContext::fail ends a sync read whose peer stays connected and silent",
+          "[sync_pairs][abort]") {
+  // Two one-pair contexts of this process, connected to each other over 127.0.0.1 and switched
+  // to sync mode, as build_mesh() does for the twins.
+  WorldInfo world;
+  world.hostname = "host0";
+  auto device = hora::detail::gloo::create_device(world, {"127.0.0.1", "test"});
+  std::shared_ptr<hora::detail::gloo::MeshContext> contexts[2];
+  for (int r = 0; r < 2; ++r) {
+    std::vector<hora::detail::gloo::MeshPeer> members(2);
+    contexts[r] = std::make_shared<hora::detail::gloo::MeshContext>(r, members);
+    auto transport = device->createContext(r, 2);
+    transport->setTimeout(60s);  // each sync read's SO_RCVTIMEO: far beyond the test's wait
+    transport->createPair(1 - r);
+    contexts[r]->attach(device, std::move(transport));
+  }
+  std::thread other(
+      [&] { contexts[1]->transport().getPair(0)->connect(contexts[0]->own_address(1)); });
+  contexts[0]->transport().getPair(1)->connect(contexts[1]->own_address(0));
+  other.join();
+  for (auto& context : contexts) context->record_connected_peers();
+  // Both at once: each first swaps its end's address with the other.
+  std::thread switching([&] { contexts[1]->make_sync(false, 20s); });
+  contexts[0]->make_sync(false, 20s);
+  switching.join();
+  for (auto& context : contexts) CHECK(context->is_sync());
+
+  // Rank 0 sends and then waits in recv(2) for rank 1, which never reads or answers (and keeps
+  // its socket open).
+  std::vector<float> data(4, 1.0f);
+  std::atomic<pid_t> tid{0};
+  auto reader = std::async(std::launch::async, [&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    hora::detail::gloo::sync_allreduce(*contexts[0], data.data(), data.size(), sizeof(float),
+                                       hora::detail::reduce_function(DataType::kFloat32,
+                                                                     ReduceOp::kSum),
+                                       0);
+  });
+  REQUIRE(hora::test::threads_settle_in({&tid}, 'S', std::chrono::steady_clock::now() + 20s));
+
+  // fail() must return and end the read, long before the read's own 60 s timeout: a fail()
+  // that waited for the pair's lock would still be blocked when the 30 s wait below ends.
+  auto failing = std::async(std::launch::async, [&] { contexts[0]->fail("test abort"); });
+  const bool failed = failing.wait_for(30s) == std::future_status::ready;
+  const bool read_ended = reader.wait_for(30s) == std::future_status::ready;
+  if (!failed || !read_ended) contexts[1]->fail("test cleanup");  // frees them to end the test
+  REQUIRE(failed);
+  REQUIRE(read_ended);
+  CHECK_THROWS_AS(reader.get(), ::gloo::IoException);
+  contexts[1]->fail("test done");
+}
