@@ -1,9 +1,10 @@
 // The job's environment variables and the runtime's own (docs/environment.md is the contract):
 // the launcher's variables describe the job; the tuning variables are optional. core/world.cc
-// and core/log.cc read these through this list. Three other places read variables of their own
+// and core/log.cc read these through this list. Other places read variables of their own
 // part, each in one function: engine/engine_options.cc (EngineOptions::from_environment, the
-// engine's HORA_CYCLE_TIME_MS, HORA_FUSION_THRESHOLD, HORA_STALL_*, HORA_TIMELINE*, ...) and
-// nccl/backend.cc (HORA_CUDA_DEVICE, NCCL_SOCKET_IFNAME). Nothing else in runtime/ calls
+// engine's HORA_CYCLE_TIME_MS, HORA_FUSION_THRESHOLD, HORA_STALL_*, HORA_TIMELINE*, ...),
+// nccl/backend.cc (HORA_CUDA_DEVICE, NCCL_SOCKET_IFNAME) and gloo/sync_policy.h (HORA_GLOO_SYNC,
+// HORA_GLOO_SYNC_BYTES: sync Gloo pairs for small allreduces). Nothing else in runtime/ calls
 // getenv().
 #pragma once
 
