@@ -31,6 +31,8 @@ constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 
 // allreduce of at most this many bytes: every rank reduces the whole buffer (one barrier).
 constexpr std::size_t kSmallAllreduceBytes = 16 * 1024;
+// allreduce above that: each rank reduces its slice in blocks of this many bytes.
+constexpr std::size_t kReduceBlockBytes = 16 * 1024;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -456,18 +458,24 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
     } else {
       sync(info);
     }
-    if (hi > lo) {
-      // Own data first, then the others in rank order (the order every rank's slice follows).
-      char* mine = region(me_, h) + lo * e;
-      const char* a = in + (off + lo) * e;
+    // Own data first, then the others in rank order (the order every rank's slice follows),
+    // into the output, one cache-sized block at a time: each block is reduced while it stays
+    // in the first-level cache and then published from there for the other ranks to copy.
+    const std::size_t block = std::max<std::size_t>(1, kReduceBlockBytes / e);
+    for (std::size_t b0 = lo; b0 < hi; b0 += block) {
+      const std::size_t m = std::min(block, hi - b0);
+      char* acc = out + (off + b0) * e;
+      const char* a = in + (off + b0) * e;
       for (int k = 0; k < n; ++k) {
         if (k == me_) continue;
-        reduce(mine, a, region(k, h) + lo * e, hi - lo);
-        a = mine;
+        reduce(acc, a, region(k, h) + b0 * e, m);
+        a = acc;
       }
+      std::memcpy(region(me_, h) + b0 * e, acc, m * e);
     }
     sync(info);
     for (int j = 0; j < n; ++j) {
+      if (j == me_) continue;  // reduced into the output above
       const std::size_t a = bound(j);
       const std::size_t b = j + 1 == n ? len : bound(j + 1);
       if (b > a) std::memcpy(out + (off + a) * e, region(j, h) + a * e, (b - a) * e);
