@@ -12,7 +12,7 @@
 # with `--bind-to core` and mpirun with `--bind-to core:overload-allowed` (each rank one CPU,
 # ranks sharing them round-robin at -np 4 on 2 CPUs); BIND=none runs both unbound. Unbound on
 # this 2-CPU VM, a run now and then places both ranks on one CPU for a while and a row swings by
-# 2-15x for either program; bound, a row repeats within ~10%.
+# 2-15x for either program; bound, the rows swing less (the VM's host still moves both).
 #
 #   bench/bench_compare.sh [BUILD_DIR]        (default: build)
 set -euo pipefail
