@@ -64,21 +64,30 @@ run_mpi() {  # tag np btl collective bench-args...
     2>/dev/null | rows "$coll" | sed "s/^/$tag $np /" >>"$results"
 }
 
-for np in $NP; do
-  for tag in hora gloo mpi_shm mpi_tcp; do
-    case $tag in
-      hora) run=(run_hora hora "$np" 1) ;;
-      gloo) run=(run_hora gloo "$np" 0) ;;
-      mpi_shm) run=(run_mpi mpi_shm "$np" shm) ;;
-      mpi_tcp) run=(run_mpi mpi_tcp "$np" tcp) ;;
-    esac
-    # Iterations per size class, the same for both programs: a 4 B call takes microseconds, so
-    # it is averaged over thousands (20 calls swung it between 0.3 and 8 us); above 1 MiB both
-    # benchmarks scale -n down in proportion (16 MiB: 12 calls, 64 MiB: 3).
-    "${run[@]}" allreduce -b 4 -e 4 -n 2000 -w 200
-    "${run[@]}" allreduce -b 1M -e 64M -f 4 -n 200 -w 20
-    for coll in allgather broadcast reducescatter; do
-      "${run[@]}" "$coll" -b 1M -e 16M -f 16 -n 200 -w 20
+# Iterations per size class, the same for both programs: a 4 B call takes microseconds, so it
+# is averaged over thousands (20 calls swung it between 0.3 and 8 us); above 1 MiB both
+# benchmarks scale -n down in proportion (16 MiB: 12 calls, 64 MiB: 3).
+jobs=("allreduce -b 4 -e 4 -n 2000 -w 200" "allreduce -b 1M -e 64M -f 4 -n 200 -w 20")
+for coll in allgather broadcast reducescatter; do jobs+=("$coll -b 1M -e 16M -f 16 -n 200 -w 20"); done
+# Each job runs for the four programs back to back (in an order that rotates between repeats),
+# so a drift of the shared machine's speed between minutes hits every column of a row alike; each
+# cell is the median of REPEATS runs (default 3).
+REPEATS=${REPEATS:-3}
+tags=(hora gloo mpi_shm mpi_tcp)
+for ((rep = 0; rep < REPEATS; rep++)); do
+  for np in $NP; do
+    for job in "${jobs[@]}"; do
+      for ((i = 0; i < 4; i++)); do
+        tag=${tags[$(((i + rep) % 4))]}
+        case $tag in
+          hora) run=(run_hora hora "$np" 1) ;;
+          gloo) run=(run_hora gloo "$np" 0) ;;
+          mpi_shm) run=(run_mpi mpi_shm "$np" shm) ;;
+          mpi_tcp) run=(run_mpi mpi_tcp "$np" tcp) ;;
+        esac
+        # shellcheck disable=SC2086
+        "${run[@]}" $job
+      done
     done
   done
 done
@@ -88,8 +97,16 @@ echo "# times in us, busbw in GB/s; ratio = hora/MPI (4 B: of times; otherwise: 
 printf '%-14s %3s %9s | %17s | %17s | %17s | %17s | %7s %7s\n' collective np size \
   "hora shm" "hora HORA_SHM=0" "MPI shm" "MPI tcp" "/shm" "/tcp"
 awk '
-  { key = $3 " " $2 " " $4; t[$1 " " key] = $5; b[$1 " " key] = $6; if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+  # median(LIST): the median of a space-separated list of numbers.
+  function median(list,   v, m, i, j, x) {
+    m = split(list, v, " ")
+    for (i = 2; i <= m; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+    return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+  }
+  { key = $3 " " $2 " " $4; ts[$1 " " key] = ts[$1 " " key] " " $5; bs[$1 " " key] = bs[$1 " " key] " " $6
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
   END {
+    for (id in ts) { t[id] = median(ts[id]); b[id] = median(bs[id]) }
     for (i = 1; i <= n; i++) {
       split(order[i], k, " "); coll = k[1]; np = k[2]; size = k[3]
       if (!(coll == "allreduce" && (size == 4 || size == 1048576 || size == 16777216 || size == 67108864)) &&
