@@ -146,9 +146,9 @@ void Executor::run_allreduce_batch(const std::vector<ReadyOp*>& batch, const Fin
       counters_.fused_tensors += batch.size();
       counters_.fused_in_place++;
       transport_.allreduce(span->first, span->second, total, first.dtype, first.op);
-      timeline_.span(first.name, "ALLREDUCE", start, Clock::now(), args);
-      for (std::size_t k = 1; k < batch.size(); ++k) {
-        timeline_.span(batch[k]->response.request.name, "ALLREDUCE", start, Clock::now(), args);
+      const auto reduced = Clock::now();
+      for (const ReadyOp* op : batch) {
+        timeline_.span(op->response.request.name, "ALLREDUCE", start, reduced, args);
       }
     } else {
       counters_.fused_batches++;
