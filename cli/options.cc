@@ -38,6 +38,7 @@ struct RawOptions {
   bool check_build = false;
   bool dry_run = false;
   std::optional<int> ssh_port;
+  int ssh_fanout = Options::kDefaultSshFanout;
   std::string ssh_identity_file;
   std::string ssh_config;
   std::string strict_host_key_checking;  // empty: not given
@@ -158,6 +159,10 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
       ->check(integer_in(1, 65535, "a port"));
   app->add_option("-i,--ssh-identity-file", raw.ssh_identity_file, "SSH private key file");
   app->add_option("--ssh-config", raw.ssh_config, "ssh_config file (default ~/.ssh/config)");
+  app->add_option("--ssh-fanout", raw.ssh_fanout,
+                  "past this many remote hosts, connect to this many and let their agents reach "
+                  "the others over SSH (a tree; default 64; 0: connect to every host)")
+      ->check(integer_in(0, 100000, "a number of hosts"));
   app->add_option("--ssh-strict-host-key-checking", raw.strict_host_key_checking,
                   "yes, accept-new (default) or no");
   app->add_option("--network-interfaces", raw.network_interfaces_lists,
@@ -403,6 +408,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.dry_run = raw.dry_run;
 
   options.ssh_port = raw.ssh_port;
+  options.ssh_fanout = raw.ssh_fanout;
   options.ssh_identity_file = raw.ssh_identity_file;
   options.ssh_config = raw.ssh_config;
   if (!raw.strict_host_key_checking.empty()) {

@@ -21,6 +21,7 @@ struct Options {
   static constexpr std::chrono::seconds kDefaultStartTimeout{30};
   static constexpr const char* kDefaultStrictHostKeyChecking = "accept-new";
   static constexpr const char* kDefaultLogLevel = "warning";
+  static constexpr int kDefaultSshFanout = 64;  // RemoteOptions::kDefaultSshFanout
 
   std::optional<int> num_proc;                                // -np/--num-proc
   std::string hosts;                                          // -H/--hosts, unparsed
@@ -37,6 +38,9 @@ struct Options {
   std::optional<int> ssh_port;    // -p/--ssh-port
   std::string ssh_identity_file;  // -i/--ssh-identity-file
   std::string ssh_config;         // --ssh-config FILE
+  // --ssh-fanout: past this many remote hosts, horarun connects to this many and their agents
+  // start the others' (cli/hosts/remote_hosts.h); 0: every host directly.
+  int ssh_fanout = kDefaultSshFanout;
   std::string ssh_strict_host_key_checking = kDefaultStrictHostKeyChecking;
   // Given on the command line: then it wins over StrictHostKeyChecking in ssh_config.
   bool ssh_strict_host_key_checking_given = false;

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/agent/frame.h"
+#include "cli/agent/relay_children.h"
 #include "cli/network/probe.h"
 #include "common/unique_fd.h"
 #include "common/write_all.h"
@@ -90,6 +91,8 @@ class Agent {
   Clock::time_point kill_at_{};
   bool killed_ = false;
   int rc_ = 0;
+  // The hosts this agent starts and carries for the launcher (the fan-out tree).
+  RelayChildren relay_{out_queue_};
 };
 
 void Agent::open_child(std::uint32_t id, const std::string& payload) {
@@ -163,6 +166,21 @@ void Agent::handle(const Frame& f) {
   if (f.type == FrameType::kOpen) {
     if (shutting_down_) return failed(f.id, "the agent is shutting down");
     return open_child(f.id, f.payload);
+  }
+  switch (f.type) {
+    case FrameType::kRelayOpen: {
+      const std::string why =
+          shutting_down_ ? "the agent is shutting down" : relay_.open(f.payload);
+      if (!why.empty()) {
+        hora::write_all(2, fmt::format("horarun --agent: cannot relay: {}\n", why));
+        rc_ = 2;
+        begin_shutdown();
+      }
+      return;
+    }
+    case FrameType::kRelayData: return relay_.data(f.id, f.payload);
+    case FrameType::kRelayClose: return relay_.close(f.id);
+    default: break;
   }
   const auto it = children_.find(f.id);
   if (it == children_.end()) return;  // a child that already ended; late input is dropped
@@ -323,6 +341,7 @@ void Agent::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
   kill_at_ = Clock::now() + kGrace;
+  relay_.close_all();  // the relayed hosts' agents see their stdin end and stop their ranks
   for (auto& [id, c] : children_) {
     c.in_queue.clear();
     c.in.reset();  // a guard takes EOF as the order to stop its rank
@@ -350,7 +369,10 @@ int Agent::run() {
   set_nonblocking(out_fd_);
 
   while (true) {
-    if (shutting_down_ && children_.empty() && (out_queue_.empty() || output_broken_)) break;
+    if (shutting_down_ && children_.empty() && (out_queue_.empty() || output_broken_) &&
+        relay_.idle()) {
+      break;
+    }
     kill_overdue();
     std::vector<pollfd> fds;
     std::vector<std::pair<std::uint32_t, int>> who;  // child id, 0 stdin / 1 stdout / 2 stderr
@@ -358,6 +380,8 @@ int Agent::run() {
     fds.push_back({input_open_ ? in_fd_ : -1, POLLIN, 0});
     fds.push_back({!out_queue_.empty() && !output_broken_ ? out_fd_ : -1, POLLOUT, 0});
     const bool room = out_queue_.size() < kOutputHighWater;
+    const bool relay_again = relay_.add_pollfds(fds, room);
+    const std::size_t children_first = fds.size();
     for (auto& [id, c] : children_) {
       if (c.in && !c.in_queue.empty()) {
         fds.push_back({c.in.get(), POLLOUT, 0});
@@ -372,7 +396,8 @@ int Agent::run() {
         who.emplace_back(id, 2);
       }
     }
-    if (::poll(fds.data(), fds.size(), next_deadline_ms()) < 0 && errno != EINTR) {
+    if (::poll(fds.data(), fds.size(), relay_again ? 0 : next_deadline_ms()) < 0 &&
+        errno != EINTR) {
       hora::write_all(2, fmt::format("horarun --agent: poll: {}\n", std::strerror(errno)));
       begin_shutdown();
     }
@@ -383,8 +408,9 @@ int Agent::run() {
       }
     }
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) read_launcher();
+    relay_.pump(out_queue_.size() < kOutputHighWater);
     for (std::size_t i = 0; i < who.size(); ++i) {
-      const short ev = fds[i + 3].revents;
+      const short ev = fds[children_first + i].revents;
       if (ev == 0) continue;
       const auto it = children_.find(who[i].first);
       if (it == children_.end()) continue;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "cli/agent/relay_stream.h"
+
 namespace hora::cli::agent {
 
 // ---- AgentChannel ---------------------------------------------------------------------------
@@ -58,7 +60,28 @@ AgentLink::AgentLink(std::string host, std::unique_ptr<Stream> stream)
     : host_(std::move(host)), stream_(std::move(stream)) {}
 
 AgentLink::~AgentLink() {
+  if (relay_) {
+    relay_->on_parent_closed(fmt::format("the link to the agent on {} was dropped", host_));
+    relay_->detach_parent();
+  }
   if (!closed()) stream_->close();
+}
+
+std::shared_ptr<RelayHub> AgentLink::relay_hub() {
+  if (!relay_) relay_ = std::make_shared<RelayHub>(this);
+  return relay_;
+}
+
+void AgentLink::send_relay(FrameType type, std::uint32_t id, std::string_view payload) {
+  if (closed()) return;
+  std::string out;
+  if (type == FrameType::kRelayData) {
+    append_chunked(out, type, id, payload);
+  } else {
+    append_frame(out, type, id, payload);
+  }
+  stream_->write(out);
+  stream_->kick();
 }
 
 std::shared_ptr<AgentChannel> AgentLink::exec(const std::string& cwd,
@@ -100,6 +123,11 @@ void AgentLink::on_data(std::string_view data) {
   run_deferred();
   decoder_.feed(data);
   while (std::optional<Frame> f = decoder_.next()) {
+    if (f->type == FrameType::kRelayReady || f->type == FrameType::kRelayOutput ||
+        f->type == FrameType::kRelayStderr || f->type == FrameType::kRelayEnded) {
+      if (relay_) relay_->on_frame(*f);
+      continue;
+    }
     const auto it = channels_.find(f->id);
     if (it == channels_.end()) continue;  // closed by us: what it still sends is dropped
     std::shared_ptr<AgentChannel> ch = it->second.lock();
@@ -157,6 +185,7 @@ void AgentLink::on_data(std::string_view data) {
 void AgentLink::on_closed(const std::string& why) {
   run_deferred();
   if (!closed()) error_ = why.empty() ? fmt::format("the agent on {} ended", host_) : why;
+  if (relay_) relay_->on_parent_closed(error_);
   auto open = std::move(channels_);
   channels_.clear();
   for (auto& [id, weak] : open) {

@@ -54,6 +54,7 @@ class Stream {
 };
 
 class AgentLink;
+class RelayHub;
 
 // One command the agent runs (a guard, a probe).
 class AgentChannel {
@@ -107,6 +108,11 @@ class AgentLink {
   // later; default: at the next on_data/on_closed. The launcher posts them to its io_context.
   void set_defer(std::function<void(std::function<void()>)> defer) { defer_ = std::move(defer); }
 
+  // Sends a RELAY_* frame (the fan-out tree, relay_stream.h), split into chunks when it is data.
+  void send_relay(FrameType type, std::uint32_t id, std::string_view payload);
+  // The hub that sorts this agent's RELAY_* frames by relayed host; made on first use.
+  std::shared_ptr<RelayHub> relay_hub();
+
   // Stops the agent (closes the channel).
   void close();
   bool closed() const { return !error_.empty(); }
@@ -129,6 +135,7 @@ class AgentLink {
   std::function<void(std::function<void()>)> defer_;
   std::vector<std::function<void()>> deferred_;
   std::string error_;
+  std::shared_ptr<RelayHub> relay_;
 };
 
 }  // namespace hora::cli::agent

@@ -31,7 +31,14 @@ bool known_type(std::uint8_t type) {
     case FrameType::kStderr:
     case FrameType::kExit:
     case FrameType::kFailed:
-    case FrameType::kStarted: return true;
+    case FrameType::kStarted:
+    case FrameType::kRelayOpen:
+    case FrameType::kRelayData:
+    case FrameType::kRelayClose:
+    case FrameType::kRelayReady:
+    case FrameType::kRelayOutput:
+    case FrameType::kRelayStderr:
+    case FrameType::kRelayEnded: return true;
   }
   return false;
 }
@@ -47,6 +54,13 @@ const char* type_name(FrameType type) {
     case FrameType::kExit: return "EXIT";
     case FrameType::kFailed: return "FAILED";
     case FrameType::kStarted: return "STARTED";
+    case FrameType::kRelayOpen: return "RELAY_OPEN";
+    case FrameType::kRelayData: return "RELAY_DATA";
+    case FrameType::kRelayClose: return "RELAY_CLOSE";
+    case FrameType::kRelayReady: return "RELAY_READY";
+    case FrameType::kRelayOutput: return "RELAY_OUTPUT";
+    case FrameType::kRelayStderr: return "RELAY_STDERR";
+    case FrameType::kRelayEnded: return "RELAY_ENDED";
   }
   return "?";
 }

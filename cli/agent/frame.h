@@ -23,6 +23,10 @@ enum class FrameType : std::uint8_t {
   kStdin = 0x02,     // bytes for the child's stdin
   kStdinEof = 0x03,  // close the child's stdin once everything before it is written
   kClose = 0x04,     // close the child's stdin, stdout and stderr now (a guard stops its rank)
+  // The fan-out tree (cli/agent/relay.h): the agent starts and carries other hosts' agents.
+  kRelayOpen = 0x05,   // start agents on other hosts over SSH: payload = RelayOpen (relay.h)
+  kRelayData = 0x06,   // id = relayed host: bytes for that host's agent's stdin (its frames)
+  kRelayClose = 0x07,  // id = relayed host: close that host's channel (its agent stops)
   // agent -> launcher
   kStdout = 0x11,  // the child's stdout bytes
   kStderr = 0x12,  // the child's stderr bytes
@@ -31,6 +35,12 @@ enum class FrameType : std::uint8_t {
   // the child started: payload = u32 pid. Sent only by an agent started with --report-pids (the
   // launcher's own host, where a pid means something to the launcher: its stall check).
   kStarted = 0x15,
+  // id = relayed host: its preflight's outcome (payload = RelayReady, relay.h). Exactly one per
+  // host of a RELAY_OPEN; RELAY_OUTPUT/RELAY_STDERR/RELAY_ENDED follow only when it started.
+  kRelayReady = 0x16,
+  kRelayOutput = 0x17,  // id = relayed host: bytes its agent wrote on stdout (its frames)
+  kRelayStderr = 0x18,  // id = relayed host: bytes its agent wrote on stderr
+  kRelayEnded = 0x19,   // id = relayed host: its channel ended; payload = why (text)
 };
 
 inline constexpr std::size_t kHeaderBytes = 9;

@@ -1,8 +1,14 @@
 #include "cli/hosts/remote_hosts.h"
 
+#include <algorithm>
+#include <system_error>
+
 #include <fmt/format.h>
 
 #include "cli/agent/agent.h"
+#include "cli/agent/relay_stream.h"
+#include "cli/agent/stream_poll.h"
+#include "cli/network/source_address.h"
 #include "cli/output/log.h"
 #include "common/duration.h"
 #include "common/endpoint.h"
@@ -114,19 +120,148 @@ std::map<int, ssh::Target> resolve_remote_hosts(const std::vector<HostSpec>& hos
   return remote;
 }
 
+std::map<int, std::vector<int>> plan_fanout(const std::vector<int>& remote, int fanout) {
+  std::map<int, std::vector<int>> tree;
+  const bool relay = fanout > 0 && remote.size() > static_cast<std::size_t>(fanout);
+  const std::size_t direct = relay ? static_cast<std::size_t>(fanout) : remote.size();
+  for (std::size_t i = 0; i < direct; ++i) tree[remote[i]];
+  for (std::size_t i = direct; i < remote.size(); ++i) {
+    tree[remote[(i - direct) % direct]].push_back(remote[i]);
+  }
+  return tree;
+}
+
+namespace {
+
+// Judges one host's probe (its output up to the agent's ready line): "" when the binary, the
+// program and the agent are fine, and then `probe_output` holds the agent's interface report.
+std::string judge_host(const ssh::RunResult& run, bool started, const RemoteOptions& options,
+                       const std::string& where, std::string& probe_output) {
+  const std::string verdict = judge_probe(run, started, options.horarun_path, where);
+  if (!verdict.empty()) return verdict;
+  const std::size_t nl = run.out.find('\n');
+  probe_output = nl == std::string::npos ? std::string() : run.out.substr(nl + 1);
+  return take_command_verdict(probe_output, options.command_check, where);
+}
+
+// The hosts relayed by the direct hosts of `plan` (the fan-out tree): asks each relaying agent to
+// start them, waits for every RELAY_READY until `deadline`, and adds the hosts that started to
+// `plan`; the others go to `problems`.
+void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int>>& tree,
+                           const std::map<int, ssh::Target>& targets, const std::string& probe,
+                           const RemoteOptions& options, ssh::Clock::time_point deadline,
+                           std::map<int, std::string>& problems) {
+  std::vector<agent::Stream*> streams;
+  std::vector<std::shared_ptr<agent::RelayHub>> hubs;
+  const auto now = ssh::Clock::now();
+  for (const auto& [parent, children] : tree) {
+    if (children.empty()) continue;
+    const auto it = plan.hosts.find(parent);
+    if (it == plan.hosts.end()) {
+      const std::string& name = targets.at(parent).alias;
+      for (int child : children) {
+        problems[child] = fmt::format(
+            "{}: not tried: it is reached through {}, which failed (--ssh-fanout 0 makes horarun "
+            "connect to every host itself)",
+            targets.at(child).describe(), name);
+      }
+      continue;
+    }
+    agent::RelayOpen open;
+    open.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    for (int child : children) {
+      open.hosts.push_back(agent::RelayTarget{static_cast<std::uint32_t>(child), targets.at(child),
+                                              probe, agent::kReadyLine});
+    }
+    std::shared_ptr<agent::RelayHub> hub = it->second.agent->relay_hub();
+    hub->open(open);
+    hubs.push_back(hub);
+    streams.push_back(&it->second.agent->stream());
+  }
+  if (hubs.empty()) return;
+  // The relaying agents answer by `deadline`; a little more lets the last answer travel.
+  const auto wait_until = deadline + std::chrono::seconds(2);
+  try {
+    agent::pump_streams_until(streams, wait_until, [&] {
+      return std::all_of(hubs.begin(), hubs.end(), [](const auto& h) { return h->all_ready(); });
+    });
+  } catch (const std::system_error& e) {
+    throw PreflightError(fmt::format("preflight: waiting for the relayed hosts: {}", e.what()));
+  }
+
+  for (const auto& [parent, children] : tree) {
+    const auto pit = plan.hosts.find(parent);
+    if (pit == plan.hosts.end()) continue;
+    RemoteHost& via = pit->second;
+    const std::shared_ptr<agent::RelayHub> hub = via.agent->relay_hub();
+    for (int child : children) {
+      const ssh::Target& target = targets.at(child);
+      const std::string where =
+          fmt::format("{}@{} via {}", target.user, target.describe(), via.target.alias);
+      const std::optional<agent::RelayReady>& ready = hub->ready(static_cast<std::uint32_t>(child));
+      if (!ready) {
+        problems[child] = fmt::format(
+            "{}: no answer from {}, which was to start its agent ({}); --ssh-fanout 0 makes "
+            "horarun connect to every host itself",
+            where, via.target.alias,
+            hub->parent_error().empty() ? "raise --start-timeout" : hub->parent_error());
+        continue;
+      }
+      if (!ready->error.empty()) {
+        problems[child] = fmt::format("{} (connecting from {})", ready->error, via.target.alias);
+        continue;
+      }
+      if (!ready->ran) {
+        problems[child] = where + ": the probe did not run; this is a horarun bug";
+        continue;
+      }
+      std::string probe_output;
+      const std::string verdict =
+          judge_host(ready->run, ready->started, options, where, probe_output);
+      if (!verdict.empty()) {
+        problems[child] = verdict;
+        continue;
+      }
+      RemoteHost host;
+      host.index = child;
+      host.target = target;
+      host.relay_parent = via.target.alias;
+      host.host_address = ready->remote_endpoint.empty()
+                              ? target.hostname
+                              : hora::endpoint_host(ready->remote_endpoint);
+      host.launcher_address = source_address_towards(host.host_address);
+      if (host.launcher_address.empty()) {
+        problems[child] = fmt::format(
+            "{}: no route from this machine to {}, which {} reached; its ranks could not reach "
+            "the launcher (--ssh-fanout 0 makes horarun connect to every host itself)",
+            where, host.host_address, via.target.alias);
+        continue;
+      }
+      host.probe_output = std::move(probe_output);
+      host.agent = agent::link_over_relay(host.describe(), hub, static_cast<std::uint32_t>(child));
+      plan.hosts.emplace(child, std::move(host));
+    }
+  }
+}
+
+}  // namespace
+
 RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
                                 const RemoteOptions& options) {
   RemotePlan plan;
   const std::map<int, ssh::Target> targets = resolve_remote_hosts(hosts, local, options);
   if (targets.empty()) return plan;
+  std::vector<int> remote;
+  for (const auto& [index, target] : targets) remote.push_back(index);
+  const std::map<int, std::vector<int>> tree = plan_fanout(remote, options.ssh_fanout);
 
-  // One request per host: connect, authenticate, and start the agent, which stays running.
+  // One request per direct host: connect, authenticate, and start the agent, which stays running.
   std::vector<ssh::ProbeRequest> requests;
   std::vector<int> owner;  // host index of each request
   const std::string probe =
       probe_command(options.horarun_path, command_probe_snippet(options.command_check));
-  for (const auto& [index, target] : targets) {
-    ssh::ProbeRequest req{target, probe, {}, agent::kReadyLine};
+  for (const auto& [index, relayed] : tree) {
+    ssh::ProbeRequest req{targets.at(index), probe, {}, agent::kReadyLine};
     requests.push_back(std::move(req));
     owner.push_back(index);
   }
@@ -135,12 +270,8 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalH
   popts.connect = options.connect;
   popts.keep_sessions = true;
   const auto t0 = ssh::Clock::now();
-  std::vector<ssh::ProbeResult> results =
-      ssh::probe_hosts(requests, popts, t0 + options.preflight_timeout);
-  launcher_log()->info("preflight of {} host{} took {}", targets.size(),
-                       targets.size() == 1 ? "" : "s",
-                       hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
-                           ssh::Clock::now() - t0)));
+  const auto deadline = t0 + options.preflight_timeout;
+  std::vector<ssh::ProbeResult> results = ssh::probe_hosts(requests, popts, deadline);
 
   std::map<int, std::string> problems;
   for (std::size_t i = 0; i < results.size(); ++i) {
@@ -156,18 +287,11 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalH
       problems[index] = where + ": the probe did not run; this is a horarun bug";
       continue;
     }
+    std::string probe_output;
     const std::string verdict =
-        judge_probe(*r.run, r.started != nullptr, options.horarun_path, where);
+        judge_host(*r.run, r.started != nullptr, options, where, probe_output);
     if (!verdict.empty()) {
       problems[index] = verdict;
-      continue;
-    }
-    const std::string& out = r.run->out;
-    const std::size_t nl = out.find('\n');
-    std::string probe_output = nl == std::string::npos ? std::string() : out.substr(nl + 1);
-    const std::string missing = take_command_verdict(probe_output, options.command_check, where);
-    if (!missing.empty()) {
-      problems[index] = missing;
       continue;
     }
     RemoteHost& host = plan.hosts[index];
@@ -180,6 +304,20 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalH
     host.session = std::move(r.session);
     host.agent = agent::link_over_ssh(target.describe(), *host.session, std::move(r.started),
                                       r.started_rest);
+  }
+  if (requests.size() < targets.size()) {
+    prepare_relayed_hosts(plan, tree, targets, probe, options, deadline, problems);
+    launcher_log()->info("preflight of {} hosts ({} through the agents of {}) took {}",
+                         targets.size(), targets.size() - requests.size(), requests.size(),
+                         hora::format_duration(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 ssh::Clock::now() - t0)));
+  } else {
+    launcher_log()->info("preflight of {} host{} took {}", targets.size(),
+                         targets.size() == 1 ? "" : "s",
+                         hora::format_duration(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 ssh::Clock::now() - t0)));
   }
   if (!problems.empty()) {
     // Started agents end with their channels when `plan` goes away.

@@ -36,6 +36,9 @@ class PreflightError : public Error {
 
 struct RemoteOptions {
   static constexpr std::chrono::seconds kDefaultPreflightTimeout{30};
+  // Past this many remote hosts, horarun connects to this many only, and their agents start the
+  // others' (the fan-out tree); 0: every host directly.
+  static constexpr int kDefaultSshFanout = 64;
 
   bool force_ssh = false;
   ssh::ConfigSource config;     // --ssh-config (file empty: ~/.ssh/config, /etc/ssh/ssh_config)
@@ -45,6 +48,7 @@ struct RemoteOptions {
   std::chrono::seconds preflight_timeout = kDefaultPreflightTimeout;
   // The user's program, checked on every host before the extra probe (cli/command_probe.h).
   CommandCheck command_check;
+  int ssh_fanout = kDefaultSshFanout;  // --ssh-fanout
 };
 
 struct RemoteHost {
@@ -58,9 +62,21 @@ struct RemoteHost {
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<agent::AgentLink> agent;
   bool via_srun = false;  // started by srun (cli/hosts/slurm_agents.h): no session
+  // Reached through this host's agent (the fan-out tree: it connected over SSH and carries the
+  // agent's bytes); empty when horarun connected itself. No session then either.
+  std::string relay_parent;
 
-  // "h1 (198.18.0.11:12345)" over SSH, "h1 (srun)" under Slurm.
-  std::string describe() const { return via_srun ? target.alias + " (srun)" : target.describe(); }
+  // "h1 (198.18.0.11:12345)" over SSH, "h1 (srun)" under Slurm, "h9 (198.18.0.19:12345) via
+  // h1" through another host.
+  std::string describe() const {
+    if (via_srun) return target.alias + " (srun)";
+    return relay_parent.empty() ? target.describe() : target.describe() + " via " + relay_parent;
+  }
+  // What carries the agent, for messages about a lost host.
+  std::string carrier() const {
+    if (via_srun) return "srun step";
+    return relay_parent.empty() ? "SSH connection" : "SSH connection from " + relay_parent;
+  }
 };
 
 struct RemotePlan {
@@ -94,8 +110,15 @@ bool has_probe_line(const std::string& out);
 std::string judge_probe(const ssh::RunResult& run, bool started, const std::string& horarun_path,
                         const std::string& where);
 
+// Which remote hosts horarun connects to itself, and which each of those reaches for it (the
+// fan-out tree): with more than `fanout` hosts (and fanout > 0), the first `fanout` are direct
+// and the others are dealt round-robin among them. Keys: the direct hosts' indexes (all of them);
+// values: the hosts each relays, in order. Pure; exposed for tests.
+std::map<int, std::vector<int>> plan_fanout(const std::vector<int>& remote, int fanout);
+
 // Resolves and preflights: one SSH connection and one exec channel per remote host, on which the
-// agent then keeps running. Throws PreflightError naming every failing host.
+// agent then keeps running; past options.ssh_fanout hosts, the direct hosts' agents make the
+// other connections (plan_fanout). Throws PreflightError naming every failing host.
 RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
                                 const RemoteOptions& options);
 

@@ -1,10 +1,5 @@
 #include "cli/hosts/slurm_agents.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <map>
 
@@ -12,9 +7,9 @@
 
 #include "cli/agent/pipe_stream.h"
 #include "cli/network/probe.h"
+#include "cli/network/source_address.h"
 #include "cli/output/log.h"
 #include "common/duration.h"
-#include "common/unique_fd.h"
 
 namespace hora::cli {
 
@@ -30,35 +25,6 @@ std::vector<std::string> srun_agent_command(const std::string& node,
           // slurmstepd otherwise holds a task's output until a newline; frames are binary.
           "--unbuffered", "--job-name=hora-agent", "/bin/sh", "-c",
           probe_command(horarun_path, command_snippet)};
-}
-
-std::string source_address_towards(const std::string& address) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (::inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(9);
-    len = sizeof *v4;
-  } else if (::inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(9);
-    len = sizeof *v6;
-  } else {
-    return {};
-  }
-  UniqueFd fd(::socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!fd || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) return {};
-  sockaddr_storage me{};
-  socklen_t me_len = sizeof me;
-  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&me), &me_len) != 0) return {};
-  char buf[INET6_ADDRSTRLEN] = {};
-  const void* a = me.ss_family == AF_INET
-                      ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr)
-                      : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr);
-  if (::inet_ntop(me.ss_family, a, buf, sizeof buf) == nullptr) return {};
-  return buf;
 }
 
 RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,

@@ -25,10 +25,6 @@ std::vector<std::string> srun_agent_command(const std::string& node,
                                             const std::string& horarun_path,
                                             const std::string& command_snippet = "");
 
-// The address of this machine that packets towards `address` leave from (a UDP connect, which
-// sends nothing), or "" when there is no route.
-std::string source_address_towards(const std::string& address);
-
 // Starts an agent on every host of `hosts` that is not this machine, all at once, and waits
 // for every one to be ready within `timeout`. Throws PreflightError naming every host that
 // failed (srun's own message included), like prepare_remote_hosts. `command_check`: the user's

@@ -110,6 +110,7 @@ RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
   ro.connect = hora::ssh::ConnectOptions::from_environment();
   ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
   ro.preflight_timeout = options.start_timeout;
+  ro.ssh_fanout = options.ssh_fanout;
   ro.command_check = command_check_for(options, ctx.env, ctx.cwd);
   return ro;
 }

@@ -1,7 +1,6 @@
 #include "cli/network/discovery.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/agent/stream_poll.h"
 #include "cli/network/probe.h"
 #include "common/unique_fd.h"
 #include "ssh/format.h"
@@ -92,43 +92,28 @@ Probe* start(agent::AgentLink& agent, const std::vector<std::string>& args,
   return p;
 }
 
-// One pass over every remote host's agent stream (this machine's entry has none).
-void pump_all(const std::vector<DiscoveryTarget>& hosts) {
+// Every remote host's agent stream (this machine's entry has none).
+std::vector<agent::Stream*> streams_of(const std::vector<DiscoveryTarget>& hosts) {
+  std::vector<agent::Stream*> out;
   for (const auto& h : hosts) {
-    if (h.agent != nullptr) h.agent->stream().pump();
+    if (h.agent != nullptr) out.push_back(&h.agent->stream());
   }
+  return out;
 }
+
+void pump_all(const std::vector<DiscoveryTarget>& hosts) { agent::pump_streams(streams_of(hosts)); }
 
 // Pumps every remote agent stream until done() or the deadline; false on timeout. Waits on all
 // the streams' descriptors at once, so the hosts' probes run in parallel. `local_busy` says whether
 // an in-process probe may finish meanwhile (it cannot wake poll(), so poll wakes every 10 ms then).
 bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_point deadline,
                 const std::function<bool()>& done, bool local_busy = false) {
-  pump_all(hosts);
-  while (!done()) {
-    const auto now = ssh::Clock::now();
-    if (now >= deadline) return false;
-    std::vector<pollfd> fds;
-    bool again = false;
-    for (const auto& h : hosts) {
-      if (h.agent == nullptr) continue;
-      const auto in = h.agent->stream().interest();
-      again = again || in.again;
-      short ev = 0;
-      if (in.read) ev |= POLLIN;
-      if (in.write) ev |= POLLOUT;
-      fds.push_back(pollfd{h.agent->stream().fd(), ev, 0});
-    }
-    // Rounded up so the wait never ends before the deadline it aims at.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
-    const long long cap = local_busy ? 10 : 1000;
-    const int timeout = again ? 0 : static_cast<int>(std::min<long long>(left, cap));
-    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
-      throw NetworkError(fmt::format("network discovery: poll failed: {}", std::strerror(errno)));
-    }
-    pump_all(hosts);
+  try {
+    return agent::pump_streams_until(streams_of(hosts), deadline, done,
+                                     std::chrono::milliseconds(local_busy ? 10 : 1000));
+  } catch (const std::system_error& e) {
+    throw NetworkError(fmt::format("network discovery: {}", e.what()));
   }
-  return true;
 }
 
 std::string trimmed(std::string s) {

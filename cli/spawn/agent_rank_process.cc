@@ -202,9 +202,7 @@ std::unique_ptr<RankProcess> AgentRankProcessFactory::create(int rank, const Hos
   }
   if (auto it = remote_.find(index); it != remote_.end()) {
     return std::make_unique<AgentRankProcess>(rank, host.address_for_display(), *it->second.driver,
-                                              *it->second.host.agent,
-                                              it->second.host.via_srun ? "srun step"
-                                                                       : "SSH connection");
+                                              *it->second.host.agent, it->second.host.carrier());
   }
   if (!local_ || local_->host.index != index) {
     throw SpawnError(

@@ -6,17 +6,18 @@ namespace hora::cli {
 
 namespace asio = boost::asio;
 
-StreamDriver::StreamDriver(asio::io_context& io, agent::Stream& stream)
-    : io_(io), stream_(stream), sd_(io, stream_.fd()) {
+StreamDriver::StreamDriver(asio::io_context& io, agent::Stream& stream) : io_(io), stream_(stream) {
+  if (stream_.fd() >= 0) sd_.emplace(io, stream_.fd());
   stream_.set_kick([this] { kick(); });
 }
 
 StreamDriver::~StreamDriver() {
   *alive_ = false;
   stream_.set_kick({});
+  if (!sd_) return;
   boost::system::error_code ignored;
-  sd_.cancel(ignored);
-  sd_.release();  // the stream owns and closes its descriptor
+  sd_->cancel(ignored);
+  sd_->release();  // the stream owns and closes its descriptor
 }
 
 void StreamDriver::kick() {
@@ -33,9 +34,9 @@ void StreamDriver::kick() {
   }
   // One wait per direction at a time; its completion pumps again.
   auto arm = [&](bool& armed, asio::posix::stream_descriptor::wait_type what) {
-    if (armed) return;
+    if (armed || !sd_) return;
     armed = true;
-    sd_.async_wait(what, [this, alive, &armed](const boost::system::error_code& ec) {
+    sd_->async_wait(what, [this, alive, &armed](const boost::system::error_code& ec) {
       if (alive.expired()) return;
       armed = false;
       if (!ec) kick();

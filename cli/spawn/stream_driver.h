@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -28,8 +29,10 @@ class StreamDriver {
  private:
   boost::asio::io_context& io_;
   agent::Stream& stream_;
-  // Wraps stream_.fd() without owning it (released in the destructor).
-  boost::asio::posix::stream_descriptor sd_;
+  // Wraps stream_.fd() without owning it (released in the destructor). Empty for a stream
+  // without a descriptor (a relayed host's, cli/agent/relay_stream.h): the relaying host's
+  // driver moves its bytes, and kick() only pumps it.
+  std::optional<boost::asio::posix::stream_descriptor> sd_;
   bool read_armed_ = false;
   bool write_armed_ = false;
   bool posted_ = false;

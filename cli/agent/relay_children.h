@@ -1,0 +1,81 @@
+// The relaying agent's side of the fan-out tree (relay.h): the hosts a RELAY_OPEN gave this
+// agent, their SSH sessions, and the agents running on them. The agent (agent.cc) owns one and
+// calls it from its poll loop; everything runs on that loop's thread except the preflight, which
+// runs ssh::probe_hosts on a thread of its own and hands its results over through a pipe.
+//
+// Frames for the launcher are appended to the agent's output queue: one RELAY_READY per host,
+// then that host's agent's stdout (RELAY_OUTPUT) and stderr (RELAY_STDERR), and RELAY_ENDED when
+// its channel ends. RELAY_DATA from the launcher goes to the host's agent's stdin; RELAY_CLOSE
+// closes its channel. Lifetime: close_all() (the agent's own shutdown) drops every session, so
+// each relayed agent sees its stdin end and stops its ranks; if this agent is SIGKILLed, the
+// kernel closes the connections and the same happens.
+#pragma once
+
+#include <poll.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "cli/agent/relay.h"
+#include "common/unique_fd.h"
+#include "ssh/preflight.h"
+
+namespace hora::cli::agent {
+
+class RelayChildren {
+ public:
+  // Frames for the launcher go to the end of `out`.
+  explicit RelayChildren(std::string& out) : out_(out) {}
+  ~RelayChildren();
+  RelayChildren(const RelayChildren&) = delete;
+  RelayChildren& operator=(const RelayChildren&) = delete;
+
+  // RELAY_OPEN: starts the preflight of its hosts. Returns why not (a malformed payload, a second
+  // RELAY_OPEN while one runs, no thread), or "".
+  std::string open(std::string_view payload);
+  void data(std::uint32_t id, std::string_view bytes);
+  void close(std::uint32_t id);
+  // Drops every relayed host's session (their agents stop); a preflight still running is
+  // dropped when it returns.
+  void close_all();
+
+  // Appends the descriptors to wait on; true when pump() should run again without waiting.
+  // `room`: the output queue can take more (else relayed output is not read).
+  bool add_pollfds(std::vector<pollfd>& fds, bool room) const;
+  // Takes the preflight's results once it finished, and moves every session along.
+  void pump(bool room);
+  // No preflight running and no relayed host left.
+  bool idle() const { return !running_ && hosts_.empty(); }
+
+ private:
+  struct Host {
+    std::unique_ptr<ssh::Session> session;
+    std::shared_ptr<ssh::Channel> channel;
+  };
+  struct Pending {  // shared with the preflight thread
+    std::mutex mu;
+    bool done = false;
+    std::vector<RelayTarget> targets;
+    std::vector<ssh::ProbeResult> results;
+  };
+
+  void take_results();
+  void ended(std::uint32_t id, const std::string& why);
+
+  std::string& out_;
+  std::map<std::uint32_t, Host> hosts_;
+  std::shared_ptr<Pending> pending_;
+  std::thread thread_;
+  UniqueFd wake_read_, wake_write_;
+  bool running_ = false;
+  bool closing_ = false;
+};
+
+}  // namespace hora::cli::agent

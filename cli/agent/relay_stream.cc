@@ -1,0 +1,154 @@
+#include "cli/agent/relay_stream.h"
+
+#include <fmt/format.h>
+
+#include "cli/output/log.h"
+
+namespace hora::cli::agent {
+
+// ---- RelayHub -------------------------------------------------------------------------------
+
+void RelayHub::open(const RelayOpen& open) {
+  for (const RelayTarget& t : open.hosts) {
+    Host& h = hosts_[t.id];
+    h.name = t.target.describe();
+    ++waiting_;
+  }
+  if (parent_ == nullptr || parent_->closed()) {
+    waiting_ = 0;
+    return;
+  }
+  parent_->send_relay(FrameType::kRelayOpen, 0, encode_relay_open(open));
+}
+
+const std::optional<RelayReady>& RelayHub::ready(std::uint32_t id) const {
+  static const std::optional<RelayReady> kNone;
+  const auto it = hosts_.find(id);
+  return it == hosts_.end() ? kNone : it->second.ready;
+}
+
+void RelayHub::on_frame(const Frame& f) {
+  const auto it = hosts_.find(f.id);
+  if (it == hosts_.end()) return;
+  Host& h = it->second;
+  switch (f.type) {
+    case FrameType::kRelayReady: {
+      if (h.ready) return;
+      std::optional<RelayReady> r = decode_relay_ready(f.payload);
+      if (!r) {
+        r.emplace();
+        r->error = fmt::format(
+            "{}: the relaying agent sent a malformed RELAY_READY; install the "
+            "same hora on every host",
+            h.name);
+      }
+      h.ready = std::move(r);
+      --waiting_;
+      break;
+    }
+    case FrameType::kRelayOutput:
+      if (h.stream != nullptr) {
+        h.stream->deliver(f.payload);
+      } else {
+        h.early += f.payload;
+      }
+      break;
+    case FrameType::kRelayStderr:
+      // The agent writes to its stderr only about itself (a protocol error, a failed poll).
+      h.err_line += f.payload;
+      for (std::size_t nl; (nl = h.err_line.find('\n')) != std::string::npos;) {
+        launcher_log()->warn("{}: {}", h.name, h.err_line.substr(0, nl));
+        h.err_line.erase(0, nl + 1);
+      }
+      break;
+    case FrameType::kRelayEnded:
+      if (h.ended) return;
+      h.ended = f.payload.empty() ? std::string("its agent ended") : f.payload;
+      if (h.stream != nullptr) h.stream->ended(*h.ended);
+      break;
+    default: break;
+  }
+}
+
+void RelayHub::on_parent_closed(const std::string& why) {
+  if (!parent_error_.empty()) return;
+  parent_error_ = why.empty() ? "the relaying agent ended" : why;
+  waiting_ = 0;
+  for (auto& [id, h] : hosts_) {
+    if (h.ended) continue;
+    h.ended = fmt::format("it was reached through another host, and {}", parent_error_);
+    if (h.stream != nullptr) h.stream->ended(*h.ended);
+  }
+}
+
+std::unique_ptr<RelayStream> RelayHub::stream(std::uint32_t id) {
+  // Each stream holds the hub: it outlives the relaying host's link if need be.
+  Host& h = hosts_.at(id);
+  auto s = std::make_unique<RelayStream>(shared_from_this(), id);
+  if (h.ready) s->pending_ = h.ready->started_rest;
+  s->pending_ += h.early;
+  h.early.clear();
+  h.stream = s.get();
+  return s;
+}
+
+// ---- RelayStream ----------------------------------------------------------------------------
+
+RelayStream::~RelayStream() {
+  close();
+  if (auto it = hub_->hosts_.find(id_); it != hub_->hosts_.end()) it->second.stream = nullptr;
+}
+
+void RelayStream::write(std::string_view data) {
+  if (closed_ || hub_->parent_ == nullptr) return;
+  hub_->parent_->send_relay(FrameType::kRelayData, id_, data);
+}
+
+void RelayStream::close() {
+  if (closed_) return;
+  closed_ = true;
+  if (hub_->parent_ != nullptr) {
+    hub_->parent_->send_relay(FrameType::kRelayClose, id_, {});
+  }
+}
+
+void RelayStream::pump() {
+  if (link_ == nullptr) return;
+  if (!pending_.empty()) {
+    std::string now;
+    now.swap(pending_);
+    link_->on_data(now);
+  }
+  const auto it = hub_->hosts_.find(id_);
+  if (it != hub_->hosts_.end() && it->second.ended && !link_->closed()) {
+    link_->on_closed(fmt::format("the agent on {} ended: {}", link_->host(), *it->second.ended));
+  }
+}
+
+void RelayStream::deliver(std::string_view data) {
+  if (link_ == nullptr || !pending_.empty()) {
+    pending_.append(data);
+    if (link_ != nullptr) pump();
+    return;
+  }
+  link_->on_data(data);
+}
+
+void RelayStream::ended(const std::string& why) {
+  if (link_ == nullptr) return;  // pump() tells the link once it is attached
+  pump();
+  if (!link_->closed())
+    link_->on_closed(fmt::format("the agent on {} ended: {}", link_->host(), why));
+}
+
+std::unique_ptr<AgentLink> link_over_relay(const std::string& host,
+                                           const std::shared_ptr<RelayHub>& hub, std::uint32_t id) {
+  std::unique_ptr<RelayStream> s = hub->stream(id);
+  RelayStream* raw = s.get();
+  auto link = std::make_unique<AgentLink>(host, std::move(s));
+  raw->attach(link.get());
+  raw->pump();
+  return link;
+}
+
+}  // namespace hora::cli::agent

@@ -1,0 +1,96 @@
+// The launcher's side of the fan-out tree (relay.h): a relayed host's agent, reached through the
+// agent of the host that started it. RelayHub sits on the relaying host's AgentLink and sorts the
+// RELAY_* frames that come back by host; a RelayStream is one relayed host's Stream, so an
+// AgentLink runs over it exactly as over SSH or srun, and discovery's probes and the guards go
+// through it unchanged.
+//
+// A RelayStream has no descriptor of its own (fd() is -1): its bytes arrive while the relaying
+// host's stream is pumped, which every event loop of horarun does anyway (the relaying host is a
+// host of the job), and what it writes goes out through that stream, whose kick is called.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cli/agent/agent_link.h"
+#include "cli/agent/relay.h"
+
+namespace hora::cli::agent {
+
+class RelayStream;
+
+class RelayHub : public std::enable_shared_from_this<RelayHub> {
+ public:
+  explicit RelayHub(AgentLink* parent) : parent_(parent) {}
+
+  // Asks the relaying agent to start agents on `open.hosts` (RELAY_OPEN).
+  void open(const RelayOpen& open);
+  // The host's RELAY_READY, once it came.
+  const std::optional<RelayReady>& ready(std::uint32_t id) const;
+  bool all_ready() const { return waiting_ == 0; }
+
+  // Called by the parent's AgentLink for each RELAY_* frame, and when it ends or goes away.
+  void on_frame(const Frame& f);
+  void on_parent_closed(const std::string& why);
+  void detach_parent() { parent_ = nullptr; }
+
+  // Why the relaying host's agent ended ("" while it runs).
+  const std::string& parent_error() const { return parent_error_; }
+
+  // The stream of host `id`, which started (its RelayReady says so); it delivers first what the
+  // host's agent printed after its ready line.
+  std::unique_ptr<RelayStream> stream(std::uint32_t id);
+
+ private:
+  friend class RelayStream;
+  struct Host {
+    std::optional<RelayReady> ready;
+    RelayStream* stream = nullptr;
+    std::string early;  // RELAY_OUTPUT before a stream was made
+    std::optional<std::string> ended;
+    std::string name;      // for the agent's stderr lines (the link's host name)
+    std::string err_line;  // its stderr up to the next newline
+  };
+
+  AgentLink* parent_;
+  std::map<std::uint32_t, Host> hosts_;
+  int waiting_ = 0;
+  std::string parent_error_;
+};
+
+class RelayStream : public Stream {
+ public:
+  RelayStream(std::shared_ptr<RelayHub> hub, std::uint32_t id) : hub_(std::move(hub)), id_(id) {}
+  ~RelayStream() override;
+
+  void write(std::string_view data) override;
+  void close() override;
+  int fd() const override { return -1; }
+  Interest interest() const override { return {}; }
+  void pump() override;
+
+  // Where the host's bytes go; set by link_over_relay().
+  void attach(AgentLink* link) { link_ = link; }
+
+ private:
+  friend class RelayHub;
+  void deliver(std::string_view data);
+  void ended(const std::string& why);
+
+  std::shared_ptr<RelayHub> hub_;
+  std::uint32_t id_;
+  AgentLink* link_ = nullptr;
+  bool closed_ = false;
+  std::string pending_;  // arrived before attach(); delivered at the first pump()
+};
+
+// An AgentLink for relayed host `id` of `hub`, named `host` in messages. The agent's own stderr
+// lines are logged as warnings naming `host`.
+std::unique_ptr<AgentLink> link_over_relay(const std::string& host,
+                                           const std::shared_ptr<RelayHub>& hub, std::uint32_t id);
+
+}  // namespace hora::cli::agent
