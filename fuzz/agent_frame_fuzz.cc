@@ -3,7 +3,9 @@
 //   * fed in one piece or byte by byte, the decoder yields the same frames and the same error;
 //   * every frame it yields has a known type and a payload within kMaxPayload, and re-encoding
 //     the frames gives back the consumed prefix of the input;
-//   * decode_open / decode_exit never crash, and what decode_open accepts encodes back to itself.
+//   * decode_open / decode_exit never crash, and what decode_open accepts encodes back to itself;
+//   * the fan-out tree's payloads (cli/agent/relay.h): decode_relay_open / decode_relay_ready never
+//     crash, and what they accept survives an encode-decode round trip unchanged.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "cli/agent/frame.h"
+#include "cli/agent/relay.h"
 #include "fuzz/fuzz_check.h"
 
 using namespace hora::cli::agent;
@@ -51,6 +54,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
     (void)decode_exit(f.payload);
+    if (const auto open = decode_relay_open(f.payload)) {
+      const std::string once = encode_relay_open(*open);
+      const auto back = decode_relay_open(once);
+      FUZZ_CHECK(back.has_value() && encode_relay_open(*back) == once);
+    }
+    if (const auto ready = decode_relay_ready(f.payload)) {
+      const std::string once = encode_relay_ready(*ready);
+      const auto back = decode_relay_ready(once);
+      FUZZ_CHECK(back.has_value() && encode_relay_ready(*back) == once);
+    }
   }
   FUZZ_CHECK(in.substr(0, again.size()) == again);
   return 0;

@@ -185,7 +185,6 @@ void AgentLink::on_data(std::string_view data) {
 void AgentLink::on_closed(const std::string& why) {
   run_deferred();
   if (!closed()) error_ = why.empty() ? fmt::format("the agent on {} ended", host_) : why;
-  if (relay_) relay_->on_parent_closed(error_);
   auto open = std::move(channels_);
   channels_.clear();
   for (auto& [id, weak] : open) {
@@ -195,6 +194,8 @@ void AgentLink::on_closed(const std::string& why) {
       ch->complete(info);
     }
   }
+  // The hosts this agent carried end after its own commands: the first error names the cause.
+  if (relay_) relay_->on_parent_closed(error_);
 }
 
 void AgentLink::close() {

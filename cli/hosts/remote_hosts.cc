@@ -208,7 +208,10 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
         continue;
       }
       if (!ready->error.empty()) {
-        problems[child] = fmt::format("{} (connecting from {})", ready->error, via.target.alias);
+        problems[child] = fmt::format(
+            "{} [this connection was made from {}, whose agent starts this host's for horarun; "
+            "--ssh-fanout 0 makes horarun connect to every host itself]",
+            ready->error, via.target.alias);
         continue;
       }
       if (!ready->ran) {

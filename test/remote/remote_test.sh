@@ -274,6 +274,96 @@ case_host_lost() {
   ok "a host cut off mid-job: the job ends with an error naming it, nothing left on the others"
 }
 
+# accepted_from HOST: the addresses HOST's sshd accepted a login from, one per line, sorted.
+accepted_from() {
+  grep -o "Accepted publickey for root from [0-9.]*" "$STATE/$1/sshd.log" | awk '{print $NF}' | sort
+}
+
+# The fan-out tree (--ssh-fanout): horarun connects to the first N hosts only; their agents
+# connect to the others and carry their agents' bytes. --ssh-fanout 1 on 4 hosts: h1 relays
+# h2..h4; --ssh-fanout 2: h1 relays h3, h2 relays h4.
+case_fanout_tree() {
+  up 4
+  run 240 --ssh-config "$CONFIG" --ssh-fanout 1 -np 4 -H h1,h2,h3,h4 sh -c 'echo "where $HORA_RANK $(ip -o -4 addr show eth0 | awk "{print \$4}")"; exec "$0"' "$COLLECTIVES"
+  check_collectives 4
+  local r
+  for r in 0 1 2 3; do grep -q "^\[$r\]<stdout>:where $r $NET.1$((r + 1))/24$" out || fail "rank $r not on h$((r + 1))"; done
+  [ "$(accepted_from h1)" = "$NET.1" ] || fail "h1 logins: $(accepted_from h1 | tr '\n' ' ') (want the launcher's $NET.1 only)"
+  for h in h2 h3 h4; do
+    [ "$(accepted_from $h)" = "$NET.11" ] || fail "$h logins: $(accepted_from $h | tr '\n' ' ') (want h1's $NET.11 only)"
+    [ "$(exec_channels $h)" -eq 1 ] || fail "$h: $(exec_channels $h) exec channels, want 1"
+  done
+  run 240 --ssh-config "$CONFIG" --ssh-fanout 2 --verbose -np 4 -H h1,h2,h3,h4 "$COLLECTIVES"
+  check_collectives 4
+  grep -q "h3 ($NET.13:12345) via h1: reaches the launcher at $NET.1" err || fail "h3 not reached via h1"
+  grep -q "h4 ($NET.14:12345) via h2: reaches the launcher at $NET.1" err || fail "h4 not reached via h2"
+  [ "$(accepted_from h4 | tail -n 1)" = "$NET.12" ] || fail "h4's last login is not from h2"
+  ok "--ssh-fanout 1 and 2 on 4 hosts: collectives pass, horarun logs into the first hosts only, the others from them, one exec channel each"
+}
+
+case_fanout_tree_failures() {
+  up 4
+  # A rank on a relayed host fails: its exit code ends the job, naming it; nothing is left.
+  run 60 --ssh-config "$CONFIG" --ssh-fanout 1 -np 4 -H h1,h2,h3,h4 sh -c 'if [ "$HORA_RANK" = 3 ]; then exit 7; fi; exec sleep 300'
+  [ $rc -eq 7 ] || fail "expected rank 3's exit code 7, got $rc"
+  grep -q "rank 3 on h4 exited with code 7" err || fail "the cause does not name rank 3 on h4"
+  wait_for 5 no_rank_processes || fail "processes left: $(rank_processes)"
+  # A relayed host that does not answer: the preflight names it and where it was tried from.
+  cat "$CONFIG" > cfg
+  cat >> cfg <<CFG
+
+Host ghost
+  HostName $NET.99
+  Port 12345
+  User root
+  ConnectTimeout 2
+  IdentityFile $STATE/id_ed25519
+  UserKnownHostsFile $STATE/known_hosts
+CFG
+  run 100 --start-timeout 60 --ssh-config cfg --ssh-fanout 1 -np 3 -H h1,h2,ghost touch "$WORK/launched"
+  [ $rc -eq 1 ] || fail "unreachable relayed host: expected exit 1, got $rc"
+  grep -q "preflight failed on 1 of 3" err || fail "expected exactly ghost to fail"
+  grep -q "$NET.99:12345.*made from h1" err || fail "the error does not name ghost's address and h1"
+  [ ! -e "$WORK/launched" ] || fail "a rank was started although ghost failed"
+  # The relaying host itself fails: its hosts are reported as not tried, with the way out.
+  run 60 --ssh-config "$CONFIG" --ssh-fanout 1 -p 2222 -np 3 -H h1,h2,h3 true
+  [ $rc -eq 1 ] || fail "wrong port: expected exit 1, got $rc"
+  grep -q "$NET.11:2222" err || fail "h1's failure does not name host:port"
+  grep -q "h3 ($NET.13:2222): not tried: it is reached through h1, which failed (--ssh-fanout 0" err || fail "h3 not reported as not tried"
+  ok "relayed hosts: a failing rank ends the job naming it; an unreachable relayed host and a failed relaying host are reported, nothing launched"
+}
+
+case_fanout_tree_lost() {
+  up 4
+  local pid p
+  # SIGKILL of horarun: the relaying agent's channel ends, it drops its connections, and every
+  # relayed agent stops its ranks.
+  "$HORARUN" --ssh-config "$CONFIG" --ssh-fanout 1 -np 4 -H h1,h2,h3,h4 sleep 300 >out 2>err &
+  pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 count_sleepers 4 || fail "the 4 ranks did not start: $(rank_processes)"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for 5 no_rank_processes || fail "left behind 5 s after SIGKILL of horarun: $(rank_processes)"
+  # The relaying agent SIGKILLed: the job ends with an error naming h1's agent first, and its
+  # relayed hosts' ranks stop (their connections died with it).
+  "$HORARUN" --ssh-config "$CONFIG" --ssh-fanout 1 -np 4 -H h1,h2,h3,h4 sleep 300 >out 2>err &
+  pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 30 count_sleepers 4 || fail "the 4 ranks did not start: $(rank_processes)"
+  p=$(for q in $(ip netns pids "hora$INDEX-h1"); do tr '\0' ' ' < /proc/$q/cmdline 2>/dev/null | grep -q -- "--agent" && echo "$q"; done | head -n 1)
+  [ -n "$p" ] || fail "no agent process in h1's namespace"
+  kill -KILL "$p"
+  wait_for 60 gone "$pid" || fail "horarun still running 60 s after h1's agent was killed"
+  wait "$pid"
+  rc=$?
+  [ $rc -ne 0 ] || fail "horarun exited 0 although h1's agent was killed"
+  grep -m1 "^horarun: error:" err | grep -q "the agent on h1 ($NET.11:12345) ended (killed by signal KILL)" || fail "the first error does not name h1's agent"
+  grep -q "rank 3 on h4: the agent on h4 ($NET.14:12345) via h1 ended" err || fail "h4's loss is not explained by h1"
+  wait_for 10 no_rank_processes || fail "processes left: $(rank_processes)"
+  ok "relayed hosts: SIGKILL of horarun or of the relaying agent leaves no process on any host"
+}
+
 case_secret_not_on_command_line() {
   up 2
   local pid
