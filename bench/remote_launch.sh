@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Remote launch latency: jobs running `true` over SSH on the test hosts (-np 4 on 2 hosts x 2
-# slots, -np 8 on 8 hosts x 1), horarun vs Open MPI's mpirun of the same shape, median of 5 runs
+# slots, -np 8 on 8 hosts x 1, and that again through the fan-out tree), horarun vs Open MPI's mpirun of the same shape, median of 5 runs
 # each, with the SSH exec channels (login shells) each host's sshd saw per job.
 #
 #   bench/remote_launch.sh                         # run it (needs root: network namespaces)
@@ -57,13 +57,17 @@ bench_remote_launch() (
   }
   local have_mpi=1
   command -v mpirun >/dev/null 2>&1 || { have_mpi=0; echo "mpirun not installed (apt-get install openmpi-bin)"; }
-  printf '%-28s %10s %10s %8s %14s %14s\n' job horarun mpirun ratio "execs/host h" "execs/host m"
-  local job hosts hl_arg
-  for job in "4 h1:2,h2:2" "8 h1,h2,h3,h4,h5,h6,h7,h8"; do
-    local np=${job%% *} hostlist=${job#* }
+  printf '%-42s %10s %10s %8s %14s %14s\n' job horarun mpirun ratio "execs/host h" "execs/host m"
+  local hosts hl_arg np hostlist
+  # The third job is the second through the fan-out tree: horarun connects to h1 and h2, whose
+  # agents connect to the other six (mpirun's row is its usual launch of the same shape).
+  local job extra
+  for job in "4 h1:2,h2:2" "8 h1,h2,h3,h4,h5,h6,h7,h8" "8 h1,h2,h3,h4,h5,h6,h7,h8 --ssh-fanout 2"; do
+    read -r np hostlist extra <<<"$job"
     hosts=$(echo "$hostlist" | sed 's/:[0-9]*//g')
     local h m
-    measure h "$hosts" "$build/cli/horarun" --ssh-config "$config" -np "$np" -H "$hostlist" true
+    # shellcheck disable=SC2086 # $extra: horarun flags, word-split on purpose
+    measure h "$hosts" "$build/cli/horarun" --ssh-config "$config" $extra -np "$np" -H "$hostlist" true
     m="- -"
     if [ $have_mpi = 1 ]; then
       # Open MPI starts its orted on each host with `ssh -F <alias file> h1 ...`; the orteds and
@@ -76,7 +80,8 @@ bench_remote_launch() (
     if [[ $h != FAILED && $m != FAILED && $m != "- -" ]]; then
       ratio=$(echo "scale=2; ${h%% *} / ${m%% *}" | bc)
     fi
-    printf '%-34s %9.3fs %9.3fs %7sx %14s %14s\n' "-np $np -H $hostlist" "${h%% *}" "${m%% *}" "$ratio" \
+    local label="-np $np -H ${hostlist/h1,h2,h3,h4,h5,h6,h7,h8/h1,...,h8}${extra:+ $extra}"
+    printf '%-42s %9.3fs %9.3fs %7sx %14s %14s\n' "$label" "${h%% *}" "${m%% *}" "$ratio" \
       "${h#* }" "${m#* }"
   done
   echo "(ratio = horarun time / mpirun time; execs/host = SSH exec channels, i.e. login shells, per host per job)"

@@ -144,12 +144,22 @@ std::string describe_hosts(const RankTable& table, const LocalHost& local, const
   const auto remote =
       slurm ? std::map<int, hora::ssh::Target>() : resolve_remote_hosts(table.hosts(), local, ro);
   std::string out = table.describe();
+  // Which host's agent reaches each relayed host (the fan-out tree).
+  std::vector<int> indexes;
+  for (const auto& [index, target] : remote) indexes.push_back(index);
+  std::map<int, std::string> via;
+  for (const auto& [parent, children] : plan_fanout(indexes, ro.ssh_fanout)) {
+    for (int child : children) via[child] = remote.at(parent).alias;
+  }
   for (std::size_t i = 0; i < table.hosts().size(); ++i) {
     const HostSpec& h = table.hosts()[i];
     const auto it = remote.find(static_cast<int>(i));
     std::string how = "local";
     if (slurm && !local.is_local(h.name)) how = "through srun";
     if (it != remote.end()) how = "over SSH to " + it->second.describe();
+    if (const auto v = via.find(static_cast<int>(i)); v != via.end()) {
+      how += " from " + v->second + "'s agent";
+    }
     out += fmt::format("host {}: {} rank{}, {}\n", h.address_for_display(), h.slots,
                        h.slots == 1 ? "" : "s", how);
   }
