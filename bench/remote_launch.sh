@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Remote launch latency: jobs running `true` over SSH on the test hosts (-np 4 on 2 hosts x 2
-# slots, -np 8 on 8 hosts x 1, and that again through the fan-out tree), horarun vs Open MPI's mpirun of the same shape, median of 5 runs
-# each, with the SSH exec channels (login shells) each host's sshd saw per job.
+# slots, -np 8 on 8 hosts x 1, and that again through the fan-out tree), horarun vs Open MPI's
+# mpirun of the same shape, median of 5 runs each, with the SSH exec channels (login shells) each
+# host's sshd saw per job, and the floor: one bare `ssh HOST true` per host, all at once.
 #
 #   bench/remote_launch.sh                         # run it (needs root: network namespaces)
 #   source bench/remote_launch.sh; bench_remote_launch   # from scripts/bench.sh
@@ -57,7 +58,8 @@ bench_remote_launch() (
   }
   local have_mpi=1
   command -v mpirun >/dev/null 2>&1 || { have_mpi=0; echo "mpirun not installed (apt-get install openmpi-bin)"; }
-  printf '%-42s %10s %10s %8s %14s %14s\n' job horarun mpirun ratio "execs/host h" "execs/host m"
+  printf '%-42s %10s %10s %8s %14s %14s %10s\n' job horarun mpirun ratio "execs/host h" "execs/host m" \
+    "ssh floor"
   local hosts hl_arg np hostlist
   # The third job is the second through the fan-out tree: horarun connects to h1 and h2, whose
   # agents connect to the other six (mpirun's row is its usual launch of the same shape).
@@ -76,15 +78,21 @@ bench_remote_launch() (
         --mca plm_rsh_args "-F $config" --mca oob_tcp_if_include "198.18.$index.0/24" \
         --mca btl_tcp_if_include "198.18.$index.0/24" true
     fi
+    # The floor under any launcher that logs in over SSH: one bare `ssh HOST true` per host, all
+    # at once (OpenSSH, which runs the same login shell; no job at all).
+    local f
+    measure f "$hosts" bash -c 'for h in ${2//,/ }; do ssh -F "$1" "$h" true & done; wait' _ \
+      "$config" "$hosts"
     local ratio=-
     if [[ $h != FAILED && $m != FAILED && $m != "- -" ]]; then
       ratio=$(echo "scale=2; ${h%% *} / ${m%% *}" | bc)
     fi
     local label="-np $np -H ${hostlist/h1,h2,h3,h4,h5,h6,h7,h8/h1,...,h8}${extra:+ $extra}"
-    printf '%-42s %9.3fs %9.3fs %7sx %14s %14s\n' "$label" "${h%% *}" "${m%% *}" "$ratio" \
-      "${h#* }" "${m#* }"
+    printf '%-42s %9.3fs %9.3fs %7sx %14s %14s %9.3fs\n' "$label" "${h%% *}" "${m%% *}" "$ratio" \
+      "${h#* }" "${m#* }" "${f%% *}"
   done
-  echo "(ratio = horarun time / mpirun time; execs/host = SSH exec channels, i.e. login shells, per host per job)"
+  echo "(ratio = horarun time / mpirun time; execs/host = SSH exec channels, i.e. login shells, per host per job;"
+  echo " ssh floor = one bare \`ssh HOST true\` per host of the job, all at once: what any SSH launcher pays)"
 )
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
