@@ -60,10 +60,7 @@ AgentLink::AgentLink(std::string host, std::unique_ptr<Stream> stream)
     : host_(std::move(host)), stream_(std::move(stream)) {}
 
 AgentLink::~AgentLink() {
-  if (relay_) {
-    relay_->on_parent_closed(fmt::format("the link to the agent on {} was dropped", host_));
-    relay_->detach_parent();
-  }
+  if (relay_) relay_->detach_parent(fmt::format("the link to the agent on {} was dropped", host_));
   if (!closed()) stream_->close();
 }
 

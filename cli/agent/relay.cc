@@ -14,6 +14,9 @@ constexpr std::size_t kHostFields = 13;
 constexpr std::size_t kReadyFields = 11;
 // Inside a list-valued field (identity files, known_hosts files): paths never hold a NUL.
 constexpr char kListSeparator = '\0';
+// Longest timeout either field may carry (30 days, horarun's --start-timeout bound): a time point
+// this far ahead cannot overflow the clock.
+constexpr long long kMaxTimeoutSeconds = 30LL * 24 * 3600;
 
 void put_string(std::string& out, std::string_view s) {
   const auto n = static_cast<std::uint32_t>(s.size());
@@ -116,7 +119,10 @@ std::optional<RelayOpen> decode_relay_open(std::string_view payload) {
   RelayOpen open;
   const auto timeout = number<long long>(f[1]);
   const auto connecting = number<int>(f[2]);
-  if (!timeout || *timeout < 0 || !connecting || *connecting < 1) return std::nullopt;
+  if (!timeout || *timeout < 0 || *timeout > kMaxTimeoutSeconds * 1000 || !connecting ||
+      *connecting < 1) {
+    return std::nullopt;
+  }
   open.timeout = std::chrono::milliseconds(*timeout);
   open.max_connecting = *connecting;
   for (std::size_t i = 3; i < f.size(); i += kHostFields) {
@@ -129,8 +135,11 @@ std::optional<RelayOpen> decode_relay_open(std::string_view payload) {
     const auto connect = number<long long>(f[i + 8]);
     const auto keys = policy(f[i + 9]);
     if (!id || !port || *port < 1 || *port > 65535 || !defaults || !only || !connect ||
-        *connect < 0 || !keys || f[i + 2].empty()) {
+        *connect < 0 || *connect > kMaxTimeoutSeconds || !keys || f[i + 2].empty()) {
       return std::nullopt;
+    }
+    for (const RelayTarget& other : open.hosts) {
+      if (other.id == *id) return std::nullopt;  // two hosts under one id
     }
     h.id = *id;
     t.alias.assign(f[i + 1]);

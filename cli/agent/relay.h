@@ -51,7 +51,8 @@ struct RelayReady {
 };
 
 std::string encode_relay_open(const RelayOpen& open);
-// nullopt for a payload that is not one (truncated, wrong field count, a bad number).
+// nullopt for a payload that is not one (truncated, wrong field count, a bad number, a timeout
+// over 30 days, two hosts with one id).
 std::optional<RelayOpen> decode_relay_open(std::string_view payload);
 
 std::string encode_relay_ready(const RelayReady& ready);

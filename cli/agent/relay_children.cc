@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -12,73 +13,102 @@
 
 namespace hora::cli::agent {
 
+namespace {
+
+// What a RELAY_READY carries of a probe's output: the launcher reads the probe lines and the
+// interface report; a flood on stderr must not push the frame past kMaxPayload.
+constexpr std::size_t kMaxReadyOutput = 256u << 10;
+constexpr std::size_t kMaxReadyError = 16u << 10;
+
+std::string capped(const std::string& s, std::size_t max) {
+  return s.size() <= max ? s : s.substr(0, max) + "\n[... cut by the relaying agent]";
+}
+
+}  // namespace
+
 RelayChildren::~RelayChildren() {
   hosts_.clear();
-  // The preflight ends by its own deadline; its sessions go with its results.
-  if (thread_.joinable()) thread_.join();
+  // Each preflight ends by its own deadline; its sessions go with its results.
+  for (auto& b : batches_) {
+    if (b->thread.joinable()) b->thread.join();
+  }
 }
 
 std::string RelayChildren::open(std::string_view payload) {
-  if (running_ || thread_.joinable()) return "a RELAY_OPEN is already being handled";
   std::optional<RelayOpen> req = decode_relay_open(payload);
   if (!req) return "malformed RELAY_OPEN (install the same hora on every host)";
+  auto batch = std::make_unique<Batch>();
   int p[2];
   if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
     return fmt::format("pipe: {}", std::strerror(errno));
   }
-  wake_read_.reset(p[0]);
-  wake_write_.reset(p[1]);
-  pending_ = std::make_shared<Pending>();
-  pending_->targets = std::move(req->hosts);
+  batch->wake_read.reset(p[0]);
+  batch->wake_write.reset(p[1]);
+  batch->pending = std::make_shared<Pending>();
+  batch->pending->targets = std::move(req->hosts);
   const auto deadline = ssh::Clock::now() + req->timeout;
   ssh::PreflightOptions options;
   options.connect = ssh::ConnectOptions::from_environment();
   options.keep_sessions = true;
   options.max_connecting = req->max_connecting;
-  std::shared_ptr<Pending> pending = pending_;
-  const int wake = wake_write_.get();
-  try {
-    thread_ = std::thread([pending, options, deadline, wake] {
+  std::shared_ptr<Pending> pending = batch->pending;
+  const int wake = batch->wake_write.get();
+  auto run = [pending, options, deadline, wake] {
+    std::vector<ssh::ProbeResult> results;
+    try {
       std::vector<ssh::ProbeRequest> requests;
       for (const RelayTarget& t : pending->targets) {
         requests.emplace_back(t.target, t.command, std::string(), t.marker);
       }
-      std::vector<ssh::ProbeResult> results = ssh::probe_hosts(requests, options, deadline);
-      {
-        std::lock_guard<std::mutex> lock(pending->mu);
-        pending->results = std::move(results);
-        pending->done = true;
+      results = ssh::probe_hosts(requests, options, deadline);
+    } catch (const std::exception& e) {
+      // No thread or no memory for the preflight: every host of it fails, saying so.
+      results.clear();
+      results.resize(pending->targets.size());
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        results[i].target = pending->targets[i].target;
+        results[i].error_message =
+            fmt::format("{}: the relaying agent could not run its preflight: {}",
+                        pending->targets[i].target.describe(), e.what());
+        results[i].error = std::make_exception_ptr(std::runtime_error(results[i].error_message));
       }
-      (void)!::write(wake, "x", 1);
-    });
+    }
+    {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      pending->results = std::move(results);
+      pending->done = true;
+    }
+    (void)!::write(wake, "x", 1);
+  };
+  try {
+    batch->thread = std::thread(run);
   } catch (const std::system_error& e) {
-    pending_.reset();
     return fmt::format("cannot start a thread: {}", e.what());
   }
-  running_ = true;
+  batches_.push_back(std::move(batch));
   return {};
 }
 
-void RelayChildren::take_results() {
-  char buf[16];
-  while (::read(wake_read_.get(), buf, sizeof buf) > 0) {
-  }
-  {
-    std::lock_guard<std::mutex> lock(pending_->mu);
-    if (!pending_->done) return;
-  }
-  thread_.join();
-  running_ = false;
-  std::shared_ptr<Pending> pending = std::move(pending_);
+void RelayChildren::take_results(Batch& batch) {
+  batch.thread.join();
+  std::shared_ptr<Pending> pending = std::move(batch.pending);
   for (std::size_t i = 0; i < pending->results.size(); ++i) {
     ssh::ProbeResult& r = pending->results[i];
     const std::uint32_t id = pending->targets[i].id;
     RelayReady ready;
     ready.error = r.ok() ? std::string() : r.error_message;
+    if (ready.error.empty() && hosts_.count(id) != 0) {
+      ready.error = fmt::format("{}: relayed host id {} is already in use; this is a horarun bug",
+                                r.target.describe(), id);
+    }
     ready.ran = r.run.has_value();
-    if (r.run) ready.run = *r.run;
-    ready.started = r.started != nullptr && !closing_;
-    ready.started_rest = r.started_rest;
+    if (r.run) {
+      ready.run = *r.run;
+      ready.run.out = capped(ready.run.out, kMaxReadyOutput);
+      ready.run.err = capped(ready.run.err, kMaxReadyError);
+    }
+    ready.started = ready.error.empty() && r.started != nullptr && !closing_;
+    ready.started_rest = capped(r.started_rest, kMaxReadyOutput);
     ready.local_address = r.local_address;
     if (r.session) ready.remote_endpoint = r.session->remote_endpoint();
     append_frame(out_, FrameType::kRelayReady, id, encode_relay_ready(ready));
@@ -133,7 +163,7 @@ void RelayChildren::close_all() {
 
 bool RelayChildren::add_pollfds(std::vector<pollfd>& fds, bool room) const {
   bool again = false;
-  if (running_) fds.push_back({wake_read_.get(), POLLIN, 0});
+  for (const auto& b : batches_) fds.push_back({b->wake_read.get(), POLLIN, 0});
   for (const auto& [id, host] : hosts_) {
     if (!host.session) continue;
     const ssh::Session::Interest in = host.session->interest();
@@ -141,13 +171,30 @@ bool RelayChildren::add_pollfds(std::vector<pollfd>& fds, bool room) const {
     if (in.read && room) events |= POLLIN;
     if (in.write) events |= POLLOUT;
     again = again || (in.again && room);
-    fds.push_back({host.session->fd(), events, 0});
+    // Without room nothing is read: a reset socket would report POLLHUP at once, every time.
+    if (events != 0) fds.push_back({host.session->fd(), events, 0});
   }
   return again;
 }
 
 void RelayChildren::pump(bool room) {
-  if (running_) take_results();
+  for (auto it = batches_.begin(); it != batches_.end();) {
+    Batch& b = **it;
+    char buf[16];
+    while (::read(b.wake_read.get(), buf, sizeof buf) > 0) {
+    }
+    bool done = false;
+    {
+      std::lock_guard<std::mutex> lock(b.pending->mu);
+      done = b.pending->done;
+    }
+    if (done) {
+      take_results(b);
+      it = batches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (auto it = hosts_.begin(); it != hosts_.end();) {
     Host& host = it->second;
     if (host.session && (room || host.session->interest().write)) host.session->pump();

@@ -37,8 +37,9 @@ class RelayChildren {
   RelayChildren(const RelayChildren&) = delete;
   RelayChildren& operator=(const RelayChildren&) = delete;
 
-  // RELAY_OPEN: starts the preflight of its hosts. Returns why not (a malformed payload, a second
-  // RELAY_OPEN while one runs, no thread), or "".
+  // RELAY_OPEN: starts the preflight of its hosts (each RELAY_OPEN on a thread of its own; the
+  // launcher splits a long list into several). Returns why not (a malformed payload, no pipe),
+  // or "".
   std::string open(std::string_view payload);
   void data(std::uint32_t id, std::string_view bytes);
   void close(std::uint32_t id);
@@ -52,7 +53,7 @@ class RelayChildren {
   // Takes the preflight's results once it finished, and moves every session along.
   void pump(bool room);
   // No preflight running and no relayed host left.
-  bool idle() const { return !running_ && hosts_.empty(); }
+  bool idle() const { return batches_.empty() && hosts_.empty(); }
 
  private:
   struct Host {
@@ -65,16 +66,20 @@ class RelayChildren {
     std::vector<RelayTarget> targets;
     std::vector<ssh::ProbeResult> results;
   };
+  // One RELAY_OPEN's preflight: its thread, and the pipe it writes a byte to when it is done.
+  struct Batch {
+    std::shared_ptr<Pending> pending;
+    std::thread thread;
+    UniqueFd wake_read, wake_write;
+  };
 
-  void take_results();
+  // The finished batch's results: a RELAY_READY per host, and the started ones kept.
+  void take_results(Batch& batch);
   void ended(std::uint32_t id, const std::string& why);
 
   std::string& out_;
   std::map<std::uint32_t, Host> hosts_;
-  std::shared_ptr<Pending> pending_;
-  std::thread thread_;
-  UniqueFd wake_read_, wake_write_;
-  bool running_ = false;
+  std::vector<std::unique_ptr<Batch>> batches_;
   bool closing_ = false;
 };
 

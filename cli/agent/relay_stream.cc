@@ -15,7 +15,7 @@ void RelayHub::open(const RelayOpen& open) {
     ++waiting_;
   }
   if (parent_ == nullptr || parent_->closed()) {
-    waiting_ = 0;
+    on_parent_closed(parent_ == nullptr ? std::string() : parent_->error());
     return;
   }
   parent_->send_relay(FrameType::kRelayOpen, 0, encode_relay_open(open));
@@ -47,6 +47,7 @@ void RelayHub::on_frame(const Frame& f) {
       break;
     }
     case FrameType::kRelayOutput:
+      if (h.ended) return;  // nothing follows RELAY_ENDED; a link that ended takes nothing
       if (h.stream != nullptr) {
         h.stream->deliver(f.payload);
       } else {
@@ -81,6 +82,15 @@ void RelayHub::on_parent_closed(const std::string& why) {
   }
 }
 
+void RelayHub::detach_parent(const std::string& why) {
+  parent_ = nullptr;
+  if (parent_error_.empty()) parent_error_ = why;
+  waiting_ = 0;
+  for (auto& [id, h] : hosts_) {
+    if (!h.ended) h.ended = fmt::format("it was reached through another host, and {}", why);
+  }
+}
+
 std::unique_ptr<RelayStream> RelayHub::stream(std::uint32_t id) {
   // Each stream holds the hub: it outlives the relaying host's link if need be.
   Host& h = hosts_.at(id);
@@ -95,8 +105,9 @@ std::unique_ptr<RelayStream> RelayHub::stream(std::uint32_t id) {
 // ---- RelayStream ----------------------------------------------------------------------------
 
 RelayStream::~RelayStream() {
-  close();
   if (auto it = hub_->hosts_.find(id_); it != hub_->hosts_.end()) it->second.stream = nullptr;
+  link_ = nullptr;
+  close();
 }
 
 void RelayStream::write(std::string_view data) {
@@ -135,6 +146,7 @@ void RelayStream::deliver(std::string_view data) {
 }
 
 void RelayStream::ended(const std::string& why) {
+  closed_ = true;                // the relaying agent dropped the host already: no RELAY_CLOSE
   if (link_ == nullptr) return;  // pump() tells the link once it is attached
   pump();
   if (!link_->closed())

@@ -36,7 +36,9 @@ class RelayHub : public std::enable_shared_from_this<RelayHub> {
   // Called by the parent's AgentLink for each RELAY_* frame, and when it ends or goes away.
   void on_frame(const Frame& f);
   void on_parent_closed(const std::string& why);
-  void detach_parent() { parent_ = nullptr; }
+  // The relaying host's link is being destroyed: every relayed link learns it at its next pump(),
+  // not from inside that destructor.
+  void detach_parent(const std::string& why);
 
   // Why the relaying host's agent ended ("" while it runs).
   const std::string& parent_error() const { return parent_error_; }

@@ -157,23 +157,41 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
   for (const auto& [parent, children] : tree) {
     if (children.empty()) continue;
     const auto it = plan.hosts.find(parent);
-    if (it == plan.hosts.end()) {
+    if (it == plan.hosts.end() || now >= deadline) {
       const std::string& name = targets.at(parent).alias;
       for (int child : children) {
-        problems[child] = fmt::format(
-            "{}: not tried: it is reached through {}, which failed (--ssh-fanout 0 makes horarun "
-            "connect to every host itself)",
-            targets.at(child).describe(), name);
+        problems[child] =
+            it == plan.hosts.end()
+                ? fmt::format(
+                      "{}: not tried: it is reached through {}, which failed (--ssh-fanout "
+                      "0 makes horarun connect to every host itself)",
+                      targets.at(child).describe(), name)
+                : fmt::format(
+                      "{}: not tried: the preflight's deadline passed before {} could "
+                      "start its agent; raise --start-timeout",
+                      targets.at(child).describe(), name);
       }
       continue;
     }
+    // One RELAY_OPEN per batch of hosts that fits well inside a frame (kMaxPayload).
+    std::shared_ptr<agent::RelayHub> hub = it->second.agent->relay_hub();
     agent::RelayOpen open;
     open.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    const std::size_t empty = agent::encode_relay_open(open).size();
+    std::size_t bytes = empty;
     for (int child : children) {
-      open.hosts.push_back(agent::RelayTarget{static_cast<std::uint32_t>(child), targets.at(child),
-                                              probe, agent::kReadyLine});
+      agent::RelayOpen one;
+      one.hosts.push_back(agent::RelayTarget{static_cast<std::uint32_t>(child), targets.at(child),
+                                             probe, agent::kReadyLine});
+      const std::size_t more = agent::encode_relay_open(one).size() - empty;
+      if (!open.hosts.empty() && bytes + more > agent::kMaxPayload / 2) {
+        hub->open(open);
+        open.hosts.clear();
+        bytes = empty;
+      }
+      open.hosts.push_back(std::move(one.hosts.front()));
+      bytes += more;
     }
-    std::shared_ptr<agent::RelayHub> hub = it->second.agent->relay_hub();
     hub->open(open);
     hubs.push_back(hub);
     streams.push_back(&it->second.agent->stream());

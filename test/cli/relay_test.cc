@@ -259,3 +259,80 @@ TEST_CASE("closing a relayed link sends RELAY_CLOSE for its host; RELAY_ENDED cl
   CHECK_THAT(l3->error(), Catch::Contains("reset"));
   CHECK_FALSE(parent.closed());
 }
+
+TEST_CASE("a RELAY_OPEN with two hosts under one id, or a timeout past 30 days, is refused") {
+  RelayOpen open;
+  open.timeout = std::chrono::milliseconds(1000);
+  open.hosts.push_back(RelayTarget{1, target("h1"), "cmd", "m"});
+  open.hosts.push_back(RelayTarget{1, target("h2"), "cmd", "m"});
+  CHECK_FALSE(decode_relay_open(encode_relay_open(open)));
+  open.hosts.pop_back();
+  open.timeout = std::chrono::hours(24 * 31);
+  CHECK_FALSE(decode_relay_open(encode_relay_open(open)));
+  open.timeout = std::chrono::milliseconds(1000);
+  open.hosts[0].target.connect_timeout = std::chrono::seconds(31LL * 24 * 3600);
+  CHECK_FALSE(decode_relay_open(encode_relay_open(open)));
+}
+
+TEST_CASE("hosts relayed through an agent that already ended are answered with its end") {
+  std::string written;
+  AgentLink parent("h1", std::make_unique<FakeStream>(&written));
+  parent.on_closed("the agent on h1 ended (exit status 1)");
+  std::shared_ptr<RelayHub> hub = parent.relay_hub();
+  RelayOpen open;
+  open.hosts.push_back(RelayTarget{2, target("h2"), "cmd", "READY\n"});
+  hub->open(open);
+  CHECK(hub->all_ready());  // nothing to wait for
+  CHECK_FALSE(hub->ready(2));
+  CHECK(hub->parent_error() == "the agent on h1 ended (exit status 1)");
+  CHECK(written.find(static_cast<char>(FrameType::kRelayOpen)) == std::string::npos);
+}
+
+TEST_CASE("a relayed link outlives its relaying link's destruction and ends at its next pump") {
+  std::string written;
+  auto parent = std::make_unique<AgentLink>("h1", std::make_unique<FakeStream>(&written));
+  std::shared_ptr<RelayHub> hub = parent->relay_hub();
+  RelayOpen open;
+  open.hosts.push_back(RelayTarget{2, target("h2"), "cmd", "READY\n"});
+  hub->open(open);
+  RelayReady ready;
+  ready.ran = ready.started = true;
+  parent->on_data(frame(FrameType::kRelayReady, 2, encode_relay_ready(ready)));
+  auto child = link_over_relay("h2 via h1", hub, 2);
+  bool exited = false;
+  AgentChannel::Handlers h;
+  h.on_exit = [&](const hora::ssh::ExitInfo&) { exited = true; };
+  auto ch = child->exec("", {"--guard"}, std::move(h));
+  parent.reset();
+  CHECK_FALSE(exited);  // no handler runs from inside the parent's destructor
+  CHECK_FALSE(child->closed());
+  child->stream().pump();
+  CHECK(child->closed());
+  CHECK(exited);
+  CHECK_THAT(child->error(), Catch::Contains("was dropped"));
+  child->close();  // nothing left to send it through: no crash, nothing written
+}
+
+TEST_CASE("output for a relayed host after its RELAY_ENDED reaches nobody") {
+  std::string written;
+  AgentLink parent("h1", std::make_unique<FakeStream>(&written));
+  std::shared_ptr<RelayHub> hub = parent.relay_hub();
+  RelayOpen open;
+  open.hosts.push_back(RelayTarget{2, target("h2"), "cmd", "READY\n"});
+  hub->open(open);
+  RelayReady ready;
+  ready.ran = ready.started = true;
+  parent.on_data(frame(FrameType::kRelayReady, 2, encode_relay_ready(ready)));
+  auto child = link_over_relay("h2", hub, 2);
+  std::string out;
+  AgentChannel::Handlers h;
+  h.on_stdout = [&](std::string_view d) { out.append(d); };
+  auto ch = child->exec("", {"--guard"}, std::move(h));
+  parent.on_data(frame(FrameType::kRelayEnded, 2, "gone"));
+  parent.on_data(frame(FrameType::kRelayOutput, 2, frame(FrameType::kStdout, 1, "late")));
+  CHECK(out.empty());
+  CHECK(child->closed());
+  written.clear();
+  child.reset();  // its stream ended: no RELAY_CLOSE for a host the agent already dropped
+  CHECK(written.empty());
+}
