@@ -62,6 +62,22 @@ hora::ssh::Target target(const std::string& alias) {
   return t;
 }
 
+// Asks `parent`'s agent to relay hosts `ids` and answers that each one started.
+std::shared_ptr<RelayHub> relay_started(AgentLink& parent, const std::vector<std::uint32_t>& ids) {
+  std::shared_ptr<RelayHub> hub = parent.relay_hub();
+  RelayOpen open;
+  for (std::uint32_t id : ids) {
+    open.hosts.push_back(RelayTarget{id, target("h" + std::to_string(id)), "cmd", "READY\n"});
+  }
+  hub->open(open);
+  RelayReady ready;
+  ready.ran = ready.started = true;
+  for (std::uint32_t id : ids) {
+    parent.on_data(frame(FrameType::kRelayReady, id, encode_relay_ready(ready)));
+  }
+  return hub;
+}
+
 }  // namespace
 
 TEST_CASE("RELAY_OPEN carries every field of each host's resolved target") {
@@ -236,15 +252,7 @@ TEST_CASE("a relayed host's link rides on its relaying host's link") {
 TEST_CASE("closing a relayed link sends RELAY_CLOSE for its host; RELAY_ENDED closes it") {
   std::string written;
   AgentLink parent("h1", std::make_unique<FakeStream>(&written));
-  std::shared_ptr<RelayHub> hub = parent.relay_hub();
-  RelayOpen open;
-  open.hosts.push_back(RelayTarget{2, target("h2"), "cmd", "READY\n"});
-  open.hosts.push_back(RelayTarget{3, target("h3"), "cmd", "READY\n"});
-  hub->open(open);
-  RelayReady ready;
-  ready.ran = ready.started = true;
-  parent.on_data(frame(FrameType::kRelayReady, 2, encode_relay_ready(ready)) +
-                 frame(FrameType::kRelayReady, 3, encode_relay_ready(ready)));
+  std::shared_ptr<RelayHub> hub = relay_started(parent, {2, 3});
   auto l2 = link_over_relay("h2", hub, 2);
   auto l3 = link_over_relay("h3", hub, 3);
   written.clear();
@@ -291,13 +299,7 @@ TEST_CASE("hosts relayed through an agent that already ended are answered with i
 TEST_CASE("a relayed link outlives its relaying link's destruction and ends at its next pump") {
   std::string written;
   auto parent = std::make_unique<AgentLink>("h1", std::make_unique<FakeStream>(&written));
-  std::shared_ptr<RelayHub> hub = parent->relay_hub();
-  RelayOpen open;
-  open.hosts.push_back(RelayTarget{2, target("h2"), "cmd", "READY\n"});
-  hub->open(open);
-  RelayReady ready;
-  ready.ran = ready.started = true;
-  parent->on_data(frame(FrameType::kRelayReady, 2, encode_relay_ready(ready)));
+  std::shared_ptr<RelayHub> hub = relay_started(*parent, {2});
   auto child = link_over_relay("h2 via h1", hub, 2);
   bool exited = false;
   AgentChannel::Handlers h;
@@ -316,13 +318,7 @@ TEST_CASE("a relayed link outlives its relaying link's destruction and ends at i
 TEST_CASE("output for a relayed host after its RELAY_ENDED reaches nobody") {
   std::string written;
   AgentLink parent("h1", std::make_unique<FakeStream>(&written));
-  std::shared_ptr<RelayHub> hub = parent.relay_hub();
-  RelayOpen open;
-  open.hosts.push_back(RelayTarget{2, target("h2"), "cmd", "READY\n"});
-  hub->open(open);
-  RelayReady ready;
-  ready.ran = ready.started = true;
-  parent.on_data(frame(FrameType::kRelayReady, 2, encode_relay_ready(ready)));
+  std::shared_ptr<RelayHub> hub = relay_started(parent, {2});
   auto child = link_over_relay("h2", hub, 2);
   std::string out;
   AgentChannel::Handlers h;
