@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/errors.h"
+#include "cli/hosts/remote_hosts.h"
 #include "cli/options.h"
 
 using Catch::Matchers::Contains;
@@ -105,6 +106,8 @@ TEST_CASE("defaults") {
   CHECK(o.start_timeout == Options::kDefaultStartTimeout);
   CHECK(o.log_level.empty());
   CHECK(o.ssh_strict_host_key_checking == "accept-new");
+  CHECK(o.ssh_fanout == Options::kDefaultSshFanout);
+  CHECK(o.ssh_fanout == RemoteOptions::kDefaultSshFanout);
   CHECK_FALSE(o.verbose);
   CHECK_FALSE(o.dry_run);
   CHECK_FALSE(o.check_build);
@@ -243,6 +246,8 @@ TEST_CASE("every number is range-checked where it is parsed, naming the flag (is
       {{"--start-timeout", "99999999999"}, "--start-timeout"},
       {{"-np", "99999999999"}, "--num-proc"},
       {{"-np", "2000000"}, "--num-proc"},
+      {{"--ssh-fanout", "-1"}, "--ssh-fanout: '-1'"},
+      {{"--ssh-fanout", "100001"}, "--ssh-fanout"},
   };
   for (const Case& c : cases) {
     Args args = c.args;
@@ -258,6 +263,8 @@ TEST_CASE("every number is range-checked where it is parsed, naming the flag (is
                             {});
   CHECK(o.tuning[0] ==
         std::pair<std::string, std::string>{"HORA_FUSION_THRESHOLD", "1099511627776"});
+  CHECK(parse_options({"-np", "1", "--ssh-fanout", "0", "x"}, {}).ssh_fanout == 0);
+  CHECK(parse_options({"-np", "1", "--ssh-fanout", "100000", "x"}, {}).ssh_fanout == 100000);
 }
 
 TEST_CASE("-np without -H has the bound of one host's slots (issue 15 item 7)") {
