@@ -107,7 +107,7 @@ TEST_CASE("defaults") {
   CHECK(o.log_level.empty());
   CHECK(o.ssh_strict_host_key_checking == "accept-new");
   CHECK(o.ssh_fanout == Options::kDefaultSshFanout);
-  CHECK(o.ssh_fanout == RemoteOptions::kDefaultSshFanout);
+  CHECK(o.ssh_fanout == hora::cli::RemoteOptions::kDefaultSshFanout);
   CHECK_FALSE(o.verbose);
   CHECK_FALSE(o.dry_run);
   CHECK_FALSE(o.check_build);
