@@ -154,12 +154,15 @@ do_down() {
   for i in $(ip -o link show 2>/dev/null | sed -n "s/^[0-9]*: \(hora${K}h[0-9]*[ab]\)[@:].*/\1/p"); do
     ip link del "$i" 2>/dev/null || true
   done
-  for br in "$BR0" "$BR1" "$BR2"; do link_exists "$br" && ip link del "$br" || true; done
+  for br in "$BR1" "$BR2"; do link_exists "$br" && ip link del "$br" || true; done
   # Only remove a state dir that looks like ours (never an arbitrary $HORA_TESTHOSTS_DIR).
   if [ -d "$STATE" ] && { [ -f "$STATE/.hora-testhosts" ] || [ -z "$(ls -A "$STATE")" ]; }; then
     rm -rf "${STATE:?}"
   fi
   rm -f "$REGISTRY/$K"
+  # The first bridge goes last: it is the index's claim (`up --index auto`), and a concurrent
+  # `up` that takes the index once it is free must not see this teardown remove its state dir.
+  link_exists "$BR0" && ip link del "$BR0" || true
   log "index $K down"
 }
 
