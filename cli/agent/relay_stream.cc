@@ -15,7 +15,10 @@ void RelayHub::open(const RelayOpen& open) {
     ++waiting_;
   }
   if (parent_ == nullptr || parent_->closed()) {
-    on_parent_closed(parent_ == nullptr ? std::string() : parent_->error());
+    // Also when an earlier RELAY_OPEN already learnt it: these hosts end and are not waited for.
+    std::string why = parent_error_;
+    if (why.empty() && parent_ != nullptr) why = parent_->error();
+    end_all(why.empty() ? "the relaying agent ended" : why, true);
     return;
   }
   parent_->send_relay(FrameType::kRelayOpen, 0, encode_relay_open(open));
@@ -56,16 +59,14 @@ void RelayHub::on_frame(const Frame& f) {
       break;
     case FrameType::kRelayStderr:
       // The agent writes to its stderr only about itself (a protocol error, a failed poll).
-      h.err_line += f.payload;
-      for (std::size_t nl; (nl = h.err_line.find('\n')) != std::string::npos;) {
-        launcher_log()->warn("{}: {}", h.name, h.err_line.substr(0, nl));
-        h.err_line.erase(0, nl + 1);
-      }
+      h.err_lines.feed(f.payload, [&](std::string_view line) {
+        launcher_log()->warn("{}: {}", h.name, line);
+      });
       break;
     case FrameType::kRelayEnded:
       if (h.ended) return;
       h.ended = f.payload.empty() ? std::string("its agent ended") : f.payload;
-      if (h.stream != nullptr) h.stream->ended(*h.ended);
+      if (h.stream != nullptr) h.stream->ended();
       break;
     default: break;
   }
@@ -73,21 +74,21 @@ void RelayHub::on_frame(const Frame& f) {
 
 void RelayHub::on_parent_closed(const std::string& why) {
   if (!parent_error_.empty()) return;
-  parent_error_ = why.empty() ? "the relaying agent ended" : why;
-  waiting_ = 0;
-  for (auto& [id, h] : hosts_) {
-    if (h.ended) continue;
-    h.ended = fmt::format("it was reached through another host, and {}", parent_error_);
-    if (h.stream != nullptr) h.stream->ended(*h.ended);
-  }
+  end_all(why.empty() ? "the relaying agent ended" : why, true);
 }
 
 void RelayHub::detach_parent(const std::string& why) {
   parent_ = nullptr;
-  if (parent_error_.empty()) parent_error_ = why;
+  if (parent_error_.empty()) end_all(why, false);
+}
+
+void RelayHub::end_all(const std::string& why, bool tell_streams) {
+  parent_error_ = why;
   waiting_ = 0;
   for (auto& [id, h] : hosts_) {
-    if (!h.ended) h.ended = fmt::format("it was reached through another host, and {}", why);
+    if (h.ended) continue;
+    h.ended = fmt::format("it was reached through another host, and {}", why);
+    if (tell_streams && h.stream != nullptr) h.stream->ended();
   }
 }
 
@@ -145,12 +146,9 @@ void RelayStream::deliver(std::string_view data) {
   link_->on_data(data);
 }
 
-void RelayStream::ended(const std::string& why) {
-  closed_ = true;                // the relaying agent dropped the host already: no RELAY_CLOSE
-  if (link_ == nullptr) return;  // pump() tells the link once it is attached
-  pump();
-  if (!link_->closed())
-    link_->on_closed(fmt::format("the agent on {} ended: {}", link_->host(), why));
+void RelayStream::ended() {
+  closed_ = true;  // the relaying agent dropped the host already: no RELAY_CLOSE
+  pump();          // delivers what came before, then tells the link (once it is attached)
 }
 
 std::unique_ptr<AgentLink> link_over_relay(const std::string& host,

@@ -18,6 +18,7 @@
 
 #include "cli/agent/agent_link.h"
 #include "cli/agent/relay.h"
+#include "cli/output/line_splitter.h"
 
 namespace hora::cli::agent {
 
@@ -49,13 +50,17 @@ class RelayHub : public std::enable_shared_from_this<RelayHub> {
 
  private:
   friend class RelayStream;
+  // Every relayed host not ended yet ends because the relaying agent did (`why`); with
+  // tell_streams, their links learn it now, else at their next pump().
+  void end_all(const std::string& why, bool tell_streams);
+
   struct Host {
     std::optional<RelayReady> ready;
     RelayStream* stream = nullptr;
     std::string early;  // RELAY_OUTPUT before a stream was made
     std::optional<std::string> ended;
-    std::string name;      // for the agent's stderr lines (the link's host name)
-    std::string err_line;  // its stderr up to the next newline
+    std::string name;        // for the agent's stderr lines (the link's host name)
+    LineSplitter err_lines;  // its stderr, logged line by line
   };
 
   AgentLink* parent_;
@@ -81,7 +86,8 @@ class RelayStream : public Stream {
  private:
   friend class RelayHub;
   void deliver(std::string_view data);
-  void ended(const std::string& why);
+  // The hub marked this host ended: the link hears it (with its reason) at once if attached.
+  void ended();
 
   std::shared_ptr<RelayHub> hub_;
   std::uint32_t id_;

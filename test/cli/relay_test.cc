@@ -332,3 +332,17 @@ TEST_CASE("output for a relayed host after its RELAY_ENDED reaches nobody") {
   child.reset();  // its stream ended: no RELAY_CLOSE for a host the agent already dropped
   CHECK(written.empty());
 }
+
+TEST_CASE("every RELAY_OPEN to an agent that ended is answered at once, the second one too") {
+  std::string written;
+  AgentLink parent("h1", std::make_unique<FakeStream>(&written));
+  parent.on_closed("the agent on h1 ended (exit status 1)");
+  std::shared_ptr<RelayHub> hub = parent.relay_hub();
+  for (std::uint32_t id : {2u, 3u}) {
+    RelayOpen open;
+    open.hosts.push_back(RelayTarget{id, target("h" + std::to_string(id)), "cmd", "READY\n"});
+    hub->open(open);
+    CHECK(hub->all_ready());
+  }
+  CHECK(hub->parent_error() == "the agent on h1 ended (exit status 1)");
+}
