@@ -1,5 +1,6 @@
 #include "cli/agent/ssh_stream.h"
 
+#include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 
 namespace hora::cli::agent {
@@ -25,13 +26,11 @@ std::unique_ptr<AgentLink> link_over_ssh(const std::string& host, ssh::Session& 
   ssh::Channel::Handlers h;
   h.on_stdout = [l](std::string_view d) { l->on_data(d); };
   // The agent writes to its stderr only about itself (a protocol error, a failed poll).
-  auto err_line = std::make_shared<std::string>();
-  h.on_stderr = [l, err_line](std::string_view d) {
-    err_line->append(d);
-    for (std::size_t nl; (nl = err_line->find('\n')) != std::string::npos;) {
-      launcher_log()->warn("{}: {}", l->host(), err_line->substr(0, nl));
-      err_line->erase(0, nl + 1);
-    }
+  auto err_lines = std::make_shared<LineSplitter>();
+  h.on_stderr = [l, err_lines](std::string_view d) {
+    err_lines->feed(d, [l](std::string_view line) {
+      launcher_log()->warn("{}: {}", l->host(), line);
+    });
   };
   h.on_exit = [l](const ssh::ExitInfo& e) {
     l->on_closed(e.error.empty()

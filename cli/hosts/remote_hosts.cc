@@ -133,6 +133,9 @@ std::map<int, std::vector<int>> plan_fanout(const std::vector<int>& remote, int 
 
 namespace {
 
+// The way around every failure that the fan-out tree adds.
+constexpr std::string_view kNoTree = "--ssh-fanout 0 makes horarun connect to every host itself";
+
 // Judges one host's probe (its output up to the agent's ready line): "" when the binary, the
 // program and the agent are fine, and then `probe_output` holds the agent's interface report.
 std::string judge_host(const ssh::RunResult& run, bool started, const RemoteOptions& options,
@@ -162,10 +165,8 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
       for (int child : children) {
         problems[child] =
             it == plan.hosts.end()
-                ? fmt::format(
-                      "{}: not tried: it is reached through {}, which failed (--ssh-fanout "
-                      "0 makes horarun connect to every host itself)",
-                      targets.at(child).describe(), name)
+                ? fmt::format("{}: not tried: it is reached through {}, which failed ({})",
+                              targets.at(child).describe(), name, kNoTree)
                 : fmt::format(
                       "{}: not tried: the preflight's deadline passed before {} could "
                       "start its agent; raise --start-timeout",
@@ -218,18 +219,18 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
           fmt::format("{}@{} via {}", target.user, target.describe(), via.target.alias);
       const std::optional<agent::RelayReady>& ready = hub->ready(static_cast<std::uint32_t>(child));
       if (!ready) {
-        problems[child] = fmt::format(
-            "{}: no answer from {}, which was to start its agent ({}); --ssh-fanout 0 makes "
-            "horarun connect to every host itself",
-            where, via.target.alias,
-            hub->parent_error().empty() ? "raise --start-timeout" : hub->parent_error());
+        problems[child] =
+            fmt::format("{}: no answer from {}, which was to start its agent ({}); {}", where,
+                        via.target.alias,
+                        hub->parent_error().empty() ? "raise --start-timeout" : hub->parent_error(),
+                        kNoTree);
         continue;
       }
       if (!ready->error.empty()) {
         problems[child] = fmt::format(
             "{} [this connection was made from {}, whose agent starts this host's for horarun; "
-            "--ssh-fanout 0 makes horarun connect to every host itself]",
-            ready->error, via.target.alias);
+            "{}]",
+            ready->error, via.target.alias, kNoTree);
         continue;
       }
       if (!ready->ran) {
@@ -254,8 +255,8 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
       if (host.launcher_address.empty()) {
         problems[child] = fmt::format(
             "{}: no route from this machine to {}, which {} reached; its ranks could not reach "
-            "the launcher (--ssh-fanout 0 makes horarun connect to every host itself)",
-            where, host.host_address, via.target.alias);
+            "the launcher ({})",
+            where, host.host_address, via.target.alias, kNoTree);
         continue;
       }
       host.probe_output = std::move(probe_output);
@@ -326,20 +327,13 @@ RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalH
     host.agent = agent::link_over_ssh(target.describe(), *host.session, std::move(r.started),
                                       r.started_rest);
   }
-  if (requests.size() < targets.size()) {
-    prepare_relayed_hosts(plan, tree, targets, probe, options, deadline, problems);
-    launcher_log()->info("preflight of {} hosts ({} through the agents of {}) took {}",
-                         targets.size(), targets.size() - requests.size(), requests.size(),
-                         hora::format_duration(
-                             std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 ssh::Clock::now() - t0)));
-  } else {
-    launcher_log()->info("preflight of {} host{} took {}", targets.size(),
-                         targets.size() == 1 ? "" : "s",
-                         hora::format_duration(
-                             std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 ssh::Clock::now() - t0)));
-  }
+  const std::size_t relayed = targets.size() - requests.size();
+  if (relayed > 0) prepare_relayed_hosts(plan, tree, targets, probe, options, deadline, problems);
+  launcher_log()->info(
+      "preflight of {} host{}{} took {}", targets.size(), targets.size() == 1 ? "" : "s",
+      relayed > 0 ? fmt::format(" ({} through the agents of {})", relayed, requests.size()) : "",
+      hora::format_duration(
+          std::chrono::duration_cast<std::chrono::milliseconds>(ssh::Clock::now() - t0)));
   if (!problems.empty()) {
     // Started agents end with their channels when `plan` goes away.
     std::string lines;

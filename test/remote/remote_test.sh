@@ -181,9 +181,9 @@ case_changed_host_key() {
   ok "a changed host key is refused with the fingerprint, only that host reported"
 }
 
-case_unreachable() {
-  up 1
-  # Nobody has .99 on the test network; ConnectTimeout keeps the wait short.
+# config_with_ghost: ./cfg, the test hosts' alias file plus `ghost`, an address nobody has on
+# the test network ($NET.99), with ConnectTimeout 2 to keep the wait short.
+config_with_ghost() {
   cat "$CONFIG" > cfg
   cat >> cfg <<CFG
 
@@ -195,6 +195,11 @@ Host ghost
   IdentityFile $STATE/id_ed25519
   UserKnownHostsFile $STATE/known_hosts
 CFG
+}
+
+case_unreachable() {
+  up 1
+  config_with_ghost
   local t0=$SECONDS
   # --start-timeout 120 (the preflight's deadline) so that a ConnectTimeout ignored would wait
   # far past the bound below, which is 20 times the 2 s expected.
@@ -309,17 +314,7 @@ case_fanout_tree_failures() {
   grep -q "rank 3 on h4 exited with code 7" err || fail "the cause does not name rank 3 on h4"
   wait_for 5 no_rank_processes || fail "processes left: $(rank_processes)"
   # A relayed host that does not answer: the preflight names it and where it was tried from.
-  cat "$CONFIG" > cfg
-  cat >> cfg <<CFG
-
-Host ghost
-  HostName $NET.99
-  Port 12345
-  User root
-  ConnectTimeout 2
-  IdentityFile $STATE/id_ed25519
-  UserKnownHostsFile $STATE/known_hosts
-CFG
+  config_with_ghost
   run 100 --start-timeout 60 --ssh-config cfg --ssh-fanout 1 -np 3 -H h1,h2,ghost touch "$WORK/launched"
   [ $rc -eq 1 ] || fail "unreachable relayed host: expected exit 1, got $rc"
   grep -q "preflight failed on 1 of 3" err || fail "expected exactly ghost to fail"
