@@ -5,6 +5,7 @@
 
 #include <hora/error.h>
 
+#include "runtime/core/copy.h"
 #include "runtime/engine/error_context.h"
 
 namespace hora::detail::engine {
@@ -158,7 +159,7 @@ void Executor::run_allreduce_batch(const std::vector<ReadyOp*>& batch, const Fin
       std::size_t offset = 0;
       for (const ReadyOp* op : batch) {
         std::size_t n = static_cast<std::size_t>(op->response.request.count) * elem;
-        if (n > 0) std::memcpy(buf + offset, op->state->sendbuf, n);
+        if (n > 0) copy_bytes(buf + offset, op->state->sendbuf, n);
         offset += n;
       }
       const auto packed = Clock::now();
@@ -167,7 +168,7 @@ void Executor::run_allreduce_batch(const std::vector<ReadyOp*>& batch, const Fin
       offset = 0;
       for (const ReadyOp* op : batch) {
         std::size_t n = static_cast<std::size_t>(op->response.request.count) * elem;
-        if (n > 0) std::memcpy(op->state->recvbuf, buf + offset, n);
+        if (n > 0) copy_bytes(op->state->recvbuf, buf + offset, n);
         offset += n;
       }
       const auto unpacked = Clock::now();

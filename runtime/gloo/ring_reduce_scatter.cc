@@ -6,6 +6,8 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "runtime/core/copy.h"
+
 namespace hora::detail::gloo {
 
 void ring_reduce_scatter(MeshContext& context, const void* sendbuf, void* recvbuf,
@@ -25,7 +27,7 @@ void ring_reduce_scatter(MeshContext& context, const void* sendbuf, void* recvbu
   // work accumulates partial sums block by block; incoming blocks land in scratch first.
   std::vector<unsigned char> work(total * element_size);
   std::vector<unsigned char> scratch(std::max<std::size_t>(largest * element_size, 1));
-  if (!work.empty()) std::memcpy(work.data(), sendbuf, work.size());
+  if (!work.empty()) copy_bytes(work.data(), sendbuf, work.size());
   auto work_buffer = context.createUnboundBuffer(work.data(), work.size());
   auto scratch_buffer = context.createUnboundBuffer(scratch.data(), scratch.size());
   const std::uint64_t slot = ::gloo::Slot::build(kReduceScatterSlotPrefix, tag);
@@ -46,7 +48,7 @@ void ring_reduce_scatter(MeshContext& context, const void* sendbuf, void* recvbu
     work_buffer->waitSend(timeout);
   }
   if (block_counts[r] > 0) {
-    std::memcpy(recvbuf, work.data() + offsets[r] * element_size, block_counts[r] * element_size);
+    copy_bytes(recvbuf, work.data() + offsets[r] * element_size, block_counts[r] * element_size);
   }
 }
 

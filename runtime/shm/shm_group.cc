@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/duration.h"
+#include "runtime/core/copy.h"
 #include "runtime/core/reduce.h"
 #include "runtime/shm/futex.h"
 
@@ -430,7 +431,7 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
 
   if (bytes <= kSmallAllreduceBytes && bytes <= region_bytes_) {
     const int h = next_half();
-    std::memcpy(region(me_, h), in, bytes);
+    copy_bytes(region(me_, h), in, bytes);
     first_sync(info, h, sig);
     reduce(out, region(0, h), region(1, h), count);
     for (int k = 2; k < n; ++k) reduce(out, out, region(k, h), count);
@@ -450,8 +451,8 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
     const std::size_t lo = bound(me_);
     const std::size_t hi = me_ + 1 == n ? len : bound(me_ + 1);
     // Published: every slice but this rank's own, which it reduces from its input directly.
-    std::memcpy(region(me_, h), in + off * e, lo * e);
-    std::memcpy(region(me_, h) + hi * e, in + (off + hi) * e, (len - hi) * e);
+    copy_bytes(region(me_, h), in + off * e, lo * e);
+    copy_bytes(region(me_, h) + hi * e, in + (off + hi) * e, (len - hi) * e);
     if (first) {
       first_sync(info, h, sig);
       first = false;
@@ -471,14 +472,14 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
         reduce(acc, a, region(k, h) + b0 * e, m);
         a = acc;
       }
-      std::memcpy(region(me_, h) + b0 * e, acc, m * e);
+      copy_bytes(region(me_, h) + b0 * e, acc, m * e);
     }
     sync(info);
     for (int j = 0; j < n; ++j) {
       if (j == me_) continue;  // reduced into the output above
       const std::size_t a = bound(j);
       const std::size_t b = j + 1 == n ? len : bound(j + 1);
-      if (b > a) std::memcpy(out + (off + a) * e, region(j, h) + a * e, (b - a) * e);
+      if (b > a) copy_bytes(out + (off + a) * e, region(j, h) + a * e, (b - a) * e);
     }
   }
 }
@@ -507,7 +508,7 @@ void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     const std::size_t at = t * region_bytes_;
     const int h = next_half();
     if (at < my_bytes)
-      std::memcpy(region(me_, h), send + at, std::min(region_bytes_, my_bytes - at));
+      copy_bytes(region(me_, h), send + at, std::min(region_bytes_, my_bytes - at));
     if (t == 0) {
       first_sync(info, h, signature(1, type, 0, hash_counts(counts)));
     } else {
@@ -516,7 +517,7 @@ void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     for (int k = 0; k < size_; ++k) {
       const std::size_t kb = counts[k] * e;
       if (k == me_ || at >= kb) continue;
-      std::memcpy(recv + disp[k] * e + at, region(k, h), std::min(region_bytes_, kb - at));
+      copy_bytes(recv + disp[k] * e + at, region(k, h), std::min(region_bytes_, kb - at));
     }
   }
   if (my_bytes > 0 && send != recv + disp[me_] * e) {
@@ -536,13 +537,13 @@ void ShmGroup::broadcast(void* buffer, std::size_t count, DataType type, int roo
     const std::size_t len = std::min(step_bytes, bytes - at);
     const int h = next_half();
     char* half = region(0, h);
-    if (me_ == root) std::memcpy(half, buf + at, len);
+    if (me_ == root) copy_bytes(half, buf + at, len);
     if (t == 0) {
       first_sync(info, h, signature(2, type, root, count));
     } else {
       sync(info);
     }
-    if (me_ != root) std::memcpy(buf + at, half, len);
+    if (me_ != root) copy_bytes(buf + at, half, len);
   }
 }
 
@@ -582,8 +583,8 @@ void ShmGroup::reducescatter(const void* sendbuf, void* recvbuf,
     const int h = next_half();
     for (int j = 0; j < n; ++j) {
       if (at < blocks[j]) {
-        std::memcpy(region(me_, h) + j * sub, send + (disp[j] + at) * e,
-                    std::min(q, blocks[j] - at) * e);
+        copy_bytes(region(me_, h) + j * sub, send + (disp[j] + at) * e,
+                   std::min(q, blocks[j] - at) * e);
       }
     }
     if (t == 0) {
@@ -595,14 +596,14 @@ void ShmGroup::reducescatter(const void* sendbuf, void* recvbuf,
       const std::size_t len = std::min(q, mine - at);
       const std::size_t slot = static_cast<std::size_t>(me_) * sub;
       if (n == 1) {
-        std::memcpy(out + at * e, region(0, h) + slot, len * e);
+        copy_bytes(out + at * e, region(0, h) + slot, len * e);
         continue;
       }
       reduce(out + at * e, region(0, h) + slot, region(1, h) + slot, len);
       for (int k = 2; k < n; ++k) reduce(out + at * e, out + at * e, region(k, h) + slot, len);
     }
   }
-  if (out != recv && mine > 0) std::memcpy(recv, out, mine * e);
+  if (out != recv && mine > 0) copy_bytes(recv, out, mine * e);
 }
 
 void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
@@ -642,7 +643,7 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
     for (int j = 0; j < n; ++j) {
       const std::size_t bytes = send_splits[j] * e;
       if (j != me_ && at < bytes) {
-        std::memcpy(region(me_, h) + j * sub, send + sdisp[j] * e + at, std::min(sub, bytes - at));
+        copy_bytes(region(me_, h) + j * sub, send + sdisp[j] * e + at, std::min(sub, bytes - at));
       }
     }
     if (t == 0) {
@@ -661,8 +662,8 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
     for (int k = 0; k < n; ++k) {
       const std::size_t bytes = recv_splits[k] * e;
       if (k == me_ || at >= bytes) continue;
-      std::memcpy(recv + rdisp[k] * e + at, region(k, h) + static_cast<std::size_t>(me_) * sub,
-                  std::min(sub, bytes - at));
+      copy_bytes(recv + rdisp[k] * e + at, region(k, h) + static_cast<std::size_t>(me_) * sub,
+                 std::min(sub, bytes - at));
     }
   }
   if (send_splits[me_] > 0) {
