@@ -521,7 +521,7 @@ void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     }
   }
   if (my_bytes > 0 && send != recv + disp[me_] * e) {
-    std::memmove(recv + disp[me_] * e, send, my_bytes);
+    copy_bytes(recv + disp[me_] * e, send, my_bytes);  // disjoint: an overlapping send was copied
   }
 }
 
@@ -666,8 +666,8 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
                  std::min(sub, bytes - at));
     }
   }
-  if (send_splits[me_] > 0) {
-    std::memmove(recv + rdisp[me_] * e, send + sdisp[me_] * e, send_splits[me_] * e);
+  if (send_splits[me_] > 0) {  // disjoint: an overlapping send buffer was copied above
+    copy_bytes(recv + rdisp[me_] * e, send + sdisp[me_] * e, send_splits[me_] * e);
   }
 }
 
