@@ -43,6 +43,13 @@ inline void cpu_relax() {
 #endif
 }
 
+// Copies into the caller's output buffer: with non-temporal stores when the collective writes
+// at least kStreamOutputBytes there (copy.h), with plain ones below.
+using CopyFn = void (*)(void*, const void*, std::size_t);
+CopyFn output_copy(std::size_t output_bytes) {
+  return output_bytes >= kStreamOutputBytes ? stream_bytes : copy_bytes;
+}
+
 std::size_t round_down(std::size_t v, std::size_t to) { return v / to * to; }
 std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
@@ -439,6 +446,7 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
   }
 
   const std::size_t chunk = region_bytes_ / e;  // elements per step
+  const CopyFn put = output_copy(bytes);
   bool first = true;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t len = std::min(chunk, count - off);
@@ -479,7 +487,7 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
       if (j == me_) continue;  // reduced into the output above
       const std::size_t a = bound(j);
       const std::size_t b = j + 1 == n ? len : bound(j + 1);
-      if (b > a) copy_bytes(out + (off + a) * e, region(j, h) + a * e, (b - a) * e);
+      if (b > a) put(out + (off + a) * e, region(j, h) + a * e, (b - a) * e);
     }
   }
 }
@@ -496,6 +504,7 @@ void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
   const char* send = static_cast<const char*>(sendbuf);
   char* recv = static_cast<char*>(recvbuf);
   const std::size_t my_bytes = count * e;
+  const CopyFn put = output_copy((disp.back() + counts.back()) * e);
   // In place (sendbuf is this rank's block of recvbuf) works: the own block is copied from the
   // send buffer before anything else is written.
   std::vector<char> copy;
@@ -517,11 +526,11 @@ void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
     for (int k = 0; k < size_; ++k) {
       const std::size_t kb = counts[k] * e;
       if (k == me_ || at >= kb) continue;
-      copy_bytes(recv + disp[k] * e + at, region(k, h), std::min(region_bytes_, kb - at));
+      put(recv + disp[k] * e + at, region(k, h), std::min(region_bytes_, kb - at));
     }
   }
   if (my_bytes > 0 && send != recv + disp[me_] * e) {
-    copy_bytes(recv + disp[me_] * e, send, my_bytes);  // disjoint: an overlapping send was copied
+    put(recv + disp[me_] * e, send, my_bytes);  // disjoint: an overlapping send was copied
   }
 }
 
@@ -533,6 +542,7 @@ void ShmGroup::broadcast(void* buffer, std::size_t count, DataType type, int roo
   const std::size_t bytes = count * size_of(type);
   const std::size_t step_bytes = half_bytes();  // the root fills a whole half
   char* buf = static_cast<char*>(buffer);
+  const CopyFn put = output_copy(bytes);
   for (std::size_t at = 0, t = 0; at < bytes || t == 0; at += step_bytes, ++t) {
     const std::size_t len = std::min(step_bytes, bytes - at);
     const int h = next_half();
@@ -543,7 +553,7 @@ void ShmGroup::broadcast(void* buffer, std::size_t count, DataType type, int roo
     } else {
       sync(info);
     }
-    if (me_ != root) copy_bytes(buf + at, half, len);
+    if (me_ != root) put(buf + at, half, len);
   }
 }
 
@@ -626,6 +636,7 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
   }
   const auto sdisp = displacements(send_splits);
   const auto rdisp = displacements(recv_splits);
+  const CopyFn put = output_copy(received * e);
   const char* send = static_cast<const char*>(sendbuf);
   char* recv = static_cast<char*>(recvbuf);
   std::vector<char> copy;
@@ -662,12 +673,12 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
     for (int k = 0; k < n; ++k) {
       const std::size_t bytes = recv_splits[k] * e;
       if (k == me_ || at >= bytes) continue;
-      copy_bytes(recv + rdisp[k] * e + at, region(k, h) + static_cast<std::size_t>(me_) * sub,
-                 std::min(sub, bytes - at));
+      put(recv + rdisp[k] * e + at, region(k, h) + static_cast<std::size_t>(me_) * sub,
+          std::min(sub, bytes - at));
     }
   }
   if (send_splits[me_] > 0) {  // disjoint: an overlapping send buffer was copied above
-    copy_bytes(recv + rdisp[me_] * e, send + sdisp[me_] * e, send_splits[me_] * e);
+    put(recv + rdisp[me_] * e, send + sdisp[me_] * e, send_splits[me_] * e);
   }
 }
 

@@ -1,6 +1,6 @@
 // runtime/core's kernels at the sizes and alignments where vector code has its edges:
-// copy_bytes (its own vector loops from kVectorCopyBytes up) and the reductions built at -O3
-// (vectorized bodies with scalar heads and tails).
+// copy_bytes and stream_bytes (their own vector loops from kVectorCopyBytes up) and the reductions
+// built at -O3 (vectorized bodies with scalar heads and tails).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -21,29 +21,35 @@ unsigned char pattern(std::size_t i) { return static_cast<unsigned char>(i * 131
 
 }  // namespace
 
-TEST_CASE("copy_bytes copies exactly n bytes at every alignment, below and above the vector size",
-          "[copy]") {
+TEST_CASE(
+    "copy_bytes and stream_bytes copy exactly n bytes at every alignment, below and above "
+    "the vector size",
+    "[copy]") {
   const std::size_t k = hora::detail::kVectorCopyBytes;
   const std::vector<std::size_t> sizes = {0,       1,          15,         31,
                                           32,      33,         k - 1,      k,
                                           k + 1,   k + 31,     k + 32,     k + 127,
                                           k + 128, 3 * k + 77, 65536 + 13, std::size_t{1} << 20};
-  for (std::size_t n : sizes) {
-    for (std::size_t src_off : {0, 1, 8, 31, 32, 33}) {
-      for (std::size_t dst_off : {0, 1, 16, 31, 32, 63}) {
-        std::vector<unsigned char> src(n + src_off + kGuard);
-        for (std::size_t i = 0; i < src.size(); ++i) src[i] = pattern(i);
-        std::vector<unsigned char> dst(kGuard + dst_off + n + kGuard, kGuardByte);
-        unsigned char* d = dst.data() + kGuard + dst_off;
-        hora::detail::copy_bytes(d, src.data() + src_off, n);
-        INFO("n " << n << ", source offset " << src_off << ", destination offset " << dst_off);
-        CHECK(std::memcmp(d, src.data() + src_off, n) == 0);
-        bool guards_intact = true;
-        for (std::size_t i = 0; i < kGuard + dst_off; ++i) guards_intact &= dst[i] == kGuardByte;
-        for (std::size_t i = kGuard + dst_off + n; i < dst.size(); ++i) {
-          guards_intact &= dst[i] == kGuardByte;
+  for (auto copy : {hora::detail::copy_bytes, hora::detail::stream_bytes}) {
+    for (std::size_t n : sizes) {
+      for (std::size_t src_off : {0, 1, 8, 31, 32, 33}) {
+        for (std::size_t dst_off : {0, 1, 16, 31, 32, 63}) {
+          std::vector<unsigned char> src(n + src_off + kGuard);
+          for (std::size_t i = 0; i < src.size(); ++i) src[i] = pattern(i);
+          std::vector<unsigned char> dst(kGuard + dst_off + n + kGuard, kGuardByte);
+          unsigned char* d = dst.data() + kGuard + dst_off;
+          copy(d, src.data() + src_off, n);
+          INFO((copy == hora::detail::copy_bytes ? "copy_bytes" : "stream_bytes")
+               << ": n " << n << ", source offset " << src_off << ", destination offset "
+               << dst_off);
+          CHECK(std::memcmp(d, src.data() + src_off, n) == 0);
+          bool guards_intact = true;
+          for (std::size_t i = 0; i < kGuard + dst_off; ++i) guards_intact &= dst[i] == kGuardByte;
+          for (std::size_t i = kGuard + dst_off + n; i < dst.size(); ++i) {
+            guards_intact &= dst[i] == kGuardByte;
+          }
+          CHECK(guards_intact);
         }
-        CHECK(guards_intact);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/copy.h"
 #include "runtime/core/reduce.h"
 #include "runtime/shm/segment.h"
 #include "runtime/shm/shm_group.h"
@@ -238,6 +239,60 @@ TEST_CASE("in-place allgather, reducescatter and alltoall give the same results"
       });
   CHECK(reports[0] == "");
   CHECK(reports[1] == "");
+}
+
+TEST_CASE("outputs of kStreamOutputBytes and more (copied with non-temporal stores) are right",
+          "[shm]") {
+  // Odd element counts just past the threshold: the copies start and end unaligned.
+  const std::size_t big = hora::detail::kStreamOutputBytes / 4 + 13;  // float32 elements
+  for (int n : {2, 3}) {
+    const auto outcomes = hora::test::run_forked(
+        n, hora::test::fresh_segment_name(), ShmOptions::kDefaultRegionBytes, 60s,
+        [big](ShmGroup& g, int r) -> std::string {
+          const int size = g.size();
+          const DataType f32 = DataType::kFloat32;
+          std::string errors;
+          const Bytes send = reduce_input(f32, big, r);
+          Bytes recv(send.size());
+          g.allreduce(send.data(), recv.data(), big, f32, ReduceOp::kSum, "local");
+          errors += check(recv, reference_reduce(f32, ReduceOp::kSum, big, size), "allreduce");
+
+          std::vector<std::size_t> counts;
+          Bytes want;
+          for (int k = 0; k < size; ++k) {
+            counts.push_back(big / static_cast<std::size_t>(size) + static_cast<std::size_t>(k));
+            const Bytes part = move_input(f32, counts[k], k);
+            want.insert(want.end(), part.begin(), part.end());
+          }
+          const Bytes mine = move_input(f32, counts[r], r);
+          Bytes got(want.size());
+          g.allgather(mine.data(), counts[r], got.data(), counts, f32, "local");
+          errors += check(got, want, "allgather");
+
+          Bytes buf = r == 1 ? move_input(f32, big, 1) : Bytes(big * 4, 0);
+          g.broadcast(buf.data(), big, f32, 1, "local");
+          errors += check(buf, move_input(f32, big, 1), "broadcast");
+
+          const std::size_t m = big / static_cast<std::size_t>(size);
+          std::vector<std::size_t> splits(static_cast<std::size_t>(size), m);
+          Bytes a2a_send, a2a_want;
+          for (int j = 0; j < size; ++j) {
+            const Bytes part = move_input(f32, m, r, static_cast<std::size_t>(j));
+            a2a_send.insert(a2a_send.end(), part.begin(), part.end());
+            const Bytes from = move_input(f32, m, j, static_cast<std::size_t>(r));
+            a2a_want.insert(a2a_want.end(), from.begin(), from.end());
+          }
+          Bytes a2a_got(a2a_want.size(), 0);
+          g.alltoall(a2a_send.data(), splits, a2a_got.data(), splits, f32, "local");
+          errors += check(a2a_got, a2a_want, "alltoall");
+          return errors;
+        });
+    for (int r = 0; r < n; ++r) {
+      INFO(n << " ranks, local rank " << r);
+      CHECK(WIFEXITED(outcomes[r].status));
+      CHECK(outcomes[r].report == "");
+    }
+  }
 }
 
 TEST_CASE("segment names differ between jobs and hosts, and between groups of one process",
