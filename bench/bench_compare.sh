@@ -71,8 +71,9 @@ jobs=("allreduce -b 4 -e 4 -n 2000 -w 200" "allreduce -b 1M -e 64M -f 4 -n 200 -
 for coll in allgather broadcast reducescatter; do jobs+=("$coll -b 1M -e 16M -f 16 -n 200 -w 20"); done
 # Each job runs for the four programs back to back (in an order that rotates between repeats),
 # so a drift of the shared machine's speed between minutes hits every column of a row alike; each
-# cell is the median of REPEATS runs (default 3).
-REPEATS=${REPEATS:-3}
+# cell is the median of REPEATS runs (default 5: the VM has slow minutes that a median of 3 can
+# still land in).
+REPEATS=${REPEATS:-5}
 tags=(hora gloo mpi_shm mpi_tcp)
 for ((rep = 0; rep < REPEATS; rep++)); do
   for np in $NP; do

@@ -66,15 +66,28 @@ run_mpi() {  # tag btl-list (--mca btl)
       "$mpi_bench" --collective allreduce $args 2>/dev/null | time_and_busbw)" >>"$results"
   done
 }
-run_hora hier 1
-run_hora flat 0
-run_mpi mpi_tcp self,tcp
+# Each cell is the median of REPEATS runs (default 5); the three programs run back to back in an
+# order that rotates between repeats, so a slow minute of the shared machine hits all alike.
+REPEATS=${REPEATS:-5}
+programs=("run_hora hier 1" "run_hora flat 0" "run_mpi mpi_tcp self,tcp")
+for ((rep = 0; rep < REPEATS; rep++)); do
+  for ((i = 0; i < 3; i++)); do
+    ${programs[(i + rep) % 3]}
+  done
+done
 
-echo "# allreduce across 2 test hosts x 2 ranks on $(hostname) ($(nproc) cores shared by both hosts), float32 sum, out of place"
+echo "# allreduce across 2 test hosts x 2 ranks on $(hostname) ($(nproc) cores shared by both hosts), float32 sum, out of place, median of $REPEATS"
 printf '%-44s %14s %16s\n' "" "4 B time (us)" "16 MiB busbw (GB/s)"
+# Medians per program and size of the runs that printed a row (a failed run prints none).
 awk '
-  { key = $1 " " $3; t[key] = $4; b[key] = $5 }
+  function median(list,    v, n, i, j, x) {
+    n = split(list, v, " ")
+    for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] + 0 > x + 0; j--) v[j + 1] = v[j]; v[j + 1] = x }
+    return n ? v[int((n + 1) / 2)] : ""
+  }
+  $4 != "" { key = $1 " " $3; tl[key] = tl[key] " " $4; bl[key] = bl[key] " " $5 }
   END {
+    for (k in tl) { t[k] = median(tl[k]); b[k] = median(bl[k]) }
     n = split("hier flat mpi_tcp", tags, " ")
     label["hier"] = "hora, hierarchical (the default here)"
     label["flat"] = "hora, HORA_HIERARCHICAL_ALLREDUCE=0"

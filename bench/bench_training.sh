@@ -5,7 +5,7 @@
 # on this host (override with NPS="1 2 4"). Issue 12's targets: async within 5% of blocking at
 # every size, and -np 4 faster per epoch than -np 1.
 #   bench/bench_training.sh [BUILD_DIR]        (default: build)
-# Each figure is the median of REPEATS one-epoch runs (default 5), the two modes interleaved so
+# Each figure is the median of REPEATS one-epoch runs (default 9), the two modes interleaved so
 # that a machine whose load drifts moves both alike. The time is the example's own "time" of
 # the epoch (training steps only: no start-up, data loading or evaluation).
 set -euo pipefail
@@ -14,7 +14,7 @@ build=${1:-$here/build}
 case "$build" in /*) ;; *) build=$here/$build ;; esac
 horarun=$build/cli/horarun
 example=$build/examples/fashion_mnist
-REPEATS=${REPEATS:-5}
+REPEATS=${REPEATS:-9}
 NPS=${NPS:-"1 2 4"}
 for f in "$horarun" "$example"; do
   [[ -x $f ]] || { echo "bench_training: $f is missing; build it (ninja -C $build)" >&2; exit 1; }

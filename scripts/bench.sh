@@ -68,7 +68,7 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 then bench/bench_compare_hosts.sh: 2 test hosts x 2 ranks, allreduce 4 B time
                 and 16 MiB busbw, hora hierarchical and flat vs Open MPI over TCP
   training      bench/bench_training.sh: the Fashion-MNIST example's epoch time through the
-                async API (the default) and --blocking at -np 1, 2 and 4, median of 5 runs each,
+                async API (the default) and --blocking at -np 1, 2 and 4, median of 9 runs each,
                 with async/blocking and the speed-up over -np 1
   torch         bench/bench_torch.sh: steps/s of hora.torch's DistributedOptimizer vs DDP over
                 torch's gloo, both under horarun, at -np 2 and 4, with the ratio
