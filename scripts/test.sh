@@ -55,7 +55,7 @@ summarize build "suite"
 # .ci/run's 45 minutes (CONTRIBUTING.md, "Sanitizers"). Not `remote` (SSH test hosts in network
 # namespaces: slow, and what it adds over `integration` is sshd's side) and not `gpu` (NCCL is
 # not in this build).
-read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime engine cli network integration}"
+read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime shm engine cli network integration}"
 if [ "${HORA_ASAN:-1}" != 0 ]; then
   if [ ! -f build-asan/build.ninja ]; then
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
