@@ -97,13 +97,7 @@ echo "# hora vs Open MPI on $(hostname) ($(nproc) cores, $(uname -r)), float32 s
 echo "# times in us, busbw in GB/s; ratio = hora/MPI (4 B: of times; otherwise: of busbw)"
 printf '%-14s %3s %9s | %17s | %17s | %17s | %17s | %7s %7s\n' collective np size \
   "hora shm" "hora HORA_SHM=0" "MPI shm" "MPI tcp" "/shm" "/tcp"
-awk '
-  # median(LIST): the median of a space-separated list of numbers.
-  function median(list,   v, m, i, j, x) {
-    m = split(list, v, " ")
-    for (i = 2; i <= m; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-    return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-  }
+awk "$(cat "$here/bench/median.awk")"'
   { key = $3 " " $2 " " $4; ts[$1 " " key] = ts[$1 " " key] " " $5; bs[$1 " " key] = bs[$1 " " key] " " $6
     if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
   END {

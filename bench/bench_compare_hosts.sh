@@ -79,12 +79,7 @@ done
 echo "# allreduce across 2 test hosts x 2 ranks on $(hostname) ($(nproc) cores shared by both hosts), float32 sum, out of place, median of $REPEATS"
 printf '%-44s %14s %16s\n' "" "4 B time (us)" "16 MiB busbw (GB/s)"
 # Medians per program and size of the runs that printed a row (a failed run prints none).
-awk '
-  function median(list,    v, n, i, j, x) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] + 0 > x + 0; j--) v[j + 1] = v[j]; v[j + 1] = x }
-    return n ? v[int((n + 1) / 2)] : ""
-  }
+awk "$(cat "$here/bench/median.awk")"'
   $4 != "" { key = $1 " " $3; tl[key] = tl[key] " " $4; bl[key] = bl[key] " " $5 }
   END {
     for (k in tl) { t[k] = median(tl[k]); b[k] = median(bl[k]) }

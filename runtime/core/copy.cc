@@ -64,11 +64,9 @@ bool cpu_has_avx() {
 
 void copy_bytes(void* dst, const void* src, std::size_t n) {
 #ifdef HORA_COPY_X86
-  if (n >= kVectorCopyBytes) {
-    if (cpu_has_avx()) {
-      copy_avx<false>(static_cast<char*>(dst), static_cast<const char*>(src), n);
-      return;
-    }
+  if (n >= kVectorCopyBytes && cpu_has_avx()) {
+    copy_avx<false>(static_cast<char*>(dst), static_cast<const char*>(src), n);
+    return;
   }
 #endif
   if (n > 0) std::memcpy(dst, src, n);

@@ -1,7 +1,7 @@
 // copy_bytes and stream_bytes: the copies every large data move of the runtime goes through (the
 // shared-memory collectives, the engine's fusion buffer, the reduce-scatter ring).
 //
-// Above kVectorCopyBytes it copies with vector loads and stores of its own instead of memcpy.
+// From kVectorCopyBytes up they copy with vector loads and stores of their own, not memcpy.
 // glibc 2.36 copies such sizes with `rep movsb`, which on the AMD EPYC machine hora is measured
 // on ran at about half the speed of a vector loop: the shared-memory allreduce of 1 MiB at -np 4
 // took 1750 us through memcpy and 950 us with glibc's `rep movsb` threshold raised out of the
