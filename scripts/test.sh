@@ -58,7 +58,7 @@ summarize build "suite"
 
 # ---- sanitizers ----
 # Unit and integration suites of every folder, as a 2-core CI machine can afford them within
-# .ci/run's 45 minutes (CONTRIBUTING.md, "Sanitizers"). Not `remote` (SSH test hosts in network
+# .ci/run's budget (CONTRIBUTING.md, "Time budget"). Not `remote` (SSH test hosts in network
 # namespaces: slow, and what it adds over `integration` is sshd's side) and not `gpu` (NCCL is
 # not in this build).
 read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime shm engine cli network integration}"
