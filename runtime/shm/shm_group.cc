@@ -467,19 +467,31 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
     } else {
       sync(info);
     }
-    // Own data first, then the others in rank order (the order every rank's slice follows),
-    // into the output, one cache-sized block at a time: each block is reduced while it stays
-    // in the first-level cache and then published from there for the other ranks to copy.
+    // Rank 0's data, then rank 1's, and so on, as the small path above and every other slice:
+    // an element's result does not depend on which rank reduced it, so neither does it on how
+    // the buffer was cut into slices and chunks (the engine fuses different tensors together
+    // from one run to the next). One cache-sized block at a time: each block is reduced while
+    // it stays in the first-level cache and then published from there for the other ranks to
+    // copy. All steps but the last go to the scratch block: in place, the output is this
+    // rank's input, which a step before its own turn must not overwrite.
     const std::size_t block = std::max<std::size_t>(1, kReduceBlockBytes / e);
+    // On a cache line, as the output's slices are: the kernels' 32-byte stores must not split.
+    if (scratch_.size() < block * e + kCacheLine) scratch_.resize(block * e + kCacheLine);
+    char* tmp =
+        scratch_.data() +
+        (kCacheLine - reinterpret_cast<std::uintptr_t>(scratch_.data()) % kCacheLine) % kCacheLine;
     for (std::size_t b0 = lo; b0 < hi; b0 += block) {
       const std::size_t m = std::min(block, hi - b0);
-      char* acc = out + (off + b0) * e;
-      const char* a = in + (off + b0) * e;
-      for (int k = 0; k < n; ++k) {
-        if (k == me_) continue;
-        reduce(acc, a, region(k, h) + b0 * e, m);
-        a = acc;
+      auto source = [&](int k) -> const char* {
+        return k == me_ ? in + (off + b0) * e : region(k, h) + b0 * e;
+      };
+      const char* a = source(0);
+      for (int k = 1; k + 1 < n; ++k) {
+        reduce(tmp, a, source(k), m);
+        a = tmp;
       }
+      char* acc = out + (off + b0) * e;
+      reduce(acc, a, source(n - 1), m);
       copy_bytes(region(me_, h) + b0 * e, acc, m * e);
     }
     sync(info);

@@ -143,6 +143,7 @@ class ShmGroup {
   char* data_ = nullptr;
   PeerWatch peers_;
   std::vector<pid_t> pids_;
+  std::vector<char> scratch_;   // allreduce's partial sums, one reduce block
   std::uint32_t barriers_ = 0;  // barriers this rank entered
   int half_ = 1;
   std::optional<std::string> broken_;  // the first failure's message

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Integration tests of horarun with real ranks: `horarun_test.sh CASE [ARGS]`.
 # Environment: HORARUN (the launcher), PROBE (rank_probe), COLLECTIVES (collectives_check),
-# DROPPER (connection_dropper), ALLREDUCE_ONCE (allreduce_once).
+# DROPPER (connection_dropper), ALLREDUCE_ONCE (allreduce_once), FASHION_MNIST (the example).
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
 WORK=$(mktemp -d /tmp/horarun_test.XXXXXX)
@@ -29,6 +29,31 @@ case_collectives() {
   run 240 -np "$np" -H "localhost:$np" "$COLLECTIVES"
   check_collectives "$np"
   ok "every collective x dtype x op at -np $np"
+}
+
+# The main job (scripts/demo.sh) for one epoch, twice: every rank ends with the same weights,
+# and so does the second run. The shared-memory allreduce sums every element in rank order
+# whichever rank reduces it, so the engine's fusion (which varies with timing) cannot change a
+# bit of the result.
+case_fashion_mnist() {
+  local sums=() n
+  for n in 1 2; do
+    run 300 -np 4 -H localhost:4 "$FASHION_MNIST" --epochs 1
+    [ $rc -eq 0 ] || fail "run $n: rc=$rc"
+    local acc
+    acc=$(sed -n 's/.*final test accuracy \([0-9.]*\)%.*/\1/p' out)
+    [ -n "$acc" ] || fail "run $n: no final test accuracy"
+    awk -v a="$acc" 'BEGIN { exit !(a >= 80) }' || fail "run $n: test accuracy $acc% after 1 epoch (< 80%)"
+    local ranks
+    ranks=$(grep -c 'rank [0-3]: final weights fnv1a64' out)
+    [ "$ranks" -eq 4 ] || fail "run $n: $ranks of 4 ranks printed their weights' checksum"
+    local distinct
+    distinct=$(sed -n 's/.*final weights fnv1a64 //p' out | sort -u)
+    [ "$(echo "$distinct" | wc -l)" -eq 1 ] || fail "run $n: ranks ended with different weights: $distinct"
+    sums+=("$distinct")
+  done
+  [ "${sums[0]}" = "${sums[1]}" ] || fail "two runs of the same job ended with different weights: ${sums[*]}"
+  ok "fashion_mnist -np 4: $acc% after 1 epoch, weights ${sums[0]} on every rank, in both runs"
 }
 
 case_plain() {

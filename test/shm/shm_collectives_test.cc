@@ -295,6 +295,48 @@ TEST_CASE("outputs of kStreamOutputBytes and more (copied with non-temporal stor
   }
 }
 
+TEST_CASE("a float sum is folded in rank order whichever rank reduces the element", "[shm]") {
+  // Values whose sum depends on the order: ((1e8 + 1) - 1e8) + 0.5 is 0.5 in float32 (1 is
+  // below 1e8's ulp), but a rank that starts from its own -1e8 gets 1.5. Past the small path's
+  // 16 KiB every rank reduces its own slice, and slices move with the buffer's length (the
+  // engine fuses different tensors from one run to the next): the result must not.
+  const float kBase[] = {1e8f, 1.0f, -1e8f, 0.5f};
+  auto value = [&](int r, std::size_t i) { return kBase[r] * static_cast<float>(i % 5 + 1); };
+  const std::size_t count = 50000 + 3;  // 200 KB: many slices, an odd tail
+  for (std::size_t region : {std::size_t{256}, ShmOptions::kDefaultRegionBytes}) {
+    for (int n : {3, 4}) {
+      const auto outcomes = hora::test::run_forked(
+          n, hora::test::fresh_segment_name(), region, 30s, [&](ShmGroup& g, int r) -> std::string {
+            std::vector<float> want(count);
+            for (std::size_t i = 0; i < count; ++i) {
+              float acc = value(0, i);
+              for (int k = 1; k < n; ++k) acc += value(k, i);
+              want[i] = acc;
+            }
+            std::vector<float> send(count), out(count), inplace(count);
+            for (std::size_t i = 0; i < count; ++i) send[i] = inplace[i] = value(r, i);
+            g.allreduce(send.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum,
+                        "local");
+            g.allreduce(inplace.data(), count, DataType::kFloat32, ReduceOp::kSum, "local");
+            std::string errors;
+            for (std::size_t i = 0; i < count && errors.empty(); ++i) {
+              if (std::memcmp(&out[i], &want[i], 4) != 0 ||
+                  std::memcmp(&inplace[i], &want[i], 4) != 0) {
+                errors = fmt::format("element {}: {} out of place, {} in place, {} in rank order",
+                                     i, out[i], inplace[i], want[i]);
+              }
+            }
+            return errors;
+          });
+      for (int r = 0; r < n; ++r) {
+        INFO(n << " ranks, region " << region << " bytes, local rank " << r);
+        CHECK(WIFEXITED(outcomes[r].status));
+        CHECK(outcomes[r].report == "");
+      }
+    }
+  }
+}
+
 TEST_CASE("segment names differ between jobs and hosts, and between groups of one process",
           "[shm]") {
   using hora::detail::shm::Segment;
