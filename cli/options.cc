@@ -320,6 +320,22 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
                     rest.front(), kUsageHint));
   }
   const std::size_t options_end = rewritten.args.size() - rest.size();
+  // An option that takes a value, followed by another option (`--ssh-config $EMPTY -np 4`):
+  // CLI11 takes the second for the first's value, and the job would fail with a message about
+  // something else (here: no -np).
+  for (std::size_t i = 0; i + 1 < options_end; ++i) {
+    const std::string& name = rewritten.args[i];
+    const std::string& next = rewritten.args[i + 1];
+    if (name.size() < 2 || name[0] != '-' || next.size() < 2 || next[0] != '-') continue;
+    const CLI::Option* option = app->get_option_no_throw(name);
+    if (option == nullptr || option->get_expected_min() < 1) continue;
+    if (app->get_option_no_throw(next) == nullptr) continue;
+    throw UsageError(fmt::format(
+        "{} has no value: the argument after it is {}, another option; give {} its value (a shell "
+        "variable that expanded to nothing?); {}",
+        args[rewritten.origin[i]], args[rewritten.origin[i + 1]], args[rewritten.origin[i]],
+        kUsageHint));
+  }
   out.split.options.assign(rewritten.args.begin(),
                            rewritten.args.begin() + static_cast<std::ptrdiff_t>(options_end));
   if (!rest.empty()) {

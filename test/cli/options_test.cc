@@ -144,6 +144,10 @@ TEST_CASE("usage errors say what to change") {
       {{"-np", "2", "--network-interfaces", "eth0,,eth1", "x"}, "empty interface name"},
       {{"-np", "2", "-H"}, "--hosts"},
       {{"-np", "2", "--bogus", "--verbose", "x"}, "unknown option --bogus"},
+      // A value that expanded to nothing: the next option is not taken for the value.
+      {{"--ssh-config", "-np", "4", "-H", "a:2", "x"},
+       "--ssh-config has no value: the argument after it is -np, another option"},
+      {{"-np", "2", "--hostfile", "--verbose", "x"}, "--hostfile has no value"},
   };
   for (const Case& c : cases) {
     INFO("args: " << Catch::Detail::stringify(c.args));

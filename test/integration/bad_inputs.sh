@@ -54,6 +54,7 @@ ROWS=(
   'missing interpreter | 126 | interpreter '"'"'/nonexistent/python9'"'"' does not exist;exited with code 126 | -np 1 ./no_interpreter.sh $M'
   'one host, two names | 2   | hosts localhost and 127.0.0.1 are both this machine | -H localhost:2,127.0.0.1:2 true $M'
   'unknown option      | 2   | unknown option --no-such-option         | --no-such-option true $M'
+  'option, no value    | 2   | --ssh-config has no value;-np, another option | --ssh-config -np 1 true $M'
   '--mpi               | 2   | --mpi: hora has no MPI mode             | --mpi -np 1 true $M'
   '--min-np 2          | 2   | --min-np;no elastic mode                | --min-np 2 true $M'
 )
