@@ -65,7 +65,7 @@ read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime shm
 if [ "${HORA_ASAN:-1}" != 0 ]; then
   if [ ! -f build-asan/build.ninja ]; then
     # -O0: at -O2 the sanitizers' instrumentation made this build 3-4x the normal one's compile
-    # time (172 CPU-minutes, more than .ci/run's whole budget on 2 cores); at -O0 it costs about
+    # time (172 job-minutes in .ninja_log, CONTRIBUTING.md "Time budget"); at -O0 it costs about
     # the normal build's. The tests wait on deadlines more than they compute, and the data
     # kernels (hora_kernels) keep their -O3.
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
