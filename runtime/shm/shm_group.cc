@@ -475,11 +475,9 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
     // copy. All steps but the last go to the scratch block: in place, the output is this
     // rank's input, which a step before its own turn must not overwrite.
     const std::size_t block = std::max<std::size_t>(1, kReduceBlockBytes / e);
-    // On a cache line, as the output's slices are: the kernels' 32-byte stores must not split.
-    if (scratch_.size() < block * e + kCacheLine) scratch_.resize(block * e + kCacheLine);
-    char* tmp =
-        scratch_.data() +
-        (kCacheLine - reinterpret_cast<std::uintptr_t>(scratch_.data()) % kCacheLine) % kCacheLine;
+    const std::size_t lines = (block * e + kCacheLine - 1) / kCacheLine;
+    if (scratch_.size() < lines) scratch_.resize(lines);
+    char* tmp = scratch_.data()->bytes;
     for (std::size_t b0 = lo; b0 < hi; b0 += block) {
       const std::size_t m = std::min(block, hi - b0);
       auto source = [&](int k) -> const char* {

@@ -143,7 +143,12 @@ class ShmGroup {
   char* data_ = nullptr;
   PeerWatch peers_;
   std::vector<pid_t> pids_;
-  std::vector<char> scratch_;   // allreduce's partial sums, one reduce block
+  // allreduce's partial sums, one reduce block, on cache lines as the output's slices are (the
+  // kernels' 32-byte stores must not split).
+  struct alignas(kCacheLine) CacheLine {
+    char bytes[kCacheLine];
+  };
+  std::vector<CacheLine> scratch_;
   std::uint32_t barriers_ = 0;  // barriers this rank entered
   int half_ = 1;
   std::optional<std::string> broken_;  // the first failure's message
