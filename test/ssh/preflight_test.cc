@@ -7,9 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <limits>
-#include <sstream>
+#include <chrono>
+#include <string>
+#include <vector>
 
 #include "ssh/errors.h"
 #include "test/ssh/local_sshd.h"
@@ -19,6 +19,7 @@ HORA_TEST_MAIN_SKIP_UNLESS(hora::ssh::test::LocalSshd::unavailable_reason())
 
 using namespace hora::ssh;
 using hora::ssh::test::LocalSshd;
+using hora::ssh::test::sh;
 using namespace std::chrono_literals;
 
 namespace {
@@ -87,26 +88,33 @@ TEST_CASE("every host is probed; failures carry their own reason; results keep r
 }
 
 TEST_CASE("hosts are probed concurrently: every probe runs while the others run", "[preflight]") {
-  // Structural, not timed: each probe prints the (shared, same-machine) clock before and after
-  // its sleep. The probes overlapped iff the latest start comes before the earliest end; run one
-  // after another, every start would follow the previous end however slow the logins are.
+  // Structural, not timed: each probe adds a file to a shared directory, then waits until all
+  // four files are there. That happens only if the four run at once; run one after another, the
+  // first probe waits alone until its deadline and fails, and each later one finds that deadline
+  // passed, so every probe's output names how many had arrived. The deadline (an absolute time,
+  // shared by all four) leaves a loaded machine a minute for four logins, and falls inside the
+  // preflight's own deadline and the test's timeout (test/ssh/meson.build).
+  constexpr int kProbes = 4;
   LocalSshd sshd;
-  std::vector<ProbeRequest> reqs;
-  for (int i = 0; i < 4; ++i) {
-    reqs.push_back({sshd.target(), "date +%s%N; sleep 1; date +%s%N", ""});
-  }
-  const auto results = probe_hosts(reqs, {}, Clock::now() + 60s);
-  long long latest_start = 0, earliest_end = std::numeric_limits<long long>::max();
+  const std::string dir = sshd.dir() / "rendezvous";
+  sh("mkdir " + dir);
+  const long long until = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch() + 60s)
+                              .count();
+  const std::string probe = "d=" + dir + "; mktemp \"$d/probe.XXXXXX\" >/dev/null || exit 2; " +
+                            "while set -- \"$d\"/probe.*; [ $# -lt " + std::to_string(kProbes) +
+                            " ]; do [ \"$(date +%s)\" -lt " + std::to_string(until) +
+                            " ] || { echo \"only $# of " + std::to_string(kProbes) +
+                            " probes arrived\"; exit 1; }; sleep 0.05; done; echo \"$# arrived\"";
+  std::vector<ProbeRequest> reqs(kProbes, ProbeRequest{sshd.target(), probe, ""});
+  const auto results = probe_hosts(reqs, {}, Clock::now() + 90s);
+  REQUIRE(results.size() == reqs.size());
   for (const auto& r : results) {
+    INFO(r.error_message);
     REQUIRE(r.ok());
-    std::istringstream out(r.run->out);
-    long long start = 0, end = 0;
-    REQUIRE(out >> start >> end);
-    CHECK(start < end);
-    latest_start = std::max(latest_start, start);
-    earliest_end = std::min(earliest_end, end);
+    CHECK(r.run->out == std::to_string(kProbes) + " arrived\n");
+    CHECK(r.run->exit_status == 0);
   }
-  CHECK(latest_start < earliest_end);
 }
 
 TEST_CASE("a probe that outlives the deadline fails that host with a timeout", "[preflight]") {
