@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh  # clang-format for the check below; build.sh runs it again (a no-op then)
 bash scripts/format.sh --check
+python3 scripts/check_paths.py
 
 werror=false
 if [ "${HORA_WERROR:-0}" = 1 ]; then werror=true; fi

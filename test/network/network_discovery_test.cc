@@ -140,7 +140,7 @@ struct Probed {
   std::chrono::milliseconds took{0};
 };
 
-// The launcher's probe sequence over `hosts`, as network_probe.h describes it.
+// The launcher's probe sequence over `hosts`, as cli/network/probe.h describes it.
 Probed probe(const std::vector<TestHost>& hosts) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::seconds(60);
@@ -231,7 +231,7 @@ TEST_CASE("discovery on 3 namespace hosts keeps only the routable interfaces, qu
   }
   // Unreachable targets end at the connect deadline (2 s), not after TCP's SYN retries (over
   // 2 min): 40 s tells the two apart with room for a loaded machine. The speed figure is
-  // scripts/bench_discovery.sh's.
+  // bench/discovery.sh's.
   CHECK(p.took < std::chrono::seconds(40));
   WARN("discovery on 3 hosts took " << p.took.count() << " ms");
 }

@@ -453,7 +453,7 @@ case_discovery() {
   [ -n "$ms" ] || fail "no discovery timing in the --verbose log"
   # No bound on $ms here: a loaded machine may take any time the job's deadlines allow, and the
   # job above succeeding proves discovery finished within them. The speed figure is
-  # scripts/bench_discovery.sh's.
+  # bench/discovery.sh's.
   grep -q "^network: reachability measured by the probes:" out || fail "--verbose did not print the reachability table"
   ok "discovery on 3 hosts picks the common routable eth0 (not the partly isolated second network) in $ms ms"
 }

@@ -6,7 +6,7 @@
 // hora::shutdown()" or "called before hora::init()"); none may touch the runtime after it is
 // destroyed. Under AddressSanitizer (meson setup -Db_sanitize=address,undefined) a use after free
 // fails this test; without a sanitizer it would usually pass even with the defect, so the
-// sanitizer build is what proves it (docs/testing.md).
+// sanitizer build is what proves it (CONTRIBUTING.md, "Sanitizers").
 #include <atomic>
 #include <cstdlib>
 #include <string>
