@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli/agent/agent.h"
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/launch/launcher.h"
 #include "cli/network/probe.h"
 #include "cli/spawn/guard.h"

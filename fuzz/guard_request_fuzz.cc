@@ -1,5 +1,5 @@
-// libFuzzer harness: the guard's stdin request parser (cli/guard_request.h), what a guard does
-// with the bytes the launcher (or anything else) writes to its stdin. Properties checked:
+// libFuzzer harness: the guard's stdin request parser (cli/spawn/guard_request.h), what a guard
+// does with the bytes the launcher (or anything else) writes to its stdin. Properties checked:
 //   * decode either throws GuardProtocolError, returns nullopt (incomplete), or returns a request
 //     with a command and `consumed` within the input;
 //   * a complete request is incomplete (nullopt, no error) at every shorter prefix, as a stream
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/spawn/guard_request.h"
 #include "fuzz/fuzz_check.h"
 

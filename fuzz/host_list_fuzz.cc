@@ -1,5 +1,5 @@
-// libFuzzer harness: the -H host list and the hostfile parser (cli/host_list.h; the cli folder may
-// move it to cli/hosts/). The same input is parsed as an -H argument and as a hostfile.
+// libFuzzer harness: the -H host list and the hostfile parser (cli/hosts/host_list.h; the cli
+// folder may move it to cli/hosts/). The same input is parsed as an -H argument and as a hostfile.
 // Properties checked:
 //   * the parsers either throw UsageError or return hosts with a name and 1..kMaxSlots slots;
 //   * an accepted host list, written back as `user@address:slots,...`, parses to the same hosts.
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/hosts/host_list.h"
 #include "fuzz/fuzz_check.h"
 

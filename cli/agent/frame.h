@@ -6,7 +6,7 @@
 //
 // `id` names one child of the agent (chosen by the launcher, unique per link). Frames of
 // different children interleave; frames of one child keep their order. Socket- and process-free,
-// so the decoder can be fuzzed (fuzz/agent_frame.cc).
+// so the decoder can be fuzzed (fuzz/agent_frame_fuzz.cc).
 #pragma once
 
 #include <cstdint>

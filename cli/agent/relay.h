@@ -22,7 +22,7 @@ namespace hora::cli::agent {
 
 // One host a relaying agent is to start an agent on: what the launcher resolved through its
 // ssh_config (connect exactly there, with those keys and known_hosts files), and the probe
-// command (cli/hosts/remote_hosts.h, probe_command) that checks the binary and runs
+// command (cli/remote/remote_hosts.h, probe_command) that checks the binary and runs
 // `horarun --agent`, kept running after `marker` (agent.h, kReadyLine).
 struct RelayTarget {
   std::uint32_t id = 0;  // names the host in every RELAY_* frame of this link

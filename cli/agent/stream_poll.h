@@ -1,5 +1,5 @@
 // Blocking waits on agent Streams (agent_link.h) outside an io_context: the preflight's wait for
-// relayed hosts (cli/hosts/remote_hosts.cc) and network discovery's probes (cli/network/).
+// relayed hosts (cli/remote/remote_hosts.cc) and network discovery's probes (cli/network/).
 #pragma once
 
 #include <chrono>

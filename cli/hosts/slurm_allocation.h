@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/base/environment.h"
 #include "cli/hosts/host_list.h"
-#include "cli/options.h"
 
 namespace hora::cli {
 

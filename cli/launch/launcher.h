@@ -1,11 +1,11 @@
 // The launch pipeline: one job from the command line to horarun's exit code, step by step
 // (docs/architecture.md, "A job's life"):
-//   1. parse      the command line (cli/options.h)
+//   1. parse      the command line (cli/options/options.h)
 //   2. resolve    the host list or hostfile into the rank table; check --network-interfaces
 //                 (cli/hosts/, cli/network/spec.h)
-//   3. preflight  every remote host over SSH (cli/hosts/remote_hosts.h)
+//   3. preflight  every remote host over SSH (cli/remote/remote_hosts.h)
 //   4. network    choose each host's interface and the launcher's address
-//                 (cli/network/job_network.h); --dry-run stops here
+//                 (cli/launch/job_network.h); --dry-run stops here
 //   5. rendezvous, spawn and supervise: the Supervisor runs the rendezvous server, starts every
 //                 rank's guard and ends the job (cli/spawn/supervisor.h)
 //
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "cli/options/options.h"
 
 namespace hora::cli {
 

@@ -1,7 +1,7 @@
 // Choosing one network interface per host (docs/network.md, "How interfaces are chosen").
 //
-// Pure: the inputs are what the probes reported (network_probe.h), the spec from
-// --network-interfaces (network_spec.h) and the reachability the connect probes measured; the
+// Pure: the inputs are what the probes reported (cli/network/probe.h), the spec from
+// --network-interfaces (cli/network/spec.h) and the reachability the connect probes measured; the
 // output is, per host, the interface its ranks bind (HORA_IFACE, GLOO_SOCKET_IFNAME,
 // NCCL_SOCKET_IFNAME) and the address peers reach it at. Nothing here touches the network.
 //
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/network/probe.h"
 #include "cli/network/spec.h"
 

@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "common/unique_fd.h"
 
 namespace hora::cli {

@@ -29,7 +29,7 @@
 //       A target is ok only when the TCP connection was established and the greeting carried
 //       its TOKEN; everything ends at one deadline (--probe-timeout-ms, default 2000).
 //
-// The launcher's sequence (network_choice.h builds the decision from the results): run
+// The launcher's sequence (cli/network/choice.h builds the decision from the results): run
 // --probe-interfaces on every host (the preflight's probe); start --probe-listen on every host
 // and read up to "ready"; run --probe-connect on every host with every *other* host's endpoints;
 // close the listeners' stdin. A target reached by connect proves that the source host can open

@@ -8,7 +8,7 @@
 // Options already splits the comma lists and the repeatable --network-interface into items;
 // parse_network_spec() turns the items into a NetworkSpec and rejects what cannot be an
 // interface name. Whether a host has the interface is checked later, against the host's probe
-// (network_choice.h).
+// (cli/network/choice.h).
 #pragma once
 
 #include <map>
@@ -25,7 +25,7 @@ struct NetworkSpec {
 
   bool empty() const { return global.empty() && per_host.empty(); }
   // The names `host` must have: its own entry if it has one, else the global names (possibly
-  // none: the host's interface is then discovered, see network_choice.h).
+  // none: the host's interface is then discovered, see cli/network/choice.h).
   const std::vector<std::string>& names_for(const std::string& host) const;
 };
 

@@ -45,7 +45,7 @@ void configure_logging(bool verbose) {
   launcher_log()->set_level(verbose ? spdlog::level::info : spdlog::level::warn);
   make("rendezvous", "horarun: rendezvous: %l: %v", spdlog::level::err)
       ->set_level(verbose ? spdlog::level::info : spdlog::level::err);
-  // Registered here first, so ssh/log.cc finds it: the SSH layer's notices (a host key recorded,
+  // Registered here first, so ssh/log.h finds it: the SSH layer's notices (a host key recorded,
   // a connection lost) read like the launcher's own lines. A recorded host key is shown always,
   // as ssh(1) does ("Permanently added ...").
   make("ssh", "horarun: ssh: %l: %v", spdlog::level::info);

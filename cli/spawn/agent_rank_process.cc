@@ -7,7 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "cli/agent/pipe_stream.h"
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/output/log.h"
 #include "ssh/format.h"
 

@@ -31,7 +31,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "cli/agent/agent_link.h"
-#include "cli/hosts/remote_hosts.h"
+#include "cli/remote/remote_hosts.h"
 #include "cli/spawn/rank_process.h"
 #include "cli/spawn/stream_driver.h"
 #include "ssh/session.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cli/hosts/rank_table.h"
-#include "cli/options.h"
+#include "cli/options/options.h"
 #include "cli/spawn/rank_environment.h"
 
 namespace hora::cli {

@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/spawn/cpu_binding.h"
 #include "cli/spawn/exec_failure.h"
 #include "cli/spawn/guard_request.h"

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 
 namespace hora::cli {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/output/log.h"
 #include "cli/spawn/supervisor.h"
 #include "rendezvous/errors.h"

@@ -23,7 +23,7 @@ namespace hora::cli {
 struct SupervisorConfig;
 
 // global, local_<host name> and cross_<local rank> with their sizes. The host names are the
-// rank table's, byte for byte what HOROVOD_HOSTNAME carries (cli/rank_environment.cc).
+// rank table's, byte for byte what HOROVOD_HOSTNAME carries (cli/spawn/rank_environment.cc).
 rdv::horovod::ScopePlan horovod_scope_plan(const RankTable& table);
 
 // The addresses to listen on: every host's rendezvous_host (one each, in order), or

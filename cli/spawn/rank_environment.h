@@ -1,7 +1,7 @@
 // The environment block of one rank: the contract of docs/environment.md (HORA_*, Horovod's and
 // torchrun's names), plus variables from -x and --tcp, then the launcher's own forwarded
-// environment (cli/env_forwarding.h) for names still unset. The guard sets these on top of the
-// environment it was started with (docs/launcher.md); test/cli/rank_environment_test.cc holds
+// environment (cli/spawn/env_forwarding.h) for names still unset. The guard sets these on top of
+// the environment it was started with (docs/launcher.md); test/cli/rank_environment_test.cc holds
 // this file to docs/environment.md.
 #pragma once
 
@@ -11,11 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "cli/base/environment.h"
 #include "cli/hosts/rank_table.h"
 
 namespace hora::cli {
-
-using EnvBlock = std::vector<std::pair<std::string, std::string>>;
 
 // Facts about the job that are the same for every rank, or chosen per host by the caller.
 struct JobFacts {
@@ -33,7 +32,7 @@ struct JobFacts {
   bool tcp = false;       // --tcp: NCCL_IB_DISABLE=1
   EnvBlock tuning;        // runtime tuning from horovodrun's engine flags
   EnvBlock forwarded;     // -x NAME=VALUE, applied last (the user's word wins)
-  // The launcher's environment minus the denylist (cli/env_forwarding.h); set only for names
+  // The launcher's environment minus the denylist (cli/spawn/env_forwarding.h); set only for names
   // the contract, the tuning and -x leave unset.
   EnvBlock inherited;
   std::string run_id;                // TORCHELASTIC_RUN_ID

@@ -16,7 +16,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "cli/spawn/horovod_rendezvous.h"

@@ -53,11 +53,11 @@ struct SupervisorConfig {
   std::string master_addr = "127.0.0.1";
   // Per host (index into the rank table's hosts); empty: every rank reaches the rendezvous at
   // bind_address and uses `iface` (all-local jobs). Set when any host is remote: the server then
-  // binds bind_address (the launcher host's chosen address, see cli/network/job_network.h) and each
+  // binds bind_address (the launcher host's chosen address, see cli/launch/job_network.h) and each
   // host is told the address it can reach.
   std::vector<HostNetwork> host_network;
   // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote
-  // the launcher can only check a port on this machine (cli/network/job_network.cc passes the
+  // the launcher can only check a port on this machine (cli/launch/job_network.cc passes the
   // wildcard address).
   std::string master_port_probe_address;
   JobFacts facts;  // start_timeout, log_level, tcp, forwarded; the rest is
@@ -71,7 +71,7 @@ struct SupervisorConfig {
     double shutdown_seconds = 0;  // 0: never
   };
   StallCheck stall;
-  // Serve Horovod's Gloo HTTP rendezvous (cli/horovod_rendezvous.h); --no-horovod-rendezvous.
+  // Serve Horovod's Gloo HTTP rendezvous (cli/spawn/horovod_rendezvous.h); --no-horovod-rendezvous.
   bool horovod_rendezvous = true;
 
   // From the abort notice to asking guards to terminate: time for ranks to print the reason

@@ -1,5 +1,5 @@
 // The preflight's program check: the snippet run by a real /bin/sh, judged as the preflight does.
-#include "cli/hosts/command_probe.h"
+#include "cli/remote/command_probe.h"
 
 #include <stdio.h>
 #include <sys/stat.h>

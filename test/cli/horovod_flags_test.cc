@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "cli/options.h"
+#include "cli/options/options.h"
 
 using namespace hora::cli;
 using Catch::Matchers::Contains;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/hosts/host_list.h"
 
 using Catch::Matchers::Contains;

@@ -1,9 +1,9 @@
 // apply_job_network(): where the rendezvous server listens, what each host is told, and the
-// interface variables per host, from a given choice (cli/network/job_network.h). The choice itself
+// interface variables per host, from a given choice (cli/launch/job_network.h). The choice itself
 // and discovery are tested in test/network and test/remote.
 #include <catch2/catch.hpp>
 
-#include "cli/network/job_network.h"
+#include "cli/launch/job_network.h"
 
 using namespace hora::cli;
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/launch/launcher.h"
 #include "test/read_file.h"
 

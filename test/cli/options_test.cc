@@ -1,8 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "cli/errors.h"
-#include "cli/hosts/remote_hosts.h"
-#include "cli/options.h"
+#include "cli/base/errors.h"
+#include "cli/launch/job_hosts.h"
+#include "cli/options/options.h"
+#include "cli/remote/remote_hosts.h"
 
 using Catch::Matchers::Contains;
 using hora::cli::Environment;
@@ -283,13 +284,17 @@ TEST_CASE("--launcher: slurm inside an allocation without -H, ssh otherwise, ref
   const hora::cli::Environment alloc = {{"SLURM_JOB_ID", "12"},
                                         {"SLURM_JOB_NODELIST", "n[1-2]"},
                                         {"SLURM_TASKS_PER_NODE", "3,1"}};
-  // auto inside an allocation, no -H: the allocation's hosts, -np their slots.
+  // auto inside an allocation, no -H: the allocation's hosts (read by the launch pipeline, once),
+  // -np their slots.
   Options o = parse_options({"true"}, alloc);
   CHECK(o.slurm);
-  REQUIRE(o.slurm_hosts.size() == 2);
-  CHECK(o.slurm_hosts[0].name == "n1");
-  CHECK(o.slurm_hosts[0].slots == 3);
-  CHECK(o.num_proc == 4);
+  CHECK(o.hosts_from_allocation);
+  CHECK_FALSE(o.num_proc.has_value());
+  const hora::cli::JobHosts job = hora::cli::resolve_job_hosts(o, alloc);
+  REQUIRE(job.table.hosts().size() == 2);
+  CHECK(job.table.hosts()[0].name == "n1");
+  CHECK(job.table.hosts()[0].slots == 3);
+  CHECK(job.table.size() == 4);
   // -np is still the user's when given.
   CHECK(parse_options({"-np", "2", "true"}, alloc).num_proc == 2);
   // auto with -H inside an allocation: SSH, as before.
@@ -298,7 +303,7 @@ TEST_CASE("--launcher: slurm inside an allocation without -H, ssh otherwise, ref
   // --launcher slurm with -H: srun to the listed hosts.
   Options hs = parse_options({"--launcher", "slurm", "-H", "n1:1", "true"}, alloc);
   CHECK(hs.slurm);
-  CHECK(hs.slurm_hosts.empty());
+  CHECK_FALSE(hs.hosts_from_allocation);
   // --launcher ssh inside an allocation: no srun, and -np is required again.
   CHECK_THROWS_AS(parse_options({"--launcher", "ssh", "true"}, alloc), hora::cli::UsageError);
   // Outside an allocation --launcher slurm says what to do.

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/output/output.h"
 #include "test/read_file.h"
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/hosts/rank_table.h"
 
 using Catch::Matchers::Contains;

@@ -1,4 +1,4 @@
-// The fan-out tree's logic (cli/agent/relay.h, relay_stream.h, cli/hosts/remote_hosts.h): the
+// The fan-out tree's logic (cli/agent/relay.h, relay_stream.h, cli/remote/remote_hosts.h): the
 // RELAY_* payloads, which hosts relay which, and how a relayed host's agent link rides on its
 // relaying host's link. The relaying host's channel is a fake Stream here (the seam); the
 // remote suite's fanout_tree cases run the same code over real SSH on test hosts.
@@ -12,7 +12,7 @@
 #include "cli/agent/frame.h"
 #include "cli/agent/relay.h"
 #include "cli/agent/relay_stream.h"
-#include "cli/hosts/remote_hosts.h"
+#include "cli/remote/remote_hosts.h"
 
 using namespace hora::cli;
 using namespace hora::cli::agent;

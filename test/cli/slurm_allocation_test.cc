@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/hosts/slurm_allocation.h"
 
 using Catch::Matchers::Contains;

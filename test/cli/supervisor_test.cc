@@ -18,7 +18,7 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/output/log.h"
 #include "cli/spawn/supervisor.h"
 #include "common/endpoint.h"

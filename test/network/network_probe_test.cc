@@ -13,7 +13,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/network/probe.h"
 
 using namespace hora::cli;

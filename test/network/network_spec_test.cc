@@ -1,7 +1,7 @@
 // --network-interfaces parsing: global names, per-host entries, mixing, and the usage errors.
 #include <catch2/catch.hpp>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/network/spec.h"
 
 using Catch::Matchers::Contains;

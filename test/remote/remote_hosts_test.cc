@@ -9,8 +9,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "cli/errors.h"
-#include "cli/hosts/remote_hosts.h"
+#include "cli/base/errors.h"
+#include "cli/remote/remote_hosts.h"
 #include "cli/spawn/agent_rank_process.h"
 
 using namespace hora::cli;

@@ -213,7 +213,7 @@ gone_or_zombie() { gone "$1" || [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/nul
 
 # ---------------------------------------------------------------- horarun through srun
 # horarun inside an allocation, without -H: the hosts and slots come from Slurm's variables and
-# each node's agent starts as a one-task srun step (cli/hosts/slurm_agents.h). HORARUN and
+# each node's agent starts as a one-task srun step (cli/remote/slurm_agents.h). HORARUN and
 # COLLECTIVES (test/integration/collectives_check) come from meson.
 
 # horarun_job SECONDS SALLOC_ARGS -- HORARUN_ARGS...: horarun inside `salloc`, output in ./out

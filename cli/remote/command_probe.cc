@@ -1,4 +1,4 @@
-#include "cli/hosts/command_probe.h"
+#include "cli/remote/command_probe.h"
 
 #include <fmt/format.h>
 

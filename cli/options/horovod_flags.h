@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "cli/options/options.h"
 
 namespace CLI {
 class App;

@@ -7,7 +7,7 @@
 //   --network-interfaces given     -> the named interfaces, checked on every host;
 //   every host is this machine     -> loopback;
 //   one remote host                -> its best interface (the one SSH reached it on first);
-//   otherwise                      -> discovery (network_discovery.h) across all hosts, this
+//   otherwise                      -> discovery (cli/launch/discovery.h) across all hosts, this
 //                                     machine taking part in-process when it runs ranks.
 // apply_job_network() turns the choice into the supervisor's configuration.
 #pragma once
@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "cli/hosts/rank_table.h"
-#include "cli/hosts/remote_hosts.h"
 #include "cli/network/choice.h"
 #include "cli/network/spec.h"
+#include "cli/remote/remote_hosts.h"
 #include "cli/spawn/supervisor.h"
 
 namespace hora::cli {

@@ -1,11 +1,11 @@
-#include "cli/network/job_network.h"
+#include "cli/launch/job_network.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli/network/discovery.h"
+#include "cli/launch/discovery.h"
 #include "cli/network/probe.h"
 #include "cli/output/log.h"
 

@@ -15,7 +15,7 @@
 
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
-#include "cli/hosts/remote_hosts.h"
+#include "cli/remote/remote_hosts.h"
 
 namespace hora::cli {
 
@@ -28,7 +28,7 @@ std::vector<std::string> srun_agent_command(const std::string& node,
 // Starts an agent on every host of `hosts` that is not this machine, all at once, and waits
 // for every one to be ready within `timeout`. Throws PreflightError naming every host that
 // failed (srun's own message included), like prepare_remote_hosts. `command_check`: the user's
-// program, checked on every node as over SSH (cli/hosts/command_probe.h).
+// program, checked on every node as over SSH (cli/remote/command_probe.h).
 RemotePlan prepare_slurm_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
                                const std::string& horarun_path, const CommandCheck& command_check,
                                std::chrono::seconds timeout);

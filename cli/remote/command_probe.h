@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "cli/options.h"
+#include "cli/options/options.h"
 
 namespace hora::cli {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cli/agent/agent_link.h"
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 #include "cli/network/choice.h"
 #include "ssh/session.h"
 

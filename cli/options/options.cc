@@ -1,4 +1,4 @@
-#include "cli/options.h"
+#include "cli/options/options.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,11 +13,10 @@
 #include <spdlog/common.h>
 #include <CLI/CLI.hpp>
 
-#include "cli/errors.h"
-#include "cli/horovod_flags.h"
+#include "cli/base/errors.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
-#include "cli/hosts/slurm_allocation.h"
+#include "cli/options/horovod_flags.h"
 
 namespace hora::cli {
 namespace {
@@ -362,12 +361,8 @@ void apply_launcher(const std::string& launcher, const Environment& env, Options
   if (options.force_ssh) {
     throw UsageError("--force-ssh and --launcher slurm contradict each other; give one");
   }
-  if (listed) return;
-  options.slurm_hosts = *slurm_hosts(env);
-  if (!options.num_proc) {
-    options.num_proc = static_cast<int>(
-        std::min<long long>(total_slots(options.slurm_hosts), std::numeric_limits<int>::max()));
-  }
+  // The allocation's hosts are read by the launch pipeline (cli/launch/job_hosts.h), once.
+  options.hosts_from_allocation = !listed;
 }
 
 }  // namespace
@@ -494,7 +489,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
 
   options.command = std::move(parsed.split.command);
   const bool listed =
-      !options.hosts.empty() || !options.hostfile.empty() || !options.slurm_hosts.empty();
+      !options.hosts.empty() || !options.hostfile.empty() || options.hosts_from_allocation;
   if (!options.num_proc && !listed && !options.check_build) {
     throw UsageError("-np is required without -H or --hostfile (e.g. horarun -np 4 ./train)");
   }

@@ -1,6 +1,7 @@
 // Which hosts are remote, how to reach them, and whether they are ready: steps 2 and 3 of "A
-// job's life" (docs/architecture.md; cli/launch/launcher.h). prepare_remote_hosts() resolves
-// every remote host through ssh_config, then preflights all of them at once with one deadline:
+// job's life" (docs/architecture.md; cli/launch/launcher.h). resolve_remote_hosts() resolves
+// every remote host through ssh_config (the launch pipeline does it once); prepare_remote_hosts()
+// then preflights all of them at once with one deadline:
 // connect, host key, authentication, and
 // a probe command that checks the horarun binary at the remote path (and, when the caller gives
 // one, runs an extra probe such as `horarun --probe-interfaces`). Any failure on any host throws
@@ -20,10 +21,10 @@
 
 #include "cli/agent/agent_link.h"
 #include "cli/agent/ssh_stream.h"
-#include "cli/errors.h"
-#include "cli/hosts/command_probe.h"
+#include "cli/base/errors.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
+#include "cli/remote/command_probe.h"
 #include "ssh/config.h"
 #include "ssh/session.h"
 
@@ -46,7 +47,7 @@ struct RemoteOptions {
   ssh::ConnectOptions connect;  // agent socket, resolver
   std::string horarun_path;     // the agent binary on every remote host (absolute)
   std::chrono::seconds preflight_timeout = kDefaultPreflightTimeout;
-  // The user's program, checked on every host before the extra probe (cli/command_probe.h).
+  // The user's program, checked on every host before the extra probe (cli/remote/command_probe.h).
   CommandCheck command_check;
   int ssh_fanout = kDefaultSshFanout;  // --ssh-fanout
 };
@@ -61,7 +62,7 @@ struct RemoteHost {
   // command of the job on this host — probes, guards — goes through the agent.
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<agent::AgentLink> agent;
-  bool via_srun = false;  // started by srun (cli/hosts/slurm_agents.h): no session
+  bool via_srun = false;  // started by srun (cli/remote/slurm_agents.h): no session
   // Reached through this host's agent (the fan-out tree: it connected over SSH and carries the
   // agent's bytes); empty when horarun connected itself. No session then either.
   std::string relay_parent;
@@ -116,10 +117,12 @@ std::string judge_probe(const ssh::RunResult& run, bool started, const std::stri
 // values: the hosts each relays, in order. Pure; exposed for tests.
 std::map<int, std::vector<int>> plan_fanout(const std::vector<int>& remote, int fanout);
 
-// Resolves and preflights: one SSH connection and one exec channel per remote host, on which the
-// agent then keeps running; past options.ssh_fanout hosts, the direct hosts' agents make the
-// other connections (plan_fanout). Throws PreflightError naming every failing host.
-RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
+// Preflights `targets` (resolve_remote_hosts() of `hosts`): one SSH connection and one exec
+// channel per remote host, on which the agent then keeps running; past options.ssh_fanout hosts,
+// the direct hosts' agents make the other connections (plan_fanout). Throws PreflightError naming
+// every failing host.
+RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
+                                const std::map<int, ssh::Target>& targets,
                                 const RemoteOptions& options);
 
 }  // namespace hora::cli

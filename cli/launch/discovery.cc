@@ -1,4 +1,4 @@
-#include "cli/network/discovery.h"
+#include "cli/launch/discovery.h"
 
 #include <fcntl.h>
 #include <unistd.h>

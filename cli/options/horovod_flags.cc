@@ -1,4 +1,4 @@
-#include "cli/horovod_flags.h"
+#include "cli/options/horovod_flags.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <cctype>
 #include <cmath>
 
-#include "cli/errors.h"
-#include "cli/horovod_config_file.h"
-#include "cli/spawn/rank_environment.h"
+#include "cli/base/environment.h"
+#include "cli/base/errors.h"
+#include "cli/options/horovod_config_file.h"
 
 namespace hora::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "cli/hosts/slurm_agents.h"
+#include "cli/remote/slurm_agents.h"
 
 #include <cstring>
 #include <map>

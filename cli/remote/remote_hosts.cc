@@ -1,4 +1,4 @@
-#include "cli/hosts/remote_hosts.h"
+#include "cli/remote/remote_hosts.h"
 
 #include <algorithm>
 #include <system_error>
@@ -268,10 +268,10 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
 
 }  // namespace
 
-RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts, const LocalHost& local,
+RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
+                                const std::map<int, ssh::Target>& targets,
                                 const RemoteOptions& options) {
   RemotePlan plan;
-  const std::map<int, ssh::Target> targets = resolve_remote_hosts(hosts, local, options);
   if (targets.empty()) return plan;
   std::vector<int> remote;
   for (const auto& [index, target] : targets) remote.push_back(index);

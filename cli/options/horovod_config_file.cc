@@ -1,10 +1,10 @@
-#include "cli/horovod_config_file.h"
+#include "cli/options/horovod_config_file.h"
 
 #include <fmt/format.h>
 
 #include <fstream>
 
-#include "cli/errors.h"
+#include "cli/base/errors.h"
 
 namespace hora::cli {
 namespace {

@@ -11,11 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "cli/hosts/host_list.h"
+#include "cli/base/environment.h"
 
 namespace hora::cli {
-
-using Environment = std::map<std::string, std::string>;
 
 struct Options {
   static constexpr std::chrono::seconds kDefaultStartTimeout{30};
@@ -39,7 +37,7 @@ struct Options {
   std::string ssh_identity_file;  // -i/--ssh-identity-file
   std::string ssh_config;         // --ssh-config FILE
   // --ssh-fanout: past this many remote hosts, horarun connects to this many and their agents
-  // start the others' (cli/hosts/remote_hosts.h); 0: every host directly.
+  // start the others' (cli/remote/remote_hosts.h); 0: every host directly.
   int ssh_fanout = kDefaultSshFanout;
   std::string ssh_strict_host_key_checking = kDefaultStrictHostKeyChecking;
   // Given on the command line: then it wins over StrictHostKeyChecking in ssh_config.
@@ -59,11 +57,11 @@ struct Options {
   // node); "auto" (the default) is slurm inside a Slurm allocation when neither -H nor
   // --hostfile is given, else ssh. Resolved here: `slurm` says which.
   bool slurm = false;
-  // With slurm and no -H/--hostfile: the allocation's hosts and slots
-  // (cli/hosts/slurm_allocation.h).
-  std::vector<HostSpec> slurm_hosts;
+  // With slurm and no -H/--hostfile: the hosts and slots are the allocation's, read once by the
+  // launch pipeline (cli/launch/job_hosts.h, cli/hosts/slurm_allocation.h); -np may be omitted.
+  bool hosts_from_allocation = false;
   std::string horarun_path;  // --horarun-path
-  // horovodrun's flags and hora's Horovod support (cli/horovod_flags.h).
+  // horovodrun's flags and hora's Horovod support (cli/options/horovod_flags.h).
   bool horovod_rendezvous = true;   // --no-horovod-rendezvous turns it off
   bool forward_environment = true;  // --no-env-forwarding: only the contract and -x
 
