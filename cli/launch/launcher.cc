@@ -36,6 +36,7 @@
 #include "cli/spawn/env_forwarding.h"
 #include "cli/spawn/supervisor.h"
 #include "common/fd_limit.h"
+#include "common/job_environment.h"
 #include "common/unique_fd.h"
 #include "common/write_all.h"
 #include "ssh/known_hosts.h"
@@ -173,10 +174,10 @@ SupervisorConfig::StallCheck stall_check(const JobFacts &facts,
     return std::nullopt;
   };
   SupervisorConfig::StallCheck stall;
-  stall.enabled = setting("HORA_STALL_CHECK_DISABLE").value_or(0) == 0;
+  stall.enabled = setting(job_env::kStallCheckDisable).value_or(0) == 0;
   stall.warning_seconds =
-      setting("HORA_STALL_CHECK_SECONDS").value_or(stall.warning_seconds);
-  stall.shutdown_seconds = setting("HORA_STALL_SHUTDOWN_SECONDS").value_or(0);
+      setting(job_env::kStallCheckSeconds).value_or(stall.warning_seconds);
+  stall.shutdown_seconds = setting(job_env::kStallShutdownSeconds).value_or(0);
   if (!(stall.warning_seconds > 0))
     stall.enabled = false;
   return stall;

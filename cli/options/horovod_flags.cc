@@ -10,6 +10,7 @@
 #include "cli/base/environment.h"
 #include "cli/base/errors.h"
 #include "cli/options/horovod_config_file.h"
+#include "common/job_environment.h"
 
 namespace hora::cli {
 namespace {
@@ -65,19 +66,6 @@ void non_negative(const char* flag, double v) {
   }
 }
 
-// hora's tuning variables and the Horovod variable that means the same, same value.
-constexpr std::pair<const char*, const char*> kHoraToHorovod[] = {
-    {"HORA_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"},
-    {"HORA_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME"},
-    {"HORA_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"},
-    {"HORA_TIMELINE", "HOROVOD_TIMELINE"},
-    {"HORA_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES"},
-    {"HORA_STALL_CHECK_DISABLE", "HOROVOD_STALL_CHECK_DISABLE"},
-    {"HORA_STALL_CHECK_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS"},
-    {"HORA_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"},
-    {"HORA_TIMEOUT_SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS"},
-};
-
 bool has(const EnvBlock& env, const std::string& name) {
   return std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
 }
@@ -127,11 +115,11 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
         throw UsageError(fmt::format("--config-file {}: controller: {}: {}", path, value, kNoMpi));
       }
     } else if (key == "params.fusion_threshold_mb") {
-      hora_var("HORA_FUSION_THRESHOLD", 1048576.0);
+      hora_var(job_env::kFusionThreshold, 1048576.0);
     } else if (key == "params.cycle_time_ms") {
-      hora_var("HORA_CYCLE_TIME_MS");
+      hora_var(job_env::kCycleTimeMs);
     } else if (key == "params.cache_capacity") {
-      hora_var("HORA_CACHE_CAPACITY");
+      hora_var(job_env::kCacheCapacity);
     } else if (key == "params.hierarchical_allreduce") {
       opt_bool(raw.hierarchical_allreduce);
     } else if (key == "params.hierarchical_allgather") {
@@ -153,20 +141,20 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
         raw.autotune_gaussian_process_noise = parse_number(key, value);
       }
     } else if (key == "timeline.filename") {
-      if (!has(t, "HORA_TIMELINE")) t.emplace_back("HORA_TIMELINE", value);
+      if (!has(t, job_env::kTimeline)) t.emplace_back(job_env::kTimeline, value);
     } else if (key == "timeline.mark_cycles") {
-      if (!has(t, "HORA_TIMELINE_MARK_CYCLES") && !raw.timeline_mark_cycles &&
+      if (!has(t, job_env::kTimelineMarkCycles) && !raw.timeline_mark_cycles &&
           parse_bool(key, value)) {
-        t.emplace_back("HORA_TIMELINE_MARK_CYCLES", "1");
+        t.emplace_back(job_env::kTimelineMarkCycles, "1");
       }
     } else if (key == "stall_check.enabled") {
-      if (!has(t, "HORA_STALL_CHECK_DISABLE") && !raw.stall_check && !parse_bool(key, value)) {
-        t.emplace_back("HORA_STALL_CHECK_DISABLE", "1");
+      if (!has(t, job_env::kStallCheckDisable) && !raw.stall_check && !parse_bool(key, value)) {
+        t.emplace_back(job_env::kStallCheckDisable, "1");
       }
     } else if (key == "stall_check.warning_time_seconds") {
-      hora_var("HORA_STALL_CHECK_SECONDS");
+      hora_var(job_env::kStallCheckSeconds);
     } else if (key == "stall_check.shutdown_time_seconds") {
-      hora_var("HORA_STALL_SHUTDOWN_SECONDS");
+      hora_var(job_env::kStallShutdownSeconds);
     } else if (key == "library_options.mpi_threads_disable") {
       opt_bool(raw.mpi_threads_disable);
     } else if (key == "library_options.num_nccl_streams") {
@@ -174,7 +162,7 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
     } else if (key == "library_options.thread_affinity") {
       opt_count(raw.thread_affinity);
     } else if (key == "library_options.gloo_timeout_seconds") {
-      hora_var("HORA_TIMEOUT_SECONDS");
+      hora_var(job_env::kTimeout);
     } else if (key == "logging.level") {
       if (options.log_level.empty()) {
         std::string l = value;
@@ -202,9 +190,11 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
 }  // namespace
 
 void add_horovod_flags(CLI::App& app, HorovodRawFlags& raw) {
-  app.add_flag("--no-horovod-rendezvous", raw.no_horovod_rendezvous,
-               "do not serve Horovod's Gloo HTTP rendezvous (HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT "
-               "unset); for jobs that do not use Horovod");
+  app.add_flag(
+      "--no-horovod-rendezvous", raw.no_horovod_rendezvous,
+      fmt::format("do not serve Horovod's Gloo HTTP rendezvous ({}, {} unset); for jobs that "
+                  "do not use Horovod",
+                  job_env::kHorovodGlooRendezvousAddr, job_env::kHorovodGlooRendezvousPort));
   app.add_flag("--no-env-forwarding", raw.no_env_forwarding,
                "do not forward horarun's environment to the ranks (only the contract and -x; "
                "the default forwards all but a denylist, see docs/launcher.md)");
@@ -216,30 +206,34 @@ void add_horovod_flags(CLI::App& app, HorovodRawFlags& raw) {
                  "horovodrun's YAML config file (params, autotune, timeline, stall_check, "
                  "library_options, logging); flags on the command line win");
   add_switch(app, "hierarchical-allreduce", raw.hierarchical_allreduce,
-             "Horovod's hierarchical allreduce (HOROVOD_HIERARCHICAL_ALLREDUCE)");
+             fmt::format("Horovod's hierarchical allreduce ({})",
+                         job_env::kHorovodHierarchicalAllreduce));
   add_switch(app, "hierarchical-allgather", raw.hierarchical_allgather,
-             "Horovod's hierarchical allgather (HOROVOD_HIERARCHICAL_ALLGATHER)");
+             fmt::format("Horovod's hierarchical allgather ({})",
+                         job_env::kHorovodHierarchicalAllgather));
   add_switch(app, "torus-allreduce", raw.torus_allreduce,
-             "Horovod's torus allreduce (HOROVOD_TORUS_ALLREDUCE)");
-  add_switch(app, "autotune", raw.autotune, "Horovod's autotuning (HOROVOD_AUTOTUNE)");
-  app.add_option("--autotune-log-file", raw.autotune_log_file, "HOROVOD_AUTOTUNE_LOG");
+             fmt::format("Horovod's torus allreduce ({})", job_env::kHorovodTorusAllreduce));
+  add_switch(app, "autotune", raw.autotune,
+             fmt::format("Horovod's autotuning ({})", job_env::kHorovodAutotune));
+  app.add_option("--autotune-log-file", raw.autotune_log_file, job_env::kHorovodAutotuneLog);
   app.add_option("--autotune-warmup-samples", raw.autotune_warmup_samples,
-                 "HOROVOD_AUTOTUNE_WARMUP_SAMPLES");
+                 job_env::kHorovodAutotuneWarmupSamples);
   app.add_option("--autotune-steps-per-sample", raw.autotune_steps_per_sample,
-                 "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE");
+                 job_env::kHorovodAutotuneStepsPerSample);
   app.add_option("--autotune-bayes-opt-max-samples", raw.autotune_bayes_opt_max_samples,
-                 "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES");
+                 job_env::kHorovodAutotuneBayesOptMaxSamples);
   app.add_option("--autotune-gaussian-process-noise", raw.autotune_gaussian_process_noise,
-                 "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE (0..1)");
+                 fmt::format("{} (0..1)", job_env::kHorovodAutotuneGaussianProcessNoise));
   add_switch(app, "mpi-threads-disable", raw.mpi_threads_disable,
-             "HOROVOD_MPI_THREADS_DISABLE (passed on; hora has no MPI)");
-  app.add_option("--num-nccl-streams", raw.num_nccl_streams, "HOROVOD_NUM_NCCL_STREAMS");
-  app.add_option("--thread-affinity", raw.thread_affinity, "HOROVOD_THREAD_AFFINITY");
+             fmt::format("{} (passed on; hora has no MPI)", job_env::kHorovodMpiThreadsDisable));
+  app.add_option("--num-nccl-streams", raw.num_nccl_streams, job_env::kHorovodNumNcclStreams);
+  app.add_option("--thread-affinity", raw.thread_affinity, job_env::kHorovodThreadAffinity);
   add_switch(app, "log-with-timestamp", raw.log_with_timestamp,
-             "Horovod's log lines with (or without) a timestamp (HOROVOD_LOG_HIDE_TIME)");
+             fmt::format("Horovod's log lines with (or without) a timestamp ({})",
+                         job_env::kHorovodLogHideTime));
   app.add_flag_callback(
       "--log-without-timestamp", [&raw] { raw.log_with_timestamp = false; },
-      "HOROVOD_LOG_HIDE_TIME=1");
+      fmt::format("{}=1", job_env::kHorovodLogHideTime));
   app.add_flag_callback(
       "--log-hide-timestamp", [&raw] { raw.log_with_timestamp = false; },
       "deprecated spelling of --log-without-timestamp");
@@ -286,17 +280,17 @@ void apply_horovod_flags(const HorovodRawFlags& given, const Environment& /*env*
   // hora's timeline flag negation and stall check re-enable act on hora's own variables too.
   if (raw.timeline_mark_cycles == false) {
     t.erase(std::remove_if(t.begin(), t.end(),
-                           [](const auto& kv) { return kv.first == "HORA_TIMELINE_MARK_CYCLES"; }),
+                           [](const auto& kv) { return kv.first == job_env::kTimelineMarkCycles; }),
             t.end());
   }
   if (raw.stall_check == true) {
     t.erase(std::remove_if(t.begin(), t.end(),
-                           [](const auto& kv) { return kv.first == "HORA_STALL_CHECK_DISABLE"; }),
+                           [](const auto& kv) { return kv.first == job_env::kStallCheckDisable; }),
             t.end());
   }
   // Horovod's names for what hora's flags set.
   const EnvBlock hora_names = t;
-  for (const auto& [hora, horovod] : kHoraToHorovod) {
+  for (const auto& [hora, horovod] : job_env::kHoraToHorovod) {
     for (const auto& [name, value] : hora_names) {
       if (name == hora) put(t, horovod, value);
     }
@@ -304,23 +298,23 @@ void apply_horovod_flags(const HorovodRawFlags& given, const Environment& /*env*
   if (!options.log_level.empty()) {
     std::string upper = options.log_level;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    put(t, "HOROVOD_LOG_LEVEL", upper);
+    put(t, job_env::kHorovodLogLevel, upper);
   }
   auto flag01 = [&](const char* name, const std::optional<bool>& v, bool invert = false) {
     if (v) put(t, name, (*v != invert) ? "1" : "0");
   };
-  flag01("HOROVOD_HIERARCHICAL_ALLREDUCE", raw.hierarchical_allreduce);
-  flag01("HOROVOD_HIERARCHICAL_ALLGATHER", raw.hierarchical_allgather);
-  flag01("HOROVOD_TORUS_ALLREDUCE", raw.torus_allreduce);
-  flag01("HOROVOD_MPI_THREADS_DISABLE", raw.mpi_threads_disable);
-  flag01("HOROVOD_LOG_HIDE_TIME", raw.log_with_timestamp, true);
+  flag01(job_env::kHorovodHierarchicalAllreduce, raw.hierarchical_allreduce);
+  flag01(job_env::kHorovodHierarchicalAllgather, raw.hierarchical_allgather);
+  flag01(job_env::kHorovodTorusAllreduce, raw.torus_allreduce);
+  flag01(job_env::kHorovodMpiThreadsDisable, raw.mpi_threads_disable);
+  flag01(job_env::kHorovodLogHideTime, raw.log_with_timestamp, true);
   auto count = [&](const char* flag, const char* name, const std::optional<long long>& v) {
     if (!v) return;
     non_negative(flag, static_cast<double>(*v));
     put(t, name, std::to_string(*v));
   };
-  count("--num-nccl-streams", "HOROVOD_NUM_NCCL_STREAMS", raw.num_nccl_streams);
-  count("--thread-affinity", "HOROVOD_THREAD_AFFINITY", raw.thread_affinity);
+  count("--num-nccl-streams", job_env::kHorovodNumNcclStreams, raw.num_nccl_streams);
+  count("--thread-affinity", job_env::kHorovodThreadAffinity, raw.thread_affinity);
   if (raw.autotune_gaussian_process_noise) {
     const double n = *raw.autotune_gaussian_process_noise;
     if (!(n >= 0 && n <= 1)) {
@@ -330,16 +324,16 @@ void apply_horovod_flags(const HorovodRawFlags& given, const Environment& /*env*
   }
   // As horovodrun: the autotune parameters are passed on only with --autotune.
   if (raw.autotune == true) {
-    put(t, "HOROVOD_AUTOTUNE", "1");
-    if (!raw.autotune_log_file.empty()) put(t, "HOROVOD_AUTOTUNE_LOG", raw.autotune_log_file);
-    count("--autotune-warmup-samples", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+    put(t, job_env::kHorovodAutotune, "1");
+    if (!raw.autotune_log_file.empty()) put(t, job_env::kHorovodAutotuneLog, raw.autotune_log_file);
+    count("--autotune-warmup-samples", job_env::kHorovodAutotuneWarmupSamples,
           raw.autotune_warmup_samples);
-    count("--autotune-steps-per-sample", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+    count("--autotune-steps-per-sample", job_env::kHorovodAutotuneStepsPerSample,
           raw.autotune_steps_per_sample);
-    count("--autotune-bayes-opt-max-samples", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+    count("--autotune-bayes-opt-max-samples", job_env::kHorovodAutotuneBayesOptMaxSamples,
           raw.autotune_bayes_opt_max_samples);
     if (raw.autotune_gaussian_process_noise) {
-      put(t, "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+      put(t, job_env::kHorovodAutotuneGaussianProcessNoise,
           fmt::format("{}", *raw.autotune_gaussian_process_noise));
     }
   }

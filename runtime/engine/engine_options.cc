@@ -7,6 +7,8 @@
 
 #include <hora/error.h>
 
+#include "common/job_environment.h"
+
 namespace hora::detail::engine {
 namespace {
 
@@ -48,41 +50,41 @@ bool flag(const char* name, const std::string& value) {
 
 EngineOptions EngineOptions::from_environment() {
   EngineOptions o;
-  if (auto v = env("HORA_CYCLE_TIME_MS")) {
-    double ms = non_negative_number("HORA_CYCLE_TIME_MS", *v,
+  if (auto v = env(job_env::kCycleTimeMs)) {
+    double ms = non_negative_number(job_env::kCycleTimeMs, *v,
                                     "a positive number of milliseconds, e.g. 1 or 0.5");
     if (ms <= 0 || ms > 60'000) {
-      bad("HORA_CYCLE_TIME_MS", *v, "a positive number of milliseconds up to 60000");
+      bad(job_env::kCycleTimeMs, *v, "a positive number of milliseconds up to 60000");
     }
     o.cycle_time = std::chrono::microseconds(static_cast<long long>(std::llround(ms * 1000)));
     if (o.cycle_time.count() == 0) o.cycle_time = std::chrono::microseconds(1);
   }
-  if (auto v = env("HORA_CACHE_CAPACITY")) {
-    o.cache_capacity = non_negative_integer("HORA_CACHE_CAPACITY", *v,
+  if (auto v = env(job_env::kCacheCapacity)) {
+    o.cache_capacity = non_negative_integer(job_env::kCacheCapacity, *v,
                                             "a number of entries (0 disables the cache)");
     if (o.cache_capacity > (1u << 16)) {
-      bad("HORA_CACHE_CAPACITY", *v, "at most 65536 entries");
+      bad(job_env::kCacheCapacity, *v, "at most 65536 entries");
     }
   }
-  if (auto v = env("HORA_FUSION_THRESHOLD")) {
-    o.fusion_threshold =
-        non_negative_integer("HORA_FUSION_THRESHOLD", *v, "a number of bytes (0 disables fusion)");
+  if (auto v = env(job_env::kFusionThreshold)) {
+    o.fusion_threshold = non_negative_integer(job_env::kFusionThreshold, *v,
+                                              "a number of bytes (0 disables fusion)");
   }
-  if (auto v = env("HORA_STALL_CHECK_DISABLE"))
-    o.stall_check = !flag("HORA_STALL_CHECK_DISABLE", *v);
-  if (auto v = env("HORA_STALL_CHECK_SECONDS")) {
-    double s = non_negative_number("HORA_STALL_CHECK_SECONDS", *v, "a positive number of seconds");
-    if (s <= 0) bad("HORA_STALL_CHECK_SECONDS", *v, "a positive number of seconds");
+  if (auto v = env(job_env::kStallCheckDisable))
+    o.stall_check = !flag(job_env::kStallCheckDisable, *v);
+  if (auto v = env(job_env::kStallCheckSeconds)) {
+    double s = non_negative_number(job_env::kStallCheckSeconds, *v, "a positive number of seconds");
+    if (s <= 0) bad(job_env::kStallCheckSeconds, *v, "a positive number of seconds");
     o.stall_warning_time = std::chrono::milliseconds(std::llround(s * 1000));
   }
-  if (auto v = env("HORA_STALL_SHUTDOWN_SECONDS")) {
+  if (auto v = env(job_env::kStallShutdownSeconds)) {
     double s =
-        non_negative_number("HORA_STALL_SHUTDOWN_SECONDS", *v, "a number of seconds (0 = never)");
+        non_negative_number(job_env::kStallShutdownSeconds, *v, "a number of seconds (0 = never)");
     o.stall_shutdown_time = std::chrono::milliseconds(std::llround(s * 1000));
   }
-  if (auto v = env("HORA_TIMELINE")) o.timeline_path = *v;
-  if (auto v = env("HORA_TIMELINE_MARK_CYCLES")) {
-    o.timeline_mark_cycles = flag("HORA_TIMELINE_MARK_CYCLES", *v);
+  if (auto v = env(job_env::kTimeline)) o.timeline_path = *v;
+  if (auto v = env(job_env::kTimelineMarkCycles)) {
+    o.timeline_mark_cycles = flag(job_env::kTimelineMarkCycles, *v);
   }
   return o;
 }

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "common/fd_limit.h"
+#include "common/job_environment.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/gloo/mesh_record.h"
@@ -436,11 +437,11 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
 
   // Step 3: groups.
   const auto local_members = group_members(
-      world, layouts, "local", "HORA_LOCAL_RANK", "HORA_LOCAL_SIZE",
+      world, layouts, "local", job_env::kLocalRank, job_env::kLocalSize,
       [](const Layout& l) { return l.host_index; }, [](const Layout& l) { return l.local_rank; },
       [](const Layout& l) { return l.local_size; });
   const auto cross_members = group_members(
-      world, layouts, "cross", "HORA_CROSS_RANK", "HORA_CROSS_SIZE",
+      world, layouts, "cross", job_env::kCrossRank, job_env::kCrossSize,
       [](const Layout& l) { return l.local_rank; }, [](const Layout& l) { return l.cross_rank; },
       [](const Layout& l) { return l.cross_size; });
 

@@ -22,12 +22,13 @@
 #include <fmt/format.h>
 #include <hora/error.h>
 
+#include "common/job_environment.h"
 #include "runtime/core/world.h"
 
 namespace hora::detail::gloo {
 
-inline constexpr const char* kSyncModeVariable = "HORA_GLOO_SYNC";
-inline constexpr const char* kSyncBytesVariable = "HORA_GLOO_SYNC_BYTES";
+inline constexpr const char* kSyncModeVariable = job_env::kGlooSync;
+inline constexpr const char* kSyncBytesVariable = job_env::kGlooSyncBytes;
 // Above this a blocking write of one side could wait for the other side, which is writing too
 // (both send before they receive): the socket buffers (net.core.wmem_max, 212992 by default)
 // must hold one message.

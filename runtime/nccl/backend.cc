@@ -18,6 +18,7 @@
 #include <nccl.h>
 
 #include "common/duration.h"
+#include "common/job_environment.h"
 #include "rendezvous/client.h"
 #include "runtime/nccl/unique_id.h"
 
@@ -30,7 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kCudaDeviceVariable = "HORA_CUDA_DEVICE";
+constexpr const char* kCudaDeviceVariable = job_env::kCudaDevice;
 
 ncclDataType_t to_nccl(DataType type) {
   switch (type) {
@@ -483,8 +484,8 @@ struct Backend::Impl {
               throw Error(fmt::format("{}: ncclGetUniqueId failed while {}: {}. NCCL bootstraps "
                                       "over NCCL_SOCKET_IFNAME (now \"{}\")",
                                       who(), creating, nccl_text(r, nullptr),
-                                      std::getenv("NCCL_SOCKET_IFNAME")
-                                          ? std::getenv("NCCL_SOCKET_IFNAME")
+                                      std::getenv(job_env::kNcclSocketIfname)
+                                          ? std::getenv(job_env::kNcclSocketIfname)
                                           : ""),
                           world.rank, world.hostname);
             }
@@ -527,9 +528,9 @@ struct Backend::Impl {
         fmt::format("{}: {} failed: {}. {} two ranks of {} on one GPU (this rank uses GPU {}): "
                     "give each rank its own GPU, e.g. at most one rank per visible GPU on each "
                     "host (-H host:<gpus>), or a different CUDA_VISIBLE_DEVICES or "
-                    "HORA_CUDA_DEVICE per rank",
+                    "{} per rank",
                     who(), step, text, certain ? "NCCL refuses" : "The usual cause is",
-                    describe(c.group), device),
+                    describe(c.group), device, kCudaDeviceVariable),
         world.rank, world.hostname);
   }
 

@@ -1,17 +1,24 @@
 // Holds rank_environment() to docs/environment.md: every variable the page lists in its first
-// two tables must be in every rank's block, with the value the page describes.
+// two tables must be in every rank's block, with the value the page describes. And holds the
+// page to common/job_environment.h, the contract's one list of names: every name there is in a
+// table here and every name in a table is there; kContract is what rank_environment() sets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "cli/spawn/rank_environment.h"
+#include "common/job_environment.h"
 
 using namespace hora::cli;
+namespace job_env = hora::job_env;
 
 namespace {
 
@@ -32,6 +39,55 @@ std::set<std::string> documented_variables() {
       names.insert((*it)[1]);
     }
   }
+  return names;
+}
+
+// Every table row of the page: the names in backticks in its first column, and the rest of the
+// row. The header and separator rows name none.
+struct DocRow {
+  std::set<std::string> names;
+  std::string rest;
+};
+
+std::vector<DocRow> documented_rows() {
+  const char* path = std::getenv("HORA_ENV_DOC");
+  REQUIRE(path != nullptr);
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::vector<DocRow> rows;
+  std::string line;
+  const std::regex name_re("`([A-Z][A-Z0-9_]*)`");
+  while (std::getline(in, line)) {
+    if (line.rfind("|", 0) != 0) continue;
+    const std::size_t bar = line.find('|', 1);
+    const std::string first = line.substr(1, bar - 1);
+    DocRow row;
+    for (std::sregex_iterator it(first.begin(), first.end(), name_re), end; it != end; ++it) {
+      row.names.insert((*it)[1]);
+    }
+    if (row.names.empty()) continue;
+    row.rest = line.substr(bar);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// Every name common/job_environment.h lists; none twice.
+std::set<std::string> header_names() {
+  std::set<std::string> names;
+  auto add = [&](std::string_view name) {
+    INFO("listed twice in common/job_environment.h: " << name);
+    CHECK(names.insert(std::string(name)).second);
+  };
+  for (std::string_view name : job_env::kContract) add(name);
+  for (std::string_view name : job_env::kSettings) add(name);
+  for (const auto& [hora, horovod] : job_env::kHoraToHorovod) {
+    INFO("kHoraToHorovod names a hora variable that is not in kSettings: " << hora);
+    CHECK(std::find(std::begin(job_env::kSettings), std::end(job_env::kSettings), hora) !=
+          std::end(job_env::kSettings));
+    add(horovod);
+  }
+  for (std::string_view name : job_env::kHorovodSettings) add(name);
   return names;
 }
 
@@ -206,4 +262,52 @@ TEST_CASE("the launcher's forwarded variables fill in only names nothing else se
   CHECK(env["NCCL_DEBUG"] == "INFO");
   CHECK(env["HORA_RANK"] == "1");      // the contract wins
   CHECK(env["MY_FLAG"] == "from -x");  // -x wins
+}
+
+TEST_CASE("docs/environment.md's tables and common/job_environment.h name the same variables") {
+  const std::vector<DocRow> rows = documented_rows();
+  std::set<std::string> documented;
+  for (const DocRow& row : rows) documented.insert(row.names.begin(), row.names.end());
+  REQUIRE(documented.size() >= 70);  // the page parsed
+  const std::set<std::string> listed = header_names();
+  REQUIRE(listed.size() >= 70);
+  for (const std::string& name : listed) {
+    INFO(name << " is in common/job_environment.h but in no table of docs/environment.md");
+    CHECK(documented.count(name) == 1);
+  }
+  for (const std::string& name : documented) {
+    INFO(name << " is in a table of docs/environment.md but not in common/job_environment.h");
+    CHECK(listed.count(name) == 1);
+  }
+  // Horovod's name for a setting is documented as the same value as hora's.
+  for (const auto& [hora, horovod] : job_env::kHoraToHorovod) {
+    INFO("docs/environment.md's row of " << horovod << " names " << hora);
+    int found = 0;
+    for (const DocRow& row : rows) {
+      if (row.names.count(horovod) == 0) continue;
+      ++found;
+      CHECK(row.rest.find("`" + std::string(hora) + "`") != std::string::npos);
+    }
+    CHECK(found == 1);
+  }
+}
+
+TEST_CASE("kContract is every name rank_environment() sets, and only those") {
+  RankTable table(parse_host_list("a:2,b:1"), 3);
+  JobFacts f = facts();
+  f.log_level = "debug";
+  f.tcp = true;
+  f.omp_threads_default = true;
+  const auto env = as_map(rank_environment(table, 0, f));  // every optional variable
+  std::set<std::string> contract;
+  for (std::string_view name : job_env::kContract) {
+    INFO("in kContract but not set by rank_environment(): " << name);
+    contract.insert(std::string(name));
+    CHECK(env.count(std::string(name)) == 1);
+    CHECK(is_contract_variable(std::string(name)));
+  }
+  for (const auto& [name, value] : env) {
+    INFO("set by rank_environment() but not in kContract: " << name);
+    CHECK(contract.count(name) == 1);
+  }
 }
