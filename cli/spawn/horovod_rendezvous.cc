@@ -17,7 +17,8 @@ rdv::horovod::ScopePlan horovod_scope_plan(const RankTable& table) {
   plan.world_size = table.size();
   for (int r = 0; r < table.size(); ++r) {
     const RankInfo& info = table.rank(r);
-    plan.add_rank(table.host_of(r).name, info.local_rank, info.local_size, info.cross_size);
+    plan.add_rank(table.host_of(r).name,
+                  {info.rank, info.local_rank, info.local_size, info.cross_rank, info.cross_size});
   }
   return plan;
 }

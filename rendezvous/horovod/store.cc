@@ -77,19 +77,33 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
   }
   const std::string scope_name(path.substr(0, slash));
   const std::string key(path.substr(slash + 1));
-  if (!valid_key(key, limits_.max_key_bytes)) {
+  const std::optional<ScopeInfo> info = resolve_scope(plan_, scope_name);
+  const bool slot_scope =
+      info && (info->kind == ScopeKind::kWorkerAddresses || info->kind == ScopeKind::kRankAndSize);
+  const std::size_t max_key = slot_scope ? StoreLimits::kMaxSlotKeyBytes : limits_.max_key_bytes;
+  if (!valid_key(key, max_key)) {
     return refuse(400,
                   fmt::format("malformed key in '{}': at most {} characters of [A-Za-z0-9_.:-]",
-                              target, limits_.max_key_bytes));
+                              target, max_key));
   }
-  const std::optional<ScopeInfo> info = resolve_scope(plan_, scope_name);
   if (!info) {
     return refuse(403, fmt::format("scope '{}' is not one of this job's (global, local_<host>, "
-                                   "cross_<local rank>, or one of those with a process-set "
-                                   "suffix)",
+                                   "cross_<local rank>, one of those with a process-set "
+                                   "suffix, worker_addresses or rank_and_size)",
                                    scope_name));
   }
-  const bool closed = closed_.count(scope_name) != 0;
+  switch (info->kind) {
+    case ScopeKind::kRankAndSize: return rank_and_size(method, key);
+    case ScopeKind::kWorkerAddresses:
+      if (find_slot(plan_, key) == nullptr) {
+        return refuse(403, fmt::format("'{}' in {}: the key must be <host>:<local rank> of a "
+                                       "rank of this job",
+                                       key, scope_name));
+      }
+      break;
+    case ScopeKind::kGloo:
+    case ScopeKind::kProcessSet: break;
+  }
 
   switch (method) {
     case Method::kGet: {
@@ -99,65 +113,97 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
       if (v == s->second.values.end()) return Reply{404, "", ""};
       return Reply{200, v->second, ""};
     }
-    case Method::kPut: {
-      if (closed) {
-        return refuse(403, fmt::format("scope '{}' is finalized (all {} of its ranks finished "
-                                       "connecting); it takes no more writes",
-                                       scope_name, info->base_size));
-      }
-      if (body.size() > limits_.max_body_bytes) {
-        return refuse(413, fmt::format("body of {} bytes for '{}' exceeds the limit of {} bytes",
-                                       body.size(), target, limits_.max_body_bytes));
-      }
-      auto s = scopes_.find(scope_name);
-      if (s == scopes_.end()) {
-        if (info->process_set) {
-          std::size_t sets = 0;
-          for (const auto& [name, unused] : scopes_)
-            sets += resolve_scope(plan_, name)->process_set;
-          if (sets >= limits_.max_process_set_scopes) {
-            return refuse(403, fmt::format("too many process-set scopes (limit {})",
-                                           limits_.max_process_set_scopes));
-          }
-        }
-        s = scopes_.emplace(scope_name, Scope{}).first;
-      }
-      // Gloo stores two keys per rank; allow twice that and a little slack.
-      const std::size_t max_keys = 4u * static_cast<std::size_t>(info->base_size) + 8u;
-      if (s->second.values.count(key) == 0 && s->second.values.size() >= max_keys) {
-        return refuse(403, fmt::format("scope '{}' already holds {} keys (the limit for {} ranks)",
-                                       scope_name, max_keys, info->base_size));
-      }
-      s->second.values[key] = std::move(body);
-      if (scope_name == "global") note_global_key(key);
-      return Reply{200, "", ""};
-    }
-    case Method::kDelete: {
-      const std::optional<int> rank = parse_rank(key);
-      if (!rank || *rank >= info->base_size) {
-        return refuse(400, fmt::format("DELETE {}: the key must be a rank of the scope (0..{})",
-                                       target, info->base_size - 1));
-      }
-      if (closed) return Reply{200, "", ""};
-      auto s = scopes_.find(scope_name);
-      if (info->process_set) {
-        if (s != scopes_.end()) {
-          s->second.values.erase(key);
-          if (s->second.values.empty()) scopes_.erase(s);
-        }
-        return Reply{200, "", ""};
-      }
-      if (s == scopes_.end()) s = scopes_.emplace(scope_name, Scope{}).first;
-      s->second.finished.insert(*rank);
-      if (static_cast<int>(s->second.finished.size()) == info->base_size) {
-        scopes_.erase(s);
-        closed_.insert(scope_name);
-      }
-      return Reply{200, "", ""};
-    }
+    case Method::kPut: return put(scope_name, *info, key, std::move(body), target);
+    case Method::kDelete: return erase(scope_name, *info, key, target);
     case Method::kOther: break;
   }
   return refuse(405, fmt::format("{} is not served", method_name(method)));
+}
+
+Reply Store::rank_and_size(Method method, const std::string& key) const {
+  if (method != Method::kGet) {
+    return refuse(403, fmt::format("{} {}/{}: rank_and_size is answered by the launcher from the "
+                                   "job's plan; it takes GET only",
+                                   method_name(method), kRankAndSizeScope, key));
+  }
+  // As horovodrun's elastic driver: a slot the job does not have gets -1 everywhere.
+  const Slot* slot = find_slot(plan_, key);
+  const Slot none{-1, -1, -1, -1, -1};
+  const Slot& s = slot != nullptr ? *slot : none;
+  const int size = slot != nullptr ? plan_.world_size : -1;
+  return Reply{200,
+               fmt::format("{},{},{},{},{},{}", s.rank, size, s.local_rank, s.local_size,
+                           s.cross_rank, s.cross_size),
+               ""};
+}
+
+Reply Store::put(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
+                 std::string body, std::string_view target) {
+  if (body.size() > limits_.max_body_bytes) {
+    return refuse(413, fmt::format("body of {} bytes for '{}' exceeds the limit of {} bytes",
+                                   body.size(), target, limits_.max_body_bytes));
+  }
+  // A finalized Gloo scope is opened again by the next PUT: hvd.shutdown() then hvd.init() (an
+  // elastic reset) rendezvous again under the same names. Horovod's shutdown is collective, so
+  // every rank has sent its DELETEs of the last round before any rank starts the next.
+  if (closed_.erase(scope_name) != 0) ++rounds_[scope_name];
+  auto s = scopes_.find(scope_name);
+  if (s == scopes_.end()) {
+    if (info.kind == ScopeKind::kProcessSet) {
+      std::size_t sets = 0;
+      for (const auto& [name, unused] : scopes_) {
+        sets += resolve_scope(plan_, name)->kind == ScopeKind::kProcessSet;
+      }
+      if (sets >= limits_.max_process_set_scopes) {
+        return refuse(403, fmt::format("too many process-set scopes (limit {})",
+                                       limits_.max_process_set_scopes));
+      }
+    }
+    s = scopes_.emplace(scope_name, Scope{}).first;
+  }
+  // Gloo stores two keys per rank; allow twice that and a little slack. worker_addresses holds
+  // one key per slot, which find_slot() already bounds.
+  const std::size_t max_keys = 4u * static_cast<std::size_t>(info.base_size) + 8u;
+  if (s->second.values.count(key) == 0 && s->second.values.size() >= max_keys) {
+    return refuse(403, fmt::format("scope '{}' already holds {} keys (the limit for {} ranks)",
+                                   scope_name, max_keys, info.base_size));
+  }
+  s->second.values[key] = std::move(body);
+  if (scope_name == "global") note_global_key(key);
+  return Reply{200, "", ""};
+}
+
+Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
+                   std::string_view target) {
+  auto s = scopes_.find(scope_name);
+  if (info.kind == ScopeKind::kWorkerAddresses) {
+    // An ad-hoc scope in horovodrun: DELETE removes the key.
+    if (s != scopes_.end()) {
+      s->second.values.erase(key);
+      if (s->second.values.empty()) scopes_.erase(s);
+    }
+    return Reply{200, "", ""};
+  }
+  const std::optional<int> rank = parse_rank(key);
+  if (!rank || *rank >= info.base_size) {
+    return refuse(400, fmt::format("DELETE {}: the key must be a rank of the scope (0..{})", target,
+                                   info.base_size - 1));
+  }
+  if (closed_.count(scope_name) != 0) return Reply{200, "", ""};
+  if (info.kind == ScopeKind::kProcessSet) {
+    if (s != scopes_.end()) {
+      s->second.values.erase(key);
+      if (s->second.values.empty()) scopes_.erase(s);
+    }
+    return Reply{200, "", ""};
+  }
+  if (s == scopes_.end()) s = scopes_.emplace(scope_name, Scope{}).first;
+  s->second.finished.insert(*rank);
+  if (static_cast<int>(s->second.finished.size()) == info.base_size) {
+    scopes_.erase(s);
+    closed_.insert(scope_name);
+  }
+  return Reply{200, "", ""};
 }
 
 Store::Stats Store::stats() const {

@@ -6,13 +6,20 @@
 //   GET    /<scope>/<key>   the body, or 404 (the worker polls until it is there)
 //   DELETE /<scope>/<rank>  rank finished connecting          -> 200
 // For a scope of the plan (global, local_<host>, cross_<n>) the scope is cleared once every
-// rank of it has sent DELETE, and from then on it is closed: later PUTs are refused. For a
-// process-set scope DELETE removes the key named <rank>, and the scope goes away when empty
-// (Horovod's own server does the same for scopes it does not know the size of).
+// rank of it has sent DELETE, and it is closed until the next PUT, which starts a new round
+// (hvd.shutdown() then hvd.init(), as an elastic reset does, rendezvous again under the same
+// names). For a process-set scope DELETE removes the key named <rank>, and the scope goes away
+// when empty (Horovod's own server does the same for scopes it does not know the size of).
+// The slot scopes of Horovod's elastic API are keyed by "<host>:<local rank>":
+//   PUT    /worker_addresses/<slot>  the rank's notification service (hvd.elastic.run) -> 200
+//   GET    /rank_and_size/<slot>     "rank,size,local_rank,local_size,cross_rank,cross_size"
+// (scope_plan.h). Unlike horovodrun, which clears every scope's DELETE count when any scope
+// completes (so a re-init there can meet stale addresses), each scope counts its own.
 //
 // Beyond Horovod's server, the store knows the job's plan: scopes outside it are refused, keys
-// must be short names, bodies and the number of keys and process-set scopes are bounded, so a
-// stray or hostile client cannot grow the launcher's memory without limit.
+// must be short names (slot scopes: a slot of the plan), bodies and the number of keys and
+// process-set scopes are bounded, so a stray or hostile client cannot grow the launcher's
+// memory without limit.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +34,8 @@ namespace hora::rdv::horovod {
 
 struct StoreLimits {
   static constexpr std::size_t kMaxKeyBytes = 64;
+  // "<host>:<local rank>": a DNS name of up to 253 characters, ':', digits.
+  static constexpr std::size_t kMaxSlotKeyBytes = 272;
   static constexpr std::size_t kMaxProcessSetScopes = 1024;
 
   std::size_t max_key_bytes = kMaxKeyBytes;
@@ -58,7 +67,13 @@ class Store {
 
   // Global ranks that stored their address in `global` (a rank that did has reached hvd.init()).
   const std::set<int>& global_ranks_seen() const { return global_seen_; }
+  // A plan scope whose ranks all sent DELETE, and which no PUT has opened again since.
   bool closed(const std::string& scope) const { return closed_.count(scope) != 0; }
+  // How many times a closed plan scope was opened again (0: still in its first round).
+  int reopened(const std::string& scope) const {
+    auto it = rounds_.find(scope);
+    return it == rounds_.end() ? 0 : it->second;
+  }
   std::size_t max_body_bytes() const { return limits_.max_body_bytes; }
   const ScopePlan& plan() const { return plan_; }
 
@@ -76,12 +91,18 @@ class Store {
   };
 
   Reply refuse(int status, std::string why) const;
+  Reply rank_and_size(Method method, const std::string& key) const;
+  Reply put(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
+            std::string body, std::string_view target);
+  Reply erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
+              std::string_view target);
   void note_global_key(const std::string& key);
 
   ScopePlan plan_;
   StoreLimits limits_;
   std::map<std::string, Scope> scopes_;
   std::set<std::string> closed_;
+  std::map<std::string, int> rounds_;  // plan scopes opened again after closing
   std::set<int> global_seen_;
 };
 

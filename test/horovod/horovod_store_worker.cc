@@ -3,7 +3,8 @@
 // HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT, HOROVOD_RANK/SIZE, HOROVOD_LOCAL_RANK/SIZE,
 // HOROVOD_CROSS_RANK/SIZE and HOROVOD_HOSTNAME. It forms the global, local and cross contexts,
 // then the global process set's (scope suffix `_process_set_hash_<std::hash of "0,1,...,">`),
-// checks every value it read, and prints `horovod-store ok rank=R size=N`.
+// checks every value it read, stores its slot's worker_addresses and reads its rank_and_size
+// (Horovod's elastic API), and prints `horovod-store ok rank=R size=N`.
 //
 //   horovod_store_worker                 the above
 //   horovod_store_worker rejections      rank 0 first sends an oversized body, a scope outside
@@ -102,8 +103,21 @@ int main(int argc, char** argv) {
     auto set = c.rendezvous("global" + suffix, rank, size, "set-" + std::to_string(rank));
     check_values(set, "global" + suffix, [](int r) { return "set-" + std::to_string(r); });
 
-    // Every scope of the plan is finalized now: writes are refused.
-    expect_status(c.put("global", "late", "x").status, 403, "PUT after global was finalized");
+    // Horovod's elastic API, keyed by slot: hvd.elastic.run stores the address of the rank's
+    // notification service; a worker with HOROVOD_ELASTIC=1 reads its slot after a reset.
+    const std::string slot = host + ":" + std::to_string(local_rank);
+    expect_status(c.put("worker_addresses", slot, "gASVaddresses").status, 200, "worker_addresses");
+    expect_status(c.put("worker_addresses", host + ":" + std::to_string(local_size), "x").status,
+                  403, "worker_addresses of a slot the job does not have");
+    const std::string expected = std::to_string(rank) + "," + std::to_string(size) + "," +
+                                 std::to_string(local_rank) + "," + std::to_string(local_size) +
+                                 "," + std::to_string(cross_rank) + "," +
+                                 std::to_string(cross_size);
+    const auto slot_info = c.get("rank_and_size", slot);
+    if (slot_info.status != 200 || slot_info.body != expected) {
+      throw std::runtime_error("rank_and_size/" + slot + ": " + std::to_string(slot_info.status) +
+                               " '" + slot_info.body + "', expected '" + expected + "'");
+    }
     std::printf("horovod-store ok rank=%d size=%d host=%s\n", rank, size, host.c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Horovod programs under horarun: `horovod_test.sh CASE [ARGS]`.
 # Environment: HORARUN (the launcher), WORKER (horovod_store_worker), TORCH_CHECK
-# (horovod_torch_check.py), HOROVOD_ARCHIVE (Horovod 0.28.1 built for Debian's PyTorch).
+# (horovod_torch_check.py), ELASTIC_TRAIN (horovod_elastic_train.py), REINIT (horovod_reinit.py),
+# HOROVOD_ARCHIVE (Horovod 0.28.1 built for Debian's PyTorch).
 # Every horarun run has a deadline (`timeout`). Exit 77: skipped (no archive or no PyTorch).
 set -u
 WORK=$(mktemp -d /tmp/horovod_test.XXXXXX)
@@ -66,6 +67,29 @@ case_torch() {
   [ $rc -eq 0 ] || { cat err; fail "rc=$rc"; }
   [ "$(grep -c 'horovod-torch ok' out)" -eq "$np" ] || fail "not every rank passed"
   ok "a real Horovod PyTorch program at -np $np"
+}
+
+# torch_program SCRIPT OK_PATTERN WHAT: a real Horovod program at -np 2; every rank prints a line
+# matching OK_PATTERN, and the launcher refused none of the ranks' requests to its rendezvous.
+torch_program() {
+  unpack_horovod
+  run 240 -np 2 -H localhost:2 "$PYTHON" "$1"
+  [ $rc -eq 0 ] || { cat err; fail "rc=$rc"; }
+  ! grep -q "Horovod's rendezvous refused" err || { grep "refused" err; fail "$3: a request was refused"; }
+  [ "$(grep -c "$2" out)" -eq 2 ] || fail "not every rank passed"
+}
+
+case_torch_elastic() {
+  torch_program "$ELASTIC_TRAIN" 'horovod-elastic ok' "hvd.elastic.run"
+  # The weights' checksum: the same on both ranks.
+  [ "$(grep -o 'weights=[-0-9.]*' out | sort -u | wc -l)" -eq 1 ] ||
+    fail "the ranks' weights differ: $(grep -o 'weights=[-0-9.]*' out | tr '\n' ' ')"
+  ok "a real Horovod elastic program (hvd.elastic.run, TorchState, commit) in a fixed-size job"
+}
+
+case_torch_reinit() {
+  torch_program "$REINIT" 'horovod-reinit ok .* rounds=3' "hvd.shutdown(); hvd.init()"
+  ok "real Horovod: hvd.init(), allreduce, hvd.shutdown(), three rounds in one job"
 }
 
 "case_${1//-/_}" "${@:2}"

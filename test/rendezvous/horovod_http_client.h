@@ -7,7 +7,8 @@
 //
 // rendezvous() plays one Gloo context's rendezvous the way Horovod's Rendezvous() does: PUT
 // rank_<r> and <r>, poll GET every peer's <p> until it is there (404 meanwhile), meet the others
-// (Gloo uses a barrier over the new context; here a `done_<r>` key each), then DELETE /<r>.
+// (Gloo uses a barrier over the new context; here a `done_<round>_<r>` key each: a process-set
+// scope keeps them after the DELETEs, as Horovod's server does), then DELETE /<r>.
 #pragma once
 
 #include <chrono>
@@ -88,9 +89,11 @@ class HorovodHttpClient {
   }
 
   // One Gloo context's rendezvous in `scope` as rank `rank` of `size`: returns every rank's
-  // value (`value_of(rank)` is what each stored). Throws on any unexpected status.
+  // value (`value_of(rank)` is what each stored). `round` counts re-initialisations
+  // (hvd.shutdown() then hvd.init()). Throws on any unexpected status.
   std::vector<std::string> rendezvous(const std::string& scope, int rank, int size,
-                                      const std::string& value, int* not_found = nullptr) const {
+                                      const std::string& value, int* not_found = nullptr,
+                                      int round = 0) const {
     expect_ok(put(scope, "rank_" + std::to_string(rank), std::to_string(rank)), "PUT rank_");
     expect_ok(put(scope, std::to_string(rank), value), "PUT");
     std::vector<std::string> all(static_cast<std::size_t>(size));
@@ -98,8 +101,9 @@ class HorovodHttpClient {
       all[static_cast<std::size_t>(p)] =
           p == rank ? value : wait(scope, std::to_string(p), not_found);
     }
-    expect_ok(put(scope, "done_" + std::to_string(rank), ""), "PUT done_");
-    for (int p = 0; p < size; ++p) wait(scope, "done_" + std::to_string(p), not_found);
+    const std::string done = "done_" + std::to_string(round) + "_";
+    expect_ok(put(scope, done + std::to_string(rank), ""), "PUT done_");
+    for (int p = 0; p < size; ++p) wait(scope, done + std::to_string(p), not_found);
     expect_ok(del(scope, rank), "DELETE");
     return all;
   }

@@ -30,7 +30,9 @@ ScopePlan plan_of(int hosts, int per_host) {
   ScopePlan p;
   p.world_size = hosts * per_host;
   for (int h = 0; h < hosts; ++h) {
-    for (int l = 0; l < per_host; ++l) p.add_rank("h" + std::to_string(h), l, per_host, hosts);
+    for (int l = 0; l < per_host; ++l) {
+      p.add_rank("h" + std::to_string(h), {h * per_host + l, l, per_host, h, hosts});
+    }
   }
   return p;
 }
@@ -91,34 +93,35 @@ class TestHttpServer {
 };
 
 // What Horovod's GlooContext::Initialize + InitializeForProcessSet do for one rank, with the
-// layout of plan_of(hosts, per_host). Returns the number of 404s seen while polling.
-int horovod_worker(const HorovodHttpClient& c, int rank, int hosts, int per_host) {
+// layout of plan_of(hosts, per_host), in re-initialisation `round`. Returns the number of 404s
+// seen while polling.
+int horovod_worker(const HorovodHttpClient& c, int rank, int hosts, int per_host, int round) {
   const int host = rank / per_host;
   const int local = rank % per_host;
   const std::string me = "addr-of-" + std::to_string(rank);
   int not_found = 0;
-  auto all = c.rendezvous("global", rank, hosts * per_host, me, &not_found);
+  auto all = c.rendezvous("global", rank, hosts * per_host, me, &not_found, round);
   for (int r = 0; r < hosts * per_host; ++r) {
     if (all[static_cast<std::size_t>(r)] != "addr-of-" + std::to_string(r)) {
       throw std::runtime_error("global: wrong value for rank " + std::to_string(r));
     }
   }
-  c.rendezvous("local_h" + std::to_string(host), local, per_host, me, &not_found);
-  c.rendezvous("cross_" + std::to_string(local), host, hosts, me, &not_found);
+  c.rendezvous("local_h" + std::to_string(host), local, per_host, me, &not_found, round);
+  c.rendezvous("cross_" + std::to_string(local), host, hosts, me, &not_found, round);
   // The global process set, which Horovod registers at init: same ranks, hashed scope names.
   const std::string suffix = "_process_set_hash_7d48533536350577";
-  c.rendezvous("global" + suffix, rank, hosts * per_host, me, &not_found);
-  c.rendezvous("local_h" + std::to_string(host) + suffix, local, per_host, me, &not_found);
-  c.rendezvous("cross_" + std::to_string(local) + suffix, host, hosts, me, &not_found);
+  c.rendezvous("global" + suffix, rank, hosts * per_host, me, &not_found, round);
+  c.rendezvous("local_h" + std::to_string(host) + suffix, local, per_host, me, &not_found, round);
+  c.rendezvous("cross_" + std::to_string(local) + suffix, host, hosts, me, &not_found, round);
   return not_found;
 }
 
-void run_job(TestHttpServer& ts, int hosts, int per_host) {
+void run_job(TestHttpServer& ts, int hosts, int per_host, int round = 0) {
   const int size = hosts * per_host;
   std::vector<std::future<int>> workers;
   for (int r = 0; r < size; ++r) {
-    workers.push_back(std::async(std::launch::async, [&ts, r, hosts, per_host] {
-      return horovod_worker(ts.client(), r, hosts, per_host);
+    workers.push_back(std::async(std::launch::async, [&ts, r, hosts, per_host, round] {
+      return horovod_worker(ts.client(), r, hosts, per_host, round);
     }));
   }
   // Whether a worker polled past a 404 depends on how the threads were scheduled, so it is not
@@ -142,10 +145,19 @@ TEST_CASE("ranks form global, local, cross and process-set contexts as Horovod's
   std::vector<int> all(static_cast<std::size_t>(hosts * per_host));
   std::iota(all.begin(), all.end(), 0);
   CHECK(seen == all);
-  // A finalized scope takes no more writes.
-  const HttpReply late = ts.client().put("global", "0", "late");
-  CHECK(late.status == 403);
-  CHECK_THAT(late.body, Catch::Contains("finalized"));
+  // hvd.shutdown(); hvd.init() (an elastic reset): the same scopes rendezvous again, from empty.
+  CHECK(ts.client().get("global", "0").status == 404);
+  run_job(ts, hosts, per_host, 1);
+  CHECK(ts.rejected().empty());
+  CHECK(ts.closed("global"));
+  CHECK(ts.closed("local_h0"));
+  CHECK(ts.closed("cross_0"));
+  // hvd.elastic.run's notification service, one key per slot.
+  CHECK(ts.client().put("worker_addresses", "h0:0", "gASV").status == 200);
+  CHECK(ts.client().get("worker_addresses", "h0:0").body == "gASV");
+  CHECK(ts.client().get("rank_and_size", "h0:0").body == "0," + std::to_string(hosts * per_host) +
+                                                             ",0," + std::to_string(per_host) +
+                                                             ",0," + std::to_string(hosts));
 }
 
 TEST_CASE("the reply to a GET carries the stored bytes, binary included") {

@@ -11,9 +11,9 @@ namespace {
 ScopePlan two_hosts() {
   ScopePlan p;
   p.world_size = 3;
-  p.add_rank("h1", 0, 2, 2);
-  p.add_rank("h1", 1, 2, 1);
-  p.add_rank("h2", 0, 1, 2);
+  p.add_rank("h1", {0, 0, 2, 0, 2});
+  p.add_rank("h1", {1, 1, 2, 0, 1});
+  p.add_rank("h2", {2, 0, 1, 1, 2});
   return p;
 }
 
@@ -28,12 +28,21 @@ TEST_CASE("the plan holds global, one local scope per host and one cross scope p
   REQUIRE(ps);
   CHECK(ps->base == "local_h1");
   CHECK(ps->base_size == 2);
-  CHECK(ps->process_set);
+  CHECK(ps->kind == ScopeKind::kProcessSet);
+  CHECK(resolve_scope(p, "global")->kind == ScopeKind::kGloo);
   CHECK_FALSE(resolve_scope(p, "local_h3"));
   CHECK_FALSE(resolve_scope(p, "global_process_set_hash_"));
   CHECK_FALSE(resolve_scope(p, "global_process_set_hash_XYZ"));
   CHECK_FALSE(resolve_scope(p, "cross_2"));
-  CHECK_FALSE(resolve_scope(p, "rank_and_size"));  // elastic Horovod: not served
+  CHECK_FALSE(resolve_scope(p, "worker_addresses_process_set_hash_1"));
+  CHECK_FALSE(resolve_scope(p, "runfunc"));  // horovod.run()'s own KV server, not a rendezvous
+  CHECK(resolve_scope(p, "worker_addresses")->kind == ScopeKind::kWorkerAddresses);
+  CHECK(resolve_scope(p, "rank_and_size")->kind == ScopeKind::kRankAndSize);
+  REQUIRE(find_slot(p, "h2:0"));
+  CHECK(find_slot(p, "h2:0")->rank == 2);
+  CHECK(find_slot(p, "h2:0")->cross_rank == 1);
+  CHECK_FALSE(find_slot(p, "h2:1"));
+  CHECK_FALSE(find_slot(p, "h3:0"));
 }
 
 TEST_CASE("PUT then GET returns the body; a missing key is 404") {
@@ -56,7 +65,8 @@ TEST_CASE("PUTs to global name the ranks that reached hvd.init()") {
   CHECK(s.global_ranks_seen() == std::set<int>{0, 2});
 }
 
-TEST_CASE("a plan scope is cleared and closed once every rank of it sent DELETE") {
+TEST_CASE(
+    "a plan scope is cleared and closed once every rank of it sent DELETE; a PUT reopens it") {
   Store s(two_hosts());
   REQUIRE(s.handle(Method::kPut, "/local_h1/0", "a").status == 200);
   REQUIRE(s.handle(Method::kPut, "/local_h1/1", "b").status == 200);
@@ -67,12 +77,78 @@ TEST_CASE("a plan scope is cleared and closed once every rank of it sent DELETE"
   CHECK(s.handle(Method::kDelete, "/local_h1/1", "").status == 200);
   CHECK(s.closed("local_h1"));
   CHECK(s.handle(Method::kGet, "/local_h1/1", "").status == 404);
-  const Reply late = s.handle(Method::kPut, "/local_h1/0", "late");
-  CHECK(late.status == 403);
-  CHECK_THAT(late.refusal, Catch::Contains("finalized"));
   CHECK(s.stats().keys == 0);
+  CHECK(s.handle(Method::kDelete, "/local_h1/1", "").status == 200);  // late: changes nothing
+  CHECK(s.closed("local_h1"));
+  CHECK(s.reopened("local_h1") == 0);
   // Other scopes are untouched.
   CHECK(s.handle(Method::kPut, "/local_h2/0", "c").status == 200);
+
+  // hvd.shutdown(); hvd.init(): the same scope, a second round from an empty store.
+  REQUIRE(s.handle(Method::kPut, "/local_h1/rank_1", "1").status == 200);
+  CHECK_FALSE(s.closed("local_h1"));
+  CHECK(s.reopened("local_h1") == 1);
+  CHECK(s.handle(Method::kGet, "/local_h1/0", "").status == 404);  // nothing of round one
+  REQUIRE(s.handle(Method::kPut, "/local_h1/1", "b2").status == 200);
+  REQUIRE(s.handle(Method::kPut, "/local_h1/0", "a2").status == 200);
+  CHECK(s.handle(Method::kGet, "/local_h1/0", "").body == "a2");
+  CHECK(s.handle(Method::kDelete, "/local_h1/1", "").status == 200);
+  CHECK_FALSE(s.closed("local_h1"));  // rank 1's DELETE of round one does not count here
+  CHECK(s.handle(Method::kDelete, "/local_h1/0", "").status == 200);
+  CHECK(s.closed("local_h1"));
+  CHECK(s.reopened("local_h1") == 1);
+}
+
+TEST_CASE("each plan scope counts its own DELETEs (horovodrun clears every count at once)") {
+  Store s(two_hosts());
+  REQUIRE(s.handle(Method::kPut, "/local_h1/0", "a").status == 200);
+  CHECK(s.handle(Method::kDelete, "/local_h1/0", "").status == 200);
+  // cross_1 has one rank: it completes while local_h1 is half done.
+  CHECK(s.handle(Method::kDelete, "/cross_1/0", "").status == 200);
+  CHECK(s.closed("cross_1"));
+  CHECK(s.handle(Method::kDelete, "/local_h1/1", "").status == 200);
+  CHECK(s.closed("local_h1"));
+  CHECK(s.handle(Method::kGet, "/local_h1/0", "").status == 404);
+}
+
+TEST_CASE("worker_addresses: one key per slot of the plan, stored as sent") {
+  Store s(two_hosts());
+  CHECK(s.handle(Method::kPut, "/worker_addresses/h1:1", "gASV").status == 200);
+  CHECK(s.handle(Method::kGet, "/worker_addresses/h1:1", "").body == "gASV");
+  CHECK(s.handle(Method::kGet, "/worker_addresses/h2:0", "").status == 404);
+  CHECK(s.handle(Method::kPut, "/worker_addresses/h1:1", "again").status == 200);
+  for (const char* bad : {"h2:1", "h3:0", "h1", "1", "h1:01"}) {
+    const Reply r = s.handle(Method::kPut, std::string("/worker_addresses/") + bad, "x");
+    CHECK(r.status == 403);
+    CHECK_THAT(r.refusal, Catch::Contains("<host>:<local rank>"));
+  }
+  CHECK(s.handle(Method::kPut, "/worker_addresses/" + std::string(300, 'h') + ":0", "x").status ==
+        400);
+  CHECK(s.stats().keys == 1);
+  // A long host name is a valid slot key.
+  ScopePlan p;
+  p.world_size = 1;
+  const std::string host(200, 'n');
+  p.add_rank(host, {0, 0, 1, 0, 1});
+  Store l(p);
+  CHECK(l.handle(Method::kPut, "/worker_addresses/" + host + ":0", "x").status == 200);
+  CHECK(s.handle(Method::kDelete, "/worker_addresses/h1:1", "").status == 200);
+  CHECK(s.stats().keys == 0);
+}
+
+TEST_CASE("rank_and_size answers each slot from the plan, read-only") {
+  Store s(two_hosts());
+  CHECK(s.handle(Method::kGet, "/rank_and_size/h1:0", "").body == "0,3,0,2,0,2");
+  CHECK(s.handle(Method::kGet, "/rank_and_size/h1:1", "").body == "1,3,1,2,0,1");
+  CHECK(s.handle(Method::kGet, "/rank_and_size/h2:0", "").body == "2,3,0,1,1,2");
+  // As horovodrun's elastic driver for a slot it has no rank for.
+  const Reply none = s.handle(Method::kGet, "/rank_and_size/h3:0", "");
+  CHECK(none.status == 200);
+  CHECK(none.body == "-1,-1,-1,-1,-1,-1");
+  CHECK(s.handle(Method::kPut, "/rank_and_size/h1:0", "5,6,0,1,0,1").status == 403);
+  CHECK(s.handle(Method::kDelete, "/rank_and_size/h1:0", "").status == 403);
+  CHECK(s.handle(Method::kGet, "/rank_and_size/h1:0", "").body == "0,3,0,2,0,2");
+  CHECK(s.stats().keys == 0);
 }
 
 TEST_CASE("DELETE in a process-set scope removes that rank's key; the scope goes when empty") {
