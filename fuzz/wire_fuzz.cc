@@ -65,6 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   round_trip(payload, wire::decode_hello, [](const wire::Hello& m) { return wire::encode(m); });
   round_trip(payload, wire::decode_auth,
              [](const wire::AuthRequest& m) { return wire::encode(m); });
+  round_trip(payload, wire::decode_reset, [](const wire::Reset& m) { return wire::encode(m); });
   round_trip(payload, wire::decode_set, [](const wire::SetRequest& m) { return wire::encode(m); });
   round_trip(payload, wire::decode_wait,
              [](const wire::WaitRequest& m) { return wire::encode(m); });

@@ -71,6 +71,7 @@ class ClientImpl final : public Client {
              const std::string& what);
   void goodbye();
   void set_abort_handler(std::function<void(const std::string&)> handler);
+  void set_reset_handler(std::function<void(const wire::Reset&)> handler);
 
   const ClientOptions opts_;
   const UniqueFd fd_;
@@ -104,7 +105,9 @@ class ClientImpl final : public Client {
   std::string handler_arg_;    // what the abort handler is (or will be) called with
   std::function<void(const std::string&)> handler_;
   bool handler_called_ = false;
-  std::uint32_t next_id_ = 1;  // 0 is the handshake's and unsolicited frames' id
+  std::function<void(const wire::Reset&)> reset_handler_;
+  std::vector<wire::Reset> early_resets_;  // RESETs read before a reset handler was set
+  std::uint32_t next_id_ = 1;              // 0 is the handshake's and unsolicited frames' id
   std::map<std::uint32_t, std::shared_ptr<Pending>> pending_;
 };
 
@@ -263,6 +266,33 @@ bool ClientImpl::handle_frame(const wire::Header& h, Bytes payload, std::string*
       // Keep reading: the connection stays up until the launcher or we close it.
       return true;
     }
+    case Op::kReset: {
+      wire::Reset reset;
+      try {
+        reset = wire::decode_reset(payload);
+      } catch (const wire::DecodeError& e) {
+        *failure = fmt::format("the server sent a malformed RESET: {}", e.what());
+        return false;
+      }
+      std::function<void(const wire::Reset&)> handler;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (reset_handler_) {
+          handler = reset_handler_;
+        } else {
+          early_resets_.push_back(reset);
+        }
+      }
+      if (handler) handler(reset);
+      if (reset.interrupt) {
+        const std::string reason = fmt::format(
+            "the launcher is resetting the job to round {} (a worker was lost; elastic mode)",
+            reset.round);
+        logger()->info("rank {}: {}", opts_.rank, reason);
+        fail(fmt::format("rank {}: {}", opts_.rank, reason), reason);
+      }
+      return true;  // the connection stays up until the launcher or we close it
+    }
     case Op::kReject: {
       std::string msg;
       try {
@@ -324,6 +354,18 @@ void ClientImpl::set_abort_handler(std::function<void(const std::string&)> handl
     }
   }
   if (call_now) call_now(handler_arg_);
+}
+
+void ClientImpl::set_reset_handler(std::function<void(const wire::Reset&)> handler) {
+  std::vector<wire::Reset> early;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reset_handler_ = handler;
+    early.swap(early_resets_);
+  }
+  if (handler) {
+    for (const wire::Reset& r : early) handler(r);
+  }
 }
 
 void ClientImpl::goodbye() {
@@ -589,6 +631,10 @@ void Client::goodbye() { impl(this).goodbye(); }
 
 void Client::set_abort_handler(std::function<void(const std::string& reason)> handler) {
   impl(this).set_abort_handler(std::move(handler));
+}
+
+void Client::set_reset_handler(std::function<void(const wire::Reset& reset)> handler) {
+  impl(this).set_reset_handler(std::move(handler));
 }
 
 int Client::rank() const { return impl(this).opts_.rank; }

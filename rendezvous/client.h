@@ -20,11 +20,12 @@
 #include <vector>
 
 #include "rendezvous/errors.h"
+#include "rendezvous/secret.h"
+#include "rendezvous/wire.h"
 
 namespace hora::rdv {
 
 using Bytes = std::vector<std::uint8_t>;
-using Secret = std::array<std::uint8_t, 32>;
 
 struct ClientOptions {
   static constexpr std::chrono::milliseconds kDefaultConnectTimeout{30000};
@@ -90,6 +91,11 @@ class Client {
   // If that already happened when the handler is set, it is called at once from the caller's
   // thread. The handler must not destroy the Client (the destructor joins the reader thread).
   void set_abort_handler(std::function<void(const std::string& reason)> handler);
+
+  // Called from the reader thread for every RESET the server sends (an elastic job's next round,
+  // docs/elastic.md), before the abort handler when the reset interrupts. RESET frames that came
+  // before the handler was set are passed to it when it is set, from the caller's thread.
+  void set_reset_handler(std::function<void(const wire::Reset& reset)> handler);
 
   int rank() const;
   const std::string& server() const;  // "host:port"

@@ -1,5 +1,7 @@
 #include "rendezvous/hmac.h"
 
+#include <string_view>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -26,6 +28,16 @@ wire::Proof auth_proof(const Secret& secret, const wire::Nonce& nonce, std::int3
   auto r = static_cast<std::uint32_t>(rank);
   for (int i = 0; i < 4; ++i) msg[wire::kNonceBytes + i] = static_cast<std::uint8_t>(r >> (8 * i));
   return hmac_sha256(secret, msg);
+}
+
+Secret round_secret(const Secret& job, std::uint32_t round) {
+  constexpr std::string_view kLabel = "hora-round";
+  std::array<std::uint8_t, kLabel.size() + 4> msg{};
+  std::copy(kLabel.begin(), kLabel.end(), msg.begin());
+  for (std::size_t i = 0; i < 4; ++i) {
+    msg[kLabel.size() + i] = static_cast<std::uint8_t>(round >> (8 * i));
+  }
+  return hmac_sha256(job, msg);
 }
 
 bool equal_constant_time(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {

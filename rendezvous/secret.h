@@ -3,12 +3,14 @@
 // rendezvous handshake (rendezvous/hmac.h).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "rendezvous/client.h"
-
 namespace hora::rdv {
+
+using Secret = std::array<std::uint8_t, 32>;
 
 // 32 bytes from OpenSSL's RAND_bytes. Throws rdv::Error if the generator fails.
 Secret generate_secret();

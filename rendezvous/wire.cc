@@ -38,6 +38,7 @@ const char* op_name(Op op) {
     case Op::kReject: return "REJECT";
     case Op::kAbort: return "ABORT";
     case Op::kGoodbye: return "GOODBYE";
+    case Op::kReset: return "RESET";
     case Op::kSet: return "SET";
     case Op::kGet: return "GET";
     case Op::kAdd: return "ADD";
@@ -70,7 +71,7 @@ const char* status_name(Status status) {
 }
 
 bool is_known_op(std::uint8_t op) {
-  return (op >= 0x01 && op <= 0x05) || (op >= 0x10 && op <= 0x16);
+  return (op >= 0x01 && op <= 0x06) || (op >= 0x10 && op <= 0x16);
 }
 
 bool is_known_status(std::uint8_t status) { return status <= 3 || (status >= 16 && status <= 25); }
@@ -236,6 +237,20 @@ void Reader::expect_end() const {
 
 Bytes encode(const Hello& m) { return Writer().raw(m.nonce).take(); }
 Bytes encode(const AuthRequest& m) { return Writer().i32(m.rank).i32(m.size).raw(m.proof).take(); }
+Bytes encode(const Reset& m) {
+  return Writer()
+      .u32(m.round)
+      .u8(m.interrupt ? 1 : 0)
+      .i32(m.rank)
+      .i32(m.size)
+      .i32(m.local_rank)
+      .i32(m.local_size)
+      .i32(m.cross_rank)
+      .i32(m.cross_size)
+      .i32(m.host_index)
+      .str(m.rendezvous)
+      .take();
+}
 Bytes encode(const SetRequest& m) { return Writer().str(m.key).bytes(m.value).take(); }
 Bytes encode(const WaitRequest& m) { return Writer().str(m.key).u64(m.timeout_ms).take(); }
 Bytes encode(const AddRequest& m) { return Writer().str(m.key).i64(m.delta).take(); }
@@ -264,6 +279,36 @@ AuthRequest decode_auth(std::span<const std::uint8_t> payload) {
   m.size = r.i32();
   r.raw(m.proof);
   r.expect_end();
+  return m;
+}
+Reset decode_reset(std::span<const std::uint8_t> payload) {
+  Reader r(payload);
+  Reset m;
+  m.round = r.u32();
+  const std::uint8_t interrupt = r.u8();
+  if (interrupt > 1)
+    throw DecodeError(fmt::format("RESET: interrupt is {}, not 0 or 1", interrupt));
+  m.interrupt = interrupt == 1;
+  m.rank = r.i32();
+  m.size = r.i32();
+  m.local_rank = r.i32();
+  m.local_size = r.i32();
+  m.cross_rank = r.i32();
+  m.cross_size = r.i32();
+  m.host_index = r.i32();
+  m.rendezvous = r.str();
+  r.expect_end();
+  const bool ok = m.size > 0 && m.rank >= 0 && m.rank < m.size && m.local_size > 0 &&
+                  m.local_size <= m.size && m.local_rank >= 0 && m.local_rank < m.local_size &&
+                  m.cross_size > 0 && m.cross_size <= m.size && m.cross_rank >= 0 &&
+                  m.cross_rank < m.cross_size && m.host_index >= 0 && !m.rendezvous.empty();
+  if (!ok) {
+    throw DecodeError(fmt::format(
+        "RESET: inconsistent numbers (rank {} of {}, local {} of {}, cross {} of {}, host {}, "
+        "rendezvous '{}')",
+        m.rank, m.size, m.local_rank, m.local_size, m.cross_rank, m.cross_size, m.host_index,
+        m.rendezvous));
+  }
   return m;
 }
 SetRequest decode_set(std::span<const std::uint8_t> payload) {

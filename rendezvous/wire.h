@@ -42,7 +42,7 @@ inline constexpr std::uint8_t kMagic1 = 0x52;  // 'R'
 // moved 270 KB to every rank, mostly the same host's records again and again).
 // 3: they carry them coded against the previous record instead (rendezvous/gather_records.h):
 // as small, and decoded at memcpy speed where inflating took most of a rank's GATHER time.
-inline constexpr std::uint8_t kVersion = 3;
+inline constexpr std::uint8_t kVersion = 4;
 inline constexpr std::size_t kHeaderBytes = 16;
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kProofBytes = 32;
@@ -68,6 +68,7 @@ enum class Op : std::uint8_t {
   kReject = 0x03,    // server -> client: reason; the server closes the connection after it
   kAbort = 0x04,     // server -> client, unsolicited: the launcher aborted the job
   kGoodbye = 0x05,   // client -> server: leaving on purpose; answered with GOODBYE/OK
+  kReset = 0x06,     // server -> client, unsolicited: an elastic job's next round (Reset)
   kSet = 0x10,       // key, value
   kGet = 0x11,       // key, timeout_ms -> value
   kAdd = 0x12,       // key, delta -> new value
@@ -204,6 +205,20 @@ struct AddRequest {
 struct DelRequest {
   std::string key;
 };
+// RESET (docs/elastic.md): the receiving worker's place in round `round` of an elastic job.
+struct Reset {
+  std::uint32_t round = 0;
+  bool interrupt = false;  // a worker was lost: abort what is in flight
+  std::int32_t rank = 0;
+  std::int32_t size = 0;
+  std::int32_t local_rank = 0;
+  std::int32_t local_size = 0;
+  std::int32_t cross_rank = 0;
+  std::int32_t cross_size = 0;
+  std::int32_t host_index = 0;
+  std::string rendezvous;  // host:port of the round's server, as this worker's host reaches it
+  bool operator==(const Reset&) const = default;
+};
 struct ExchangeRequest {
   std::string name;
   std::uint64_t timeout_ms = 0;
@@ -212,6 +227,7 @@ struct ExchangeRequest {
 
 Bytes encode(const Hello& m);
 Bytes encode(const AuthRequest& m);
+Bytes encode(const Reset& m);
 Bytes encode(const SetRequest& m);
 Bytes encode(const WaitRequest& m);
 Bytes encode(const AddRequest& m);
@@ -266,6 +282,9 @@ GatherReplyView decode_gather_reply(std::span<const std::uint8_t> payload);
 
 Hello decode_hello(std::span<const std::uint8_t> payload);
 AuthRequest decode_auth(std::span<const std::uint8_t> payload);
+// Also checks the numbers: 0 <= rank < size, 0 <= local_rank < local_size <= size, 0 <=
+// cross_rank < cross_size <= size, host_index >= 0.
+Reset decode_reset(std::span<const std::uint8_t> payload);
 SetRequest decode_set(std::span<const std::uint8_t> payload);
 WaitRequest decode_wait(std::span<const std::uint8_t> payload);
 AddRequest decode_add(std::span<const std::uint8_t> payload);

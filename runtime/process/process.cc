@@ -9,10 +9,13 @@
 #include <fmt/format.h>
 #include <hora/error.h>
 
+#include "rendezvous/hmac.h"
+
 #include "runtime/core/world.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/transport.h"
+#include "runtime/process/elastic_session.h"
 #include "runtime/process/runtime.h"
 
 namespace hora::detail {
@@ -55,7 +58,15 @@ void Process::init() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (runtime_) return;
   ignore_sigpipe_if_default();
-  auto runtime = std::make_shared<Runtime>(world_from_environment());
+  // In an elastic job the round's assignment (after a reset) overrides the environment's
+  // numbers, and the round's own secret authenticates to the round's server (docs/elastic.md).
+  ElasticSession& elastic = ElasticSession::instance();
+  WorldInfo world =
+      world_from_environment(elastic.lookup([](const char* name) { return std::getenv(name); }));
+  if (elastic.enabled()) {
+    world.secret = rdv::round_secret(world.secret, static_cast<std::uint32_t>(elastic.round()));
+  }
+  auto runtime = std::make_shared<Runtime>(std::move(world));
 
   // The async engine: its thread cycles with every other rank's from now on (the first cycle
   // waits for all of them), on the Gloo context reserved for it.

@@ -16,6 +16,7 @@
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
 #include "runtime/nccl/backend.h"
+#include "runtime/process/elastic_session.h"
 #include "runtime/process/hierarchical_allreduce.h"
 #include "runtime/shm/engine_transport.h"
 #include "runtime/shm/form_group.h"
@@ -54,6 +55,10 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   } catch (...) {
     rethrow_translated(world_, "init(): connecting to the rendezvous server", abort_, start_hint);
   }
+  // RESET frames (elastic jobs) go to the process-wide session before an interrupting one
+  // aborts this runtime through the abort handler (rendezvous/client.h).
+  client_->set_reset_handler(
+      [](const rdv::wire::Reset& reset) { ElasticSession::instance().announce(reset); });
   client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
 
   try {

@@ -88,6 +88,7 @@ std::set<std::string> header_names() {
     add(horovod);
   }
   for (std::string_view name : job_env::kHorovodSettings) add(name);
+  for (std::string_view name : job_env::kElasticContract) add(name);
   return names;
 }
 

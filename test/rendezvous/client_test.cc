@@ -258,3 +258,100 @@ TEST_CASE("concurrent requests on one client are matched to their answers", "[cl
   CHECK(wrong == 0);
   CHECK(ts.stats().keys == 400);
 }
+
+namespace {
+
+// Collects reset-handler calls (elastic jobs); tests wait on it with a deadline.
+struct ResetLog {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<wire::Reset> resets;
+
+  std::function<void(const wire::Reset&)> handler() {
+    return [this](const wire::Reset& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      resets.push_back(r);
+      cv.notify_all();
+    };
+  }
+  bool wait_for_calls(std::size_t n, std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return resets.size() >= n; });
+  }
+};
+
+wire::Reset reset_for(std::uint32_t round, bool interrupt, int rank, int size) {
+  wire::Reset r;
+  r.round = round;
+  r.interrupt = interrupt;
+  r.rank = rank;
+  r.size = size;
+  r.local_rank = rank;
+  r.local_size = size;
+  r.cross_rank = 0;
+  r.cross_size = 1;
+  r.rendezvous = "127.0.0.1:4242";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("RESET without interrupt reaches the handler and the connection goes on", "[client]") {
+  TestServer ts(test_options(2));
+  auto c0 = ts.connect(0);
+  auto c1 = ts.connect(1);
+  ResetLog log;
+  AbortLog aborts;
+  c1->set_reset_handler(log.handler());
+  c1->set_abort_handler(aborts.handler());
+  ts.server().reset_rank(1, reset_for(1, false, 2, 4));
+  REQUIRE(log.wait_for_calls(1));
+  CHECK(log.resets[0] == reset_for(1, false, 2, 4));
+  // Not interrupted: requests still work and no abort was called.
+  c1->set("k", bytes_of("v"), 5s);
+  CHECK(c0->get("k", 5s) == bytes_of("v"));
+  CHECK(aborts.count() == 0);
+  // An older round than one already announced is not sent again.
+  ts.server().reset_rank(1, reset_for(0, false, 0, 2));
+  ts.stats();
+  c1->set("k2", bytes_of("w"), 5s);
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    CHECK(log.resets.size() == 1);
+  }
+}
+
+TEST_CASE("RESET with interrupt fails calls as an abort does, naming the round", "[client]") {
+  TestServer ts(test_options(2));
+  auto c0 = ts.connect(0);
+  ResetLog log;
+  AbortLog aborts;
+  c0->set_reset_handler(log.handler());
+  c0->set_abort_handler(aborts.handler());
+  auto blocked = std::async(std::launch::async, [&] { return c0->get("never", 30s); });
+  REQUIRE(ts.wait_stats([](const Server::Stats& s) { return s.waits == 1; }));
+  ts.server().reset_rank(0, reset_for(3, true, 0, 1));
+  REQUIRE(log.wait_for_calls(1));
+  REQUIRE(aborts.wait_for_calls(1));
+  CHECK_THAT(aborts.reasons[0], Catch::Contains("round 3"));
+  REQUIRE(blocked.wait_for(5s) == std::future_status::ready);
+  CHECK_THROWS_WITH(blocked.get(), Catch::Contains("resetting the job to round 3"));
+}
+
+TEST_CASE("a rank authenticating after a RESET gets it right away, even before a handler",
+          "[client]") {
+  TestServer ts(test_options(2));
+  ts.server().reset_rank(1, reset_for(5, false, 0, 3));
+  ts.stats();  // the posted reset has run
+  auto c1 = ts.connect(1);
+  // Read before the handler was set: kept and handed over when it is.
+  ResetLog log;
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    c1->set_reset_handler(log.handler());
+    if (log.wait_for_calls(1, 50ms)) break;
+  }
+  REQUIRE(log.wait_for_calls(1));
+  CHECK(log.resets[0].round == 5);
+  CHECK(log.resets[0].size == 3);
+}

@@ -73,3 +73,12 @@ TEST_CASE("the proof binds secret, nonce and rank", "[hmac]") {
   CHECK(equal_constant_time(p, hmac_sha256(secret, msg)));
   CHECK_FALSE(equal_constant_time(p, std::span(p).first(31)));
 }
+
+TEST_CASE("round secrets differ by round and by job, and are stable", "[hmac]") {
+  const Secret job = generate_secret();
+  const Secret other = generate_secret();
+  CHECK(round_secret(job, 0) == round_secret(job, 0));
+  CHECK(round_secret(job, 0) != round_secret(job, 1));
+  CHECK(round_secret(job, 1) != round_secret(other, 1));
+  CHECK(round_secret(job, 0) != job);
+}

@@ -35,7 +35,7 @@ TEST_CASE("header layout is the documented one", "[wire]") {
   h.request_id = 0x04030201;
   h.payload_bytes = 0x0a0b0c0d;
   auto b = header_bytes(h);
-  std::array<std::uint8_t, 16> expected{0x48, 0x52, 3,    0x15, 1,    0,    0,    0,
+  std::array<std::uint8_t, 16> expected{0x48, 0x52, 4,    0x15, 1,    0,    0,    0,
                                         0x01, 0x02, 0x03, 0x04, 0x0d, 0x0c, 0x0b, 0x0a};
   CHECK(b == expected);
 }
@@ -431,7 +431,8 @@ TEST_CASE("op and status classification", "[wire]") {
   CHECK_FALSE(wire::is_request_op(Op::kAuth));
   CHECK_FALSE(wire::is_request_op(Op::kAbort));
   CHECK_FALSE(wire::is_known_op(0x00));
-  CHECK_FALSE(wire::is_known_op(0x06));
+  CHECK(wire::is_known_op(0x06));  // RESET (elastic jobs)
+  CHECK_FALSE(wire::is_known_op(0x07));
   CHECK(wire::is_known_op(0x16));
   CHECK(wire::is_request_op(Op::kGather));
   CHECK_FALSE(wire::is_known_op(0x17));
@@ -472,4 +473,43 @@ TEST_CASE("a payload of 4 GiB or more is refused, not narrowed to 32 bits", "[wi
   wire::Writer w;
   CHECK_THROWS_AS(w.bytes(huge), std::length_error);
   ::munmap(p, n);
+}
+
+TEST_CASE("RESET round trips and refuses inconsistent numbers", "[wire]") {
+  wire::Reset r;
+  r.round = 7;
+  r.interrupt = true;
+  r.rank = 5;
+  r.size = 6;
+  r.local_rank = 1;
+  r.local_size = 2;
+  r.cross_rank = 2;
+  r.cross_size = 3;
+  r.host_index = 2;
+  r.rendezvous = "198.18.0.1:40000";
+  CHECK(wire::decode_reset(wire::encode(r)) == r);
+  CHECK(wire::is_known_op(static_cast<std::uint8_t>(wire::Op::kReset)));
+  CHECK_FALSE(wire::is_request_op(wire::Op::kReset));  // a client may not send it
+
+  auto refused = [](wire::Reset bad) {
+    CHECK_THROWS_AS(wire::decode_reset(wire::encode(bad)), wire::DecodeError);
+  };
+  wire::Reset bad = r;
+  bad.rank = 6;  // not below size
+  refused(bad);
+  bad = r;
+  bad.local_rank = 2;
+  refused(bad);
+  bad = r;
+  bad.cross_size = 7;
+  refused(bad);
+  bad = r;
+  bad.rendezvous.clear();
+  refused(bad);
+  Bytes payload = wire::encode(r);
+  payload[4] = 2;  // interrupt is 0 or 1
+  CHECK_THROWS_AS(wire::decode_reset(payload), wire::DecodeError);
+  payload = wire::encode(r);
+  payload.push_back(0);
+  CHECK_THROWS_AS(wire::decode_reset(payload), wire::DecodeError);
 }
