@@ -70,8 +70,7 @@ using wire::Op;
 using wire::Status;
 using namespace std::chrono_literals;
 
-static_assert(ServerOptions::kDefaultMaxFrameBytes ==
-              wire::kDefaultMaxFrameBytes);
+static_assert(ServerOptions::kDefaultMaxFrameBytes == wire::kDefaultMaxFrameBytes);
 
 namespace {
 
@@ -101,43 +100,31 @@ constexpr std::uint64_t kFdReservePerRank = 4;
 // its own. (Counting those against the spare half made 4096 ranks that
 // connected at once under a limit of 20000 lose all but 1776 of their first
 // connections.)
-std::size_t pending_connection_cap(const ServerOptions &o) {
+std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
   const auto ranks = static_cast<std::uint64_t>(o.size);
   const std::uint64_t reserve = kFdReserveBase + kFdReservePerRank * ranks;
   std::uint64_t cap = std::max<std::uint64_t>(o.max_unauthenticated, ranks);
   if (lim.error.empty() && lim.soft != RLIM_INFINITY) {
-    cap = std::min<std::uint64_t>(
-        cap, ranks + (lim.soft > reserve ? (lim.soft - reserve) / 2 : 0));
+    cap = std::min<std::uint64_t>(cap, ranks + (lim.soft > reserve ? (lim.soft - reserve) / 2 : 0));
   }
   return static_cast<std::size_t>(std::max<std::uint64_t>(cap, 1));
 }
 
 // What a rejection was for, in the words of a rate-limited summary line.
-const char *rejection_kind(Status status) {
+const char* rejection_kind(Status status) {
   switch (status) {
-  case Status::kBadFrame:
-    return "bad frame";
-  case Status::kBadVersion:
-    return "wrong protocol version";
-  case Status::kTooLarge:
-    return "frame too large";
-  case Status::kUnknownOp:
-    return "unknown op";
-  case Status::kNotAuthenticated:
-    return "request before authenticating";
-  case Status::kAuthFailed:
-    return "wrong proof (not this job's secret)";
-  case Status::kAuthTimeout:
-    return "did not authenticate in time";
-  case Status::kSizeMismatch:
-    return "wrong job size";
-  case Status::kRankOutOfRange:
-    return "rank out of range";
-  case Status::kDuplicateRank:
-    return "rank already connected";
-  default:
-    return wire::status_name(status);
+    case Status::kBadFrame: return "bad frame";
+    case Status::kBadVersion: return "wrong protocol version";
+    case Status::kTooLarge: return "frame too large";
+    case Status::kUnknownOp: return "unknown op";
+    case Status::kNotAuthenticated: return "request before authenticating";
+    case Status::kAuthFailed: return "wrong proof (not this job's secret)";
+    case Status::kAuthTimeout: return "did not authenticate in time";
+    case Status::kSizeMismatch: return "wrong job size";
+    case Status::kRankOutOfRange: return "rank out of range";
+    case Status::kDuplicateRank: return "rank already connected";
+    default: return wire::status_name(status);
   }
 }
 
@@ -155,32 +142,30 @@ struct OutFrame {
   std::shared_ptr<const Bytes> shared;
   std::shared_ptr<const std::uint8_t[]> columns;
   std::span<const std::uint8_t> tail;
-  std::size_t size() const {
-    return head.size() + (shared ? shared->size() : 0) + tail.size();
-  }
+  std::size_t size() const { return head.size() + (shared ? shared->size() : 0) + tail.size(); }
 };
 enum class Input { kIdle, kHeader, kPayload, kDraining, kEnded };
 
 struct Connection {
-  Connection(tcp::socket s, asio::io_context &io, Store::ClientId id_)
-      : socket(std::move(s)), id(id_), auth_timer(io), body_timer(io),
-        write_timer(io), linger_timer(io) {}
+  Connection(tcp::socket s, asio::io_context& io, Store::ClientId id_)
+      : socket(std::move(s)),
+        id(id_),
+        auth_timer(io),
+        body_timer(io),
+        write_timer(io),
+        linger_timer(io) {}
 
-  std::string label() const {
-    return rank >= 0 ? fmt::format("rank {} ({})", rank, peer) : peer;
-  }
+  std::string label() const { return rank >= 0 ? fmt::format("rank {} ({})", rank, peer) : peer; }
   // Past the handshake at some point (a closing connection may have been a
   // rank).
   bool authenticated() const { return rank >= 0; }
   // Rejected, said goodbye, or closed: nothing it sends is handled any more.
-  bool leaving() const {
-    return phase == Phase::kClosing || phase == Phase::kClosed;
-  }
+  bool leaving() const { return phase == Phase::kClosing || phase == Phase::kClosed; }
 
   tcp::socket socket;
   Store::ClientId id;
-  std::string peer; // "ip:port"
-  int rank = -1;    // set once authenticated
+  std::string peer;  // "ip:port"
+  int rank = -1;     // set once authenticated
   Phase phase = Phase::kHandshake;
   Input input = Input::kIdle;
   std::size_t drained = 0;
@@ -189,11 +174,11 @@ struct Connection {
   std::array<std::uint8_t, wire::kHeaderBytes> header_buf{};
   wire::Header header;
   Bytes payload;
-  std::deque<OutFrame> out; // front() is being written while not empty
+  std::deque<OutFrame> out;  // front() is being written while not empty
 };
 using ConnPtr = std::shared_ptr<Connection>;
 
-void set_keepalive(tcp::socket &s) {
+void set_keepalive(tcp::socket& s) {
   // Kernel keepalive bounds how long a vanished rank host (no FIN, no RST) goes
   // unnoticed: about idle + interval * count = 10 + 5 * 3 s. Failures only
   // weaken detection: ignored.
@@ -207,33 +192,35 @@ void set_keepalive(tcp::socket &s) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
-} // namespace
+}  // namespace
 
 struct Server::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context &io_, ServerOptions options, ServerEvents ev)
-      : io(io_), opts(std::move(options)), events(std::move(ev)), acceptor(io_),
-        accept_retry(io_), wait_timer(io_), throttle_timer(io_),
+  Impl(asio::io_context& io_, ServerOptions options, ServerEvents ev)
+      : io(io_),
+        opts(std::move(options)),
+        events(std::move(ev)),
+        acceptor(io_),
+        accept_retry(io_),
+        wait_timer(io_),
+        throttle_timer(io_),
         store(opts.size) {}
 
-  asio::io_context &io;
+  asio::io_context& io;
   ServerOptions opts;
   ServerEvents events;
-  std::atomic<bool> silenced{
-      false}; // set by ~Server: no callbacks into the launcher any more
+  std::atomic<bool> silenced{false};  // set by ~Server: no callbacks into the launcher any more
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
-  asio::steady_timer wait_timer; // armed for the store's next wait deadline
+  asio::steady_timer wait_timer;  // armed for the store's next wait deadline
   std::optional<Clock::time_point> wait_timer_at;
-  LogThrottle throttle; // repeated warnings: one line per kind per second
+  LogThrottle throttle;  // repeated warnings: one line per kind per second
   asio::steady_timer throttle_timer;
   bool throttle_timer_armed = false;
-  std::size_t pending_cap = 1; // see pending_connection_cap()
-  std::map<Store::ClientId, ConnPtr>
-      pending; // in kHandshake, oldest (lowest id) first
+  std::size_t pending_cap = 1;                 // see pending_connection_cap()
+  std::map<Store::ClientId, ConnPtr> pending;  // in kHandshake, oldest (lowest id) first
   std::string address;
   std::uint16_t port = 0;
-  tcp listen_protocol =
-      tcp::v4(); // the listening socket's, for the connections it accepts
+  tcp listen_protocol = tcp::v4();  // the listening socket's, for the connections it accepts
   bool stopped = false;
 
   Store store;
@@ -242,48 +229,45 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // Elastic jobs: the newest round announced to each rank of this (older)
   // round's server (reset_rank()); a rank that authenticates later gets it
   // right after the AUTH answer.
-  std::map<int, wire::Reset> resets; // joined (authenticated and not leaving)
+  std::map<int, wire::Reset> resets;  // joined (authenticated and not leaving)
   Store::ClientId next_id = 1;
-  std::unordered_map<Store::ClientId, ConnPtr> conns; // every open connection
+  std::unordered_map<Store::ClientId, ConnPtr> conns;  // every open connection
 
   // ---- start / stop
   // -------------------------------------------------------------------------
 
   void start() {
     if (opts.size < 1) {
-      throw Error(fmt::format(
-          "rendezvous server: job size must be at least 1, got {}", opts.size));
+      throw Error(fmt::format("rendezvous server: job size must be at least 1, got {}", opts.size));
     }
     if (opts.max_frame_bytes < wire::kMinMaxFrameBytes ||
         opts.max_frame_bytes > wire::kMaxMaxFrameBytes) {
-      throw Error(fmt::format("rendezvous server: max_frame_bytes must be from "
-                              "{} to {} (below 4 GiB), got {}",
-                              wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes,
-                              opts.max_frame_bytes));
+      throw Error(
+          fmt::format("rendezvous server: max_frame_bytes must be from "
+                      "{} to {} (below 4 GiB), got {}",
+                      wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, opts.max_frame_bytes));
     }
     error_code ec;
     auto addr = asio::ip::make_address(opts.bind_address, ec);
     if (ec) {
-      throw Error(fmt::format(
-          "could not start the rendezvous server: '{}' is not an IP address "
-          "({}); give an address of the chosen interface",
-          opts.bind_address, ec.message()));
+      throw Error(
+          fmt::format("could not start the rendezvous server: '{}' is not an IP address "
+                      "({}); give an address of the chosen interface",
+                      opts.bind_address, ec.message()));
     }
     address = addr.to_string();
     tcp::endpoint ep(addr, opts.port);
     std::string where = format_endpoint(address, opts.port);
-    auto fail = [&](const char *step) {
-      throw Error(fmt::format(
-          "could not start the rendezvous server on {}: {}: {}{}", where, step,
-          ec.message(),
-          opts.port != 0 ? "; choose another port, or 0 for any free port"
-                         : ""));
+    auto fail = [&](const char* step) {
+      throw Error(
+          fmt::format("could not start the rendezvous server on {}: {}: {}{}", where, step,
+                      ec.message(),
+                      opts.port != 0 ? "; choose another port, or 0 for any free port" : ""));
     };
     // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the
     // listening socket must not leak into the guards and ranks the launcher
     // starts.
-    int lfd = ::socket(ep.protocol().family(),
-                       SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int lfd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (lfd < 0) {
       ec = error_code(errno, boost::system::system_category());
       fail("socket");
@@ -295,23 +279,20 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
     acceptor.bind(ep, ec);
-    if (ec)
-      fail("bind");
+    if (ec) fail("bind");
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec)
-      fail("listen");
+    if (ec) fail("listen");
     port = acceptor.local_endpoint(ec).port();
     listen_protocol = ep.protocol();
     acceptor.native_non_blocking(true, ec);
     pending_cap = pending_connection_cap(opts);
-    logger()->info("rendezvous server listening on {} for {} ranks",
-                   format_endpoint(address, port), opts.size);
+    logger()->info("rendezvous server listening on {} for {} ranks", format_endpoint(address, port),
+                   opts.size);
     accept();
   }
 
   void do_stop() {
-    if (stopped)
-      return;
+    if (stopped) return;
     stopped = true;
     error_code ec;
     acceptor.close(ec);
@@ -321,12 +302,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     store.clear();
     by_rank.clear();
     std::vector<ConnPtr> all;
-    for (auto &[id, c] : conns)
-      all.push_back(c);
-    for (const auto &c : all)
-      finish_close(c);
-    logger()->debug("rendezvous server on {} stopped",
-                    format_endpoint(address, port));
+    for (auto& [id, c] : conns) all.push_back(c);
+    for (const auto& c : all) finish_close(c);
+    logger()->debug("rendezvous server on {} stopped", format_endpoint(address, port));
   }
 
   // ---- events
@@ -335,12 +313,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // A throwing launcher callback must not leave the server half-updated; it is
   // logged instead.
   template <typename F, typename... Args>
-  void emit(const F &f, Args &&...args) {
-    if (silenced || !f)
-      return;
+  void emit(const F& f, Args&&... args) {
+    if (silenced || !f) return;
     try {
       f(std::forward<Args>(args)...);
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
       logger()->error("rendezvous server event handler threw: {}", e.what());
     }
   }
@@ -352,12 +329,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // with accept4() (close-on-exec from the start, which Asio's async_accept
   // does not give).
   void accept() {
-    acceptor.async_wait(
-        tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
-          if (self->stopped || ec == asio::error::operation_aborted)
-            return;
-          self->accept_ready();
-        });
+    acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
+      if (self->stopped || ec == asio::error::operation_aborted) return;
+      self->accept_ready();
+    });
   }
 
   // The peer's address comes with accept4() and the protocol is the listening
@@ -366,8 +341,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     for (int i = 0; i < kAcceptBurst; ++i) {
       tcp::endpoint peer;
       socklen_t peer_len = static_cast<socklen_t>(peer.capacity());
-      int fd = ::accept4(acceptor.native_handle(), peer.data(), &peer_len,
-                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int fd =
+          ::accept4(acceptor.native_handle(), peer.data(), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
         tcp::socket s(io);
         error_code ec;
@@ -385,14 +360,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
         continue;
       }
       const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK)
-        break;
-      if (err == EINTR || err == ECONNABORTED || err == EPROTO)
-        continue; // that peer only
-      if ((err == EMFILE || err == ENFILE) &&
-          drop_oldest_pending("no descriptor was free")) {
-        continue; // a descriptor was freed for the connection waiting in the
-                  // backlog
+      if (err == EAGAIN || err == EWOULDBLOCK) break;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;  // that peer only
+      if ((err == EMFILE || err == ENFILE) && drop_oldest_pending("no descriptor was free")) {
+        continue;  // a descriptor was freed for the connection waiting in the
+                   // backlog
       }
       // Out of descriptors (or memory) with no unauthenticated connection to
       // give up: say why, at the level horarun shows by default, and back off
@@ -400,8 +372,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       warn_accept_failed(err);
       accept_retry.expires_after(kAcceptRetry);
       accept_retry.async_wait([self = shared_from_this()](error_code e) {
-        if (!e && !self->stopped)
-          self->accept();
+        if (!e && !self->stopped) self->accept();
       });
       return;
     }
@@ -411,52 +382,46 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   void warn_accept_failed(int err) {
     const std::string why = std::strerror(err);
     const std::string where = format_endpoint(address, port);
-    if (!throttle.admit(
-            "accept " + why, Clock::now(), [where, why](std::uint64_t n) {
-              return fmt::format(
-                  "rendezvous server on {}: accept failed {} times in the last "
-                  "1 s: {}",
-                  where, n, why);
-            })) {
+    if (!throttle.admit("accept " + why, Clock::now(), [where, why](std::uint64_t n) {
+          return fmt::format(
+              "rendezvous server on {}: accept failed {} times in the last "
+              "1 s: {}",
+              where, n, why);
+        })) {
       return arm_throttle_timer();
     }
     std::string hint;
     if (err == EMFILE) {
-      hint =
-          fmt::format(" (the open-file limit is {}; raise it with ulimit -n)",
-                      fd_limit().soft);
+      hint = fmt::format(" (the open-file limit is {}; raise it with ulimit -n)", fd_limit().soft);
     }
-    logger()->error("rendezvous server on {}: cannot accept connections: {}{}; "
-                    "retrying in {}",
-                    where, why, hint, format_duration(kAcceptRetry));
+    logger()->error(
+        "rendezvous server on {}: cannot accept connections: {}{}; "
+        "retrying in {}",
+        where, why, hint, format_duration(kAcceptRetry));
     arm_throttle_timer();
   }
 
-  void on_accept(tcp::socket s, const std::optional<tcp::endpoint> &from) {
+  void on_accept(tcp::socket s, const std::optional<tcp::endpoint>& from) {
     auto c = std::make_shared<Connection>(std::move(s), io, next_id++);
     c->peer = from ? format_endpoint(from->address().to_string(), from->port())
                    : std::string("unknown peer");
     set_keepalive(c->socket);
     if (pending.size() >= pending_cap) {
       drop_oldest_pending(
-          fmt::format("more than {} connections were waiting to authenticate",
-                      pending_cap));
+          fmt::format("more than {} connections were waiting to authenticate", pending_cap));
     }
     conns.emplace(c->id, c);
     pending.emplace(c->id, c);
     if (RAND_bytes(c->nonce.data(), static_cast<int>(c->nonce.size())) != 1) {
-      logger()->error(
-          "rendezvous server: OpenSSL RAND_bytes failed; closing {}", c->peer);
+      logger()->error("rendezvous server: OpenSSL RAND_bytes failed; closing {}", c->peer);
       finish_close(c);
       return;
     }
     logger()->debug("connection from {}", c->peer);
-    send(c, wire::encode_frame(Op::kHello, Status::kOk, 0,
-                               wire::encode(wire::Hello{c->nonce})));
+    send(c, wire::encode_frame(Op::kHello, Status::kOk, 0, wire::encode(wire::Hello{c->nonce})));
     c->auth_timer.expires_after(opts.auth_timeout);
     c->auth_timer.async_wait([self = shared_from_this(), c](error_code e) {
-      if (e || c->phase != Phase::kHandshake)
-        return;
+      if (e || c->phase != Phase::kHandshake) return;
       self->reject(c, Status::kAuthTimeout,
                    fmt::format("did not authenticate within {} of connecting",
                                format_duration(self->opts.auth_timeout)),
@@ -465,37 +430,32 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     read_header(c);
   }
 
-  void handle_auth(const ConnPtr &c) {
+  void handle_auth(const ConnPtr& c) {
     auto m = wire::decode_auth(c->payload);
     auto expected = auth_proof(opts.secret, c->nonce, m.rank);
     if (!equal_constant_time(expected, m.proof)) {
-      return reject(
-          c, Status::kAuthFailed,
-          fmt::format(
-              "authentication failed for rank {}: wrong proof (the peer does "
-              "not "
-              "have this job's secret; HORA_SECRET must be the one horarun "
-              "passed)",
-              m.rank),
-          c->header.request_id);
+      return reject(c, Status::kAuthFailed,
+                    fmt::format("authentication failed for rank {}: wrong proof (the peer does "
+                                "not "
+                                "have this job's secret; HORA_SECRET must be the one horarun "
+                                "passed)",
+                                m.rank),
+                    c->header.request_id);
     }
     if (m.size != opts.size) {
-      return reject(
-          c, Status::kSizeMismatch,
-          fmt::format("rank {} believes the job has {} ranks, but it has {}",
-                      m.rank, m.size, opts.size),
-          c->header.request_id);
+      return reject(c, Status::kSizeMismatch,
+                    fmt::format("rank {} believes the job has {} ranks, but it has {}", m.rank,
+                                m.size, opts.size),
+                    c->header.request_id);
     }
     if (m.rank < 0 || m.rank >= opts.size) {
       return reject(c, Status::kRankOutOfRange,
-                    fmt::format("rank {} is out of range for a job of {} ranks",
-                                m.rank, opts.size),
+                    fmt::format("rank {} is out of range for a job of {} ranks", m.rank, opts.size),
                     c->header.request_id);
     }
     if (auto it = by_rank.find(m.rank); it != by_rank.end()) {
       return reject(c, Status::kDuplicateRank,
-                    fmt::format("rank {} is already connected from {}", m.rank,
-                                it->second->peer),
+                    fmt::format("rank {} is already connected from {}", m.rank, it->second->peer),
                     c->header.request_id);
     }
     c->auth_timer.cancel();
@@ -505,15 +465,13 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     by_rank[m.rank] = c;
     seen.insert(m.rank);
     logger()->info("rank {} connected from {}", m.rank, c->peer);
-    send(c,
-         wire::encode_frame(Op::kAuth, Status::kOk, c->header.request_id, {}));
+    send(c, wire::encode_frame(Op::kAuth, Status::kOk, c->header.request_id, {}));
     if (store.abort_reason()) {
       send(c, wire::encode_frame(Op::kAbort, Status::kAborted, 0,
                                  wire::encode_message(*store.abort_reason())));
     }
     if (auto it = resets.find(m.rank); it != resets.end()) {
-      send(c, wire::encode_frame(Op::kReset, Status::kOk, 0,
-                                 wire::encode(it->second)));
+      send(c, wire::encode_frame(Op::kReset, Status::kOk, 0, wire::encode(it->second)));
     }
     emit(events.on_connected, m.rank, c->peer);
   }
@@ -521,66 +479,57 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // ---- reading
   // --------------------------------------------------------------------------------
 
-  void read_header(const ConnPtr &c) {
+  void read_header(const ConnPtr& c) {
     c->input = Input::kHeader;
-    asio::async_read(
-        c->socket, asio::buffer(c->header_buf),
-        [self = shared_from_this(), c](error_code ec, std::size_t) {
-          c->input = Input::kIdle;
-          if (c->phase == Phase::kClosed)
-            return;
-          if (c->phase == Phase::kClosing)
-            return self->drain(c, ec);
-          if (ec)
-            return self->on_read_error(c, ec);
-          self->on_header(c);
-        });
+    asio::async_read(c->socket, asio::buffer(c->header_buf),
+                     [self = shared_from_this(), c](error_code ec, std::size_t) {
+                       c->input = Input::kIdle;
+                       if (c->phase == Phase::kClosed) return;
+                       if (c->phase == Phase::kClosing) return self->drain(c, ec);
+                       if (ec) return self->on_read_error(c, ec);
+                       self->on_header(c);
+                     });
   }
 
-  void on_header(const ConnPtr &c) {
+  void on_header(const ConnPtr& c) {
     wire::Header h;
     std::string why;
     const bool handshake = c->phase == Phase::kHandshake;
-    std::size_t limit = handshake ? wire::kHeaderBytes + wire::kAuthPayloadBytes
-                                  : opts.max_frame_bytes;
+    std::size_t limit =
+        handshake ? wire::kHeaderBytes + wire::kAuthPayloadBytes : opts.max_frame_bytes;
     Status st = wire::decode_header(c->header_buf, limit, &h, &why);
     if (st == Status::kTooLarge && handshake) {
       why += " (before authenticating, only the AUTH frame is accepted)";
     }
-    if (st != Status::kOk)
-      return reject(c, st, why, h.request_id);
+    if (st != Status::kOk) return reject(c, st, why, h.request_id);
     if (h.status != Status::kOk) {
-      return reject(
-          c, Status::kBadFrame,
-          fmt::format("{} request carries status {}; requests carry 0",
-                      wire::op_name(h.op), static_cast<int>(h.status)),
-          h.request_id);
+      return reject(c, Status::kBadFrame,
+                    fmt::format("{} request carries status {}; requests carry 0",
+                                wire::op_name(h.op), static_cast<int>(h.status)),
+                    h.request_id);
     }
     if (handshake) {
       if (h.op != Op::kAuth) {
         if (wire::is_request_op(h.op)) {
-          return reject(
-              c, Status::kNotAuthenticated,
-              fmt::format("sent {} before authenticating", wire::op_name(h.op)),
-              h.request_id);
+          return reject(c, Status::kNotAuthenticated,
+                        fmt::format("sent {} before authenticating", wire::op_name(h.op)),
+                        h.request_id);
         }
         return reject(c, Status::kUnknownOp,
-                      fmt::format("sent {}, an op only the server sends",
-                                  wire::op_name(h.op)),
+                      fmt::format("sent {}, an op only the server sends", wire::op_name(h.op)),
                       h.request_id);
       }
       if (h.payload_bytes != wire::kAuthPayloadBytes) {
         return reject(c, Status::kBadFrame,
-                      fmt::format("AUTH payload is {} bytes, expected {}",
-                                  h.payload_bytes, wire::kAuthPayloadBytes),
+                      fmt::format("AUTH payload is {} bytes, expected {}", h.payload_bytes,
+                                  wire::kAuthPayloadBytes),
                       h.request_id);
       }
     } else if (!wire::is_request_op(h.op)) {
       return reject(c, Status::kUnknownOp,
                     h.op == Op::kAuth
                         ? std::string("sent AUTH again after authenticating")
-                        : fmt::format("sent {}, an op only the server sends",
-                                      wire::op_name(h.op)),
+                        : fmt::format("sent {}, an op only the server sends", wire::op_name(h.op)),
                     h.request_id);
     }
     c->header = h;
@@ -599,8 +548,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       self->reject(c, Status::kBadFrame,
                    fmt::format("sent the header of a {} frame but not its {} "
                                "payload bytes within {}",
-                               wire::op_name(c->header.op),
-                               c->header.payload_bytes,
+                               wire::op_name(c->header.op), c->header.payload_bytes,
                                format_duration(self->opts.io_timeout)),
                    c->header.request_id);
     });
@@ -609,152 +557,124 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Reads the payload in chunks, growing the buffer as bytes arrive: a header
   // alone does not make the server allocate the size it declares.
-  void read_payload(const ConnPtr &c) {
+  void read_payload(const ConnPtr& c) {
     const std::size_t have = c->payload.size();
-    const std::size_t chunk =
-        std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
-    c->payload.resize(
-        have + chunk); // grows the capacity geometrically, like push_back
-    c->socket.async_read_some(
-        asio::buffer(c->payload.data() + have, chunk),
-        [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
-          if (c->phase == Phase::kClosed)
-            return;
-          c->payload.resize(have + n);
-          if (!ec && !c->leaving() &&
-              c->payload.size() < c->header.payload_bytes) {
-            return self->read_payload(c);
-          }
-          c->input = Input::kIdle;
-          c->body_timer.cancel();
-          if (c->phase == Phase::kClosing)
-            return self->drain(c, ec);
-          if (ec)
-            return self->on_read_error(c, ec);
-          self->on_frame(c);
-        });
+    const std::size_t chunk = std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
+    c->payload.resize(have + chunk);  // grows the capacity geometrically, like push_back
+    c->socket.async_read_some(asio::buffer(c->payload.data() + have, chunk),
+                              [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
+                                if (c->phase == Phase::kClosed) return;
+                                c->payload.resize(have + n);
+                                if (!ec && !c->leaving() &&
+                                    c->payload.size() < c->header.payload_bytes) {
+                                  return self->read_payload(c);
+                                }
+                                c->input = Input::kIdle;
+                                c->body_timer.cancel();
+                                if (c->phase == Phase::kClosing) return self->drain(c, ec);
+                                if (ec) return self->on_read_error(c, ec);
+                                self->on_frame(c);
+                              });
   }
 
-  void on_frame(const ConnPtr &c) {
+  void on_frame(const ConnPtr& c) {
     try {
       if (c->phase == Phase::kHandshake) {
         handle_auth(c);
       } else {
         dispatch(c);
       }
-    } catch (const wire::DecodeError &e) {
+    } catch (const wire::DecodeError& e) {
       reject(c, Status::kBadFrame,
-             fmt::format("malformed {} payload: {}",
-                         wire::op_name(c->header.op), e.what()),
+             fmt::format("malformed {} payload: {}", wire::op_name(c->header.op), e.what()),
              c->header.request_id);
     }
-    if (c->payload.capacity() > kKeepPayloadCapacity)
-      Bytes().swap(c->payload);
-    if (!c->leaving())
-      read_header(c);
+    if (c->payload.capacity() > kKeepPayloadCapacity) Bytes().swap(c->payload);
+    if (!c->leaving()) read_header(c);
   }
 
-  void on_read_error(const ConnPtr &c, const error_code &ec) {
+  void on_read_error(const ConnPtr& c, const error_code& ec) {
     if (c->phase == Phase::kHandshake) {
       // A peer that leaves before authenticating was not refused; it is only
       // logged.
-      logger()->info("{} closed the connection before authenticating ({})",
-                     c->peer,
+      logger()->info("{} closed the connection before authenticating ({})", c->peer,
                      ec == asio::error::eof ? "end of stream" : ec.message());
       return finish_close(c);
     }
-    drop(c, ec == asio::error::eof
-                ? std::string("connection closed without goodbye (the process "
-                              "exited or was "
-                              "killed)")
-                : fmt::format("read from {}: {}", c->peer, ec.message()));
+    drop(c, ec == asio::error::eof ? std::string("connection closed without goodbye (the process "
+                                                 "exited or was "
+                                                 "killed)")
+                                   : fmt::format("read from {}: {}", c->peer, ec.message()));
   }
 
   // Reads and discards what a closing peer still sends until it hangs up, so
   // our close does not turn into a reset that destroys the REJECT or GOODBYE
   // answer before the peer reads it.
-  void drain(const ConnPtr &c, const error_code &ec) {
-    if (c->phase == Phase::kClosed)
-      return;
+  void drain(const ConnPtr& c, const error_code& ec) {
+    if (c->phase == Phase::kClosed) return;
     if (ec || c->drained >= kDrainLimitBytes) {
       c->input = Input::kEnded;
-      if (c->out.empty())
-        finish_close(c);
+      if (c->out.empty()) finish_close(c);
       return;
     }
-    if (c->payload.size() < 4096)
-      c->payload.resize(4096);
+    if (c->payload.size() < 4096) c->payload.resize(4096);
     c->input = Input::kDraining;
-    c->socket.async_read_some(
-        asio::buffer(c->payload.data(), 4096),
-        [self = shared_from_this(), c](error_code e, std::size_t n) {
-          c->input = Input::kIdle;
-          c->drained += n;
-          self->drain(c, e);
-        });
+    c->socket.async_read_some(asio::buffer(c->payload.data(), 4096),
+                              [self = shared_from_this(), c](error_code e, std::size_t n) {
+                                c->input = Input::kIdle;
+                                c->drained += n;
+                                self->drain(c, e);
+                              });
   }
 
   // ---- writing
   // --------------------------------------------------------------------------------
 
-  void send(const ConnPtr &c, Bytes frame) {
-    send(c, OutFrame{std::move(frame), nullptr, {}, {}});
-  }
+  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}, {}}); }
 
-  void send(const ConnPtr &c, OutFrame frame) {
-    if (c->phase == Phase::kClosed)
-      return;
+  void send(const ConnPtr& c, OutFrame frame) {
+    if (c->phase == Phase::kClosed) return;
     c->out.push_back(std::move(frame));
-    if (c->out.size() == 1)
-      write_next(c);
+    if (c->out.size() == 1) write_next(c);
   }
 
-  void write_next(const ConnPtr &c) {
+  void write_next(const ConnPtr& c) {
     c->write_timer.expires_after(opts.io_timeout);
     c->write_timer.async_wait([self = shared_from_this(), c](error_code ec) {
       if (ec || c->phase == Phase::kClosed || c->out.empty() ||
           c->write_timer.expiry() > Clock::now()) {
         return;
       }
-      self->drop(c, fmt::format("{} did not read a {}-byte frame within {}",
-                                c->label(), c->out.front().size(),
-                                format_duration(self->opts.io_timeout)));
+      self->drop(c, fmt::format("{} did not read a {}-byte frame within {}", c->label(),
+                                c->out.front().size(), format_duration(self->opts.io_timeout)));
     });
-    const OutFrame &f = c->out.front();
-    const std::array<asio::const_buffer, 3> parts{
-        asio::buffer(f.head),
-        f.shared ? asio::buffer(*f.shared) : asio::const_buffer(),
-        asio::buffer(f.tail.data(), f.tail.size())};
-    asio::async_write(
-        c->socket, parts,
-        [self = shared_from_this(), c](error_code ec, std::size_t) {
-          c->write_timer.cancel();
-          if (c->phase == Phase::kClosed)
-            return;
-          if (ec) {
-            return self->drop(
-                c, fmt::format("write to {}: {}", c->peer, ec.message()));
-          }
-          c->out.pop_front();
-          if (!c->out.empty())
-            return self->write_next(c);
-          if (c->phase == Phase::kClosing) {
-            error_code e;
-            c->socket.shutdown(tcp::socket::shutdown_send, e);
-            if (c->input == Input::kEnded)
-              self->finish_close(c);
-          }
-        });
+    const OutFrame& f = c->out.front();
+    const std::array<asio::const_buffer, 3> parts{asio::buffer(f.head),
+                                                  f.shared ? asio::buffer(*f.shared)
+                                                           : asio::const_buffer(),
+                                                  asio::buffer(f.tail.data(), f.tail.size())};
+    asio::async_write(c->socket, parts, [self = shared_from_this(), c](error_code ec, std::size_t) {
+      c->write_timer.cancel();
+      if (c->phase == Phase::kClosed) return;
+      if (ec) {
+        return self->drop(c, fmt::format("write to {}: {}", c->peer, ec.message()));
+      }
+      c->out.pop_front();
+      if (!c->out.empty()) return self->write_next(c);
+      if (c->phase == Phase::kClosing) {
+        error_code e;
+        c->socket.shutdown(tcp::socket::shutdown_send, e);
+        if (c->input == Input::kEnded) self->finish_close(c);
+      }
+    });
   }
 
-  void respond(const ConnPtr &c, Op op, std::uint32_t id, Status status,
-               Bytes payload) {
+  void respond(const ConnPtr& c, Op op, std::uint32_t id, Status status, Bytes payload) {
     if (payload.size() + wire::kHeaderBytes > opts.max_frame_bytes) {
       std::string msg = fmt::format(
           "the {} response of {} bytes exceeds the frame limit of {} "
           "bytes (max_frame_bytes)",
-          wire::op_name(op), payload.size() + wire::kHeaderBytes,
-          opts.max_frame_bytes);
+          wire::op_name(op), payload.size() + wire::kHeaderBytes, opts.max_frame_bytes);
       logger()->warn("{}: {}", c->label(), msg);
       status = Status::kInvalid;
       payload = wire::encode_message(msg);
@@ -767,20 +687,17 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Takes the connection out of the job (phase kClosing): its waits are dropped
   // and, if it was a joined rank, the launcher hears on_disconnected.
-  void leave(const ConnPtr &c, bool clean, const std::string &reason) {
-    if (c->leaving())
-      return;
+  void leave(const ConnPtr& c, bool clean, const std::string& reason) {
+    if (c->leaving()) return;
     const bool joined = c->phase == Phase::kJoined;
     c->phase = Phase::kClosing;
     pending.erase(c->id);
     c->auth_timer.cancel();
     store.forget(c->id);
     rearm_wait_timer();
-    if (!joined)
-      return;
+    if (!joined) return;
     auto it = by_rank.find(c->rank);
-    if (it == by_rank.end() || it->second != c)
-      return;
+    if (it == by_rank.end() || it->second != c) return;
     by_rank.erase(it);
     if (clean) {
       logger()->info("rank {} ({}) said goodbye", c->rank, c->peer);
@@ -791,12 +708,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // The peer broke the protocol: tell it why, report it, and close.
-  void reject(const ConnPtr &c, Status status, const std::string &reason,
-              std::uint32_t id) {
-    if (c->leaving())
-      return;
+  void reject(const ConnPtr& c, Status status, const std::string& reason, std::uint32_t id) {
+    if (c->leaving()) return;
     const std::string host = hora::endpoint_host(c->peer);
-    const char *kind = rejection_kind(status);
+    const char* kind = rejection_kind(status);
     if (throttle.admit(fmt::format("rejected {} {}", host, kind), Clock::now(),
                        [host, kind](std::uint64_t n) {
                          return fmt::format(
@@ -808,38 +723,32 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     arm_throttle_timer();
     leave(c, false, fmt::format("rejected: {}", reason));
-    send(c, wire::encode_frame(Op::kReject, status, id,
-                               wire::encode_message(reason)));
+    send(c, wire::encode_frame(Op::kReject, status, id, wire::encode_message(reason)));
     start_linger(c);
     emit(events.on_rejected, c->peer, reason);
   }
 
-  void start_linger(const ConnPtr &c) {
+  void start_linger(const ConnPtr& c) {
     c->linger_timer.expires_after(kRejectLinger);
     c->linger_timer.async_wait([self = shared_from_this(), c](error_code ec) {
-      if (!ec)
-        self->finish_close(c);
+      if (!ec) self->finish_close(c);
     });
-    if (c->input == Input::kIdle)
-      drain(c, {});
+    if (c->input == Input::kIdle) drain(c, {});
   }
 
   // The connection died or stalled: no goodbye to send, just forget it.
-  void drop(const ConnPtr &c, const std::string &reason) {
-    const bool refused = c->leaving(); // already logged as rejected
+  void drop(const ConnPtr& c, const std::string& reason) {
+    const bool refused = c->leaving();  // already logged as rejected
     leave(c, false, reason);
-    if (!c->authenticated() && !refused)
-      log_dropped(c, reason);
+    if (!c->authenticated() && !refused) log_dropped(c, reason);
     finish_close(c);
   }
 
-  void finish_close(const ConnPtr &c) {
-    if (c->phase == Phase::kClosed)
-      return;
+  void finish_close(const ConnPtr& c) {
+    if (c->phase == Phase::kClosed) return;
     // Still in the job only when reached by stop(): the launcher is shutting
     // down and wants no callbacks, so the waits are dropped without leave().
-    if (!c->leaving())
-      store.forget(c->id);
+    if (!c->leaving()) store.forget(c->id);
     c->phase = Phase::kClosed;
     pending.erase(c->id);
     c->auth_timer.cancel();
@@ -855,24 +764,21 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Gives up the connection that has waited longest to authenticate, to make
   // room; false if there is none.
-  bool drop_oldest_pending(const std::string &why) {
-    if (pending.empty())
-      return false;
+  bool drop_oldest_pending(const std::string& why) {
+    if (pending.empty()) return false;
     ConnPtr oldest = pending.begin()->second;
-    drop(oldest,
-         fmt::format(
-             "dropped before authenticating: {} (the oldest goes first)", why));
+    drop(oldest, fmt::format("dropped before authenticating: {} (the oldest goes first)", why));
     return true;
   }
 
-  void log_dropped(const ConnPtr &c, const std::string &reason) {
+  void log_dropped(const ConnPtr& c, const std::string& reason) {
     const std::string host = hora::endpoint_host(c->peer);
-    if (throttle.admit(
-            "dropped " + host, Clock::now(), [host](std::uint64_t n) {
-              return fmt::format("dropped {} unauthenticated connections from "
-                                 "{} in the last 1 s",
-                                 n, host);
-            })) {
+    if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format(
+              "dropped {} unauthenticated connections from "
+              "{} in the last 1 s",
+              n, host);
+        })) {
       logger()->warn("{}: {}", c->peer, reason);
     }
     arm_throttle_timer();
@@ -880,19 +786,15 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Summaries of throttled warnings are written when their window ends.
   void arm_throttle_timer() {
-    if (throttle_timer_armed)
-      return;
+    if (throttle_timer_armed) return;
     auto next = throttle.next_flush();
-    if (!next)
-      return;
+    if (!next) return;
     throttle_timer_armed = true;
     throttle_timer.expires_at(*next);
     throttle_timer.async_wait([self = shared_from_this()](error_code ec) {
       self->throttle_timer_armed = false;
-      if (ec || self->stopped)
-        return;
-      for (const auto &line : self->throttle.flush(Clock::now()))
-        logger()->warn("{}", line);
+      if (ec || self->stopped) return;
+      for (const auto& line : self->throttle.flush(Clock::now())) logger()->warn("{}", line);
       self->arm_throttle_timer();
     });
   }
@@ -900,37 +802,32 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // ---- requests
   // -------------------------------------------------------------------------------
 
-  void dispatch(const ConnPtr &c) {
-    const wire::Header &h = c->header;
+  void dispatch(const ConnPtr& c) {
+    const wire::Header& h = c->header;
     if (h.op == Op::kGoodbye) {
       if (!c->payload.empty()) {
-        return reject(c, Status::kBadFrame, "GOODBYE carries a payload",
-                      h.request_id);
+        return reject(c, Status::kBadFrame, "GOODBYE carries a payload", h.request_id);
       }
       respond(c, Op::kGoodbye, h.request_id, Status::kOk, {});
       leave(c, true, "said goodbye");
       start_linger(c);
       return;
     }
-    deliver(store.handle(c->id, c->rank, h.op, h.request_id,
-                         std::move(c->payload), Clock::now()));
+    deliver(store.handle(c->id, c->rank, h.op, h.request_id, std::move(c->payload), Clock::now()));
     c->payload.clear();
     rearm_wait_timer();
   }
 
   void deliver(Store::Replies replies) {
-    for (auto &r : replies) {
+    for (auto& r : replies) {
       auto it = conns.find(r.client);
-      if (it == conns.end())
-        continue;
-      if (r.header_room == wire::kHeaderBytes &&
-          r.wire_bytes() <= opts.max_frame_bytes) {
+      if (it == conns.end()) continue;
+      if (r.header_room == wire::kHeaderBytes && r.wire_bytes() <= opts.max_frame_bytes) {
         // Built with room for the header: the frame is the reply's own buffers
         // (and a block shared with other replies), not a copy.
-        wire::frame_in_place(r.op, r.status, r.id, r.payload,
-                             r.wire_bytes() - wire::kHeaderBytes);
-        send(it->second, OutFrame{std::move(r.payload), std::move(r.shared),
-                                  std::move(r.columns), r.tail});
+        wire::frame_in_place(r.op, r.status, r.id, r.payload, r.wire_bytes() - wire::kHeaderBytes);
+        send(it->second,
+             OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.columns), r.tail});
       } else if (r.header_room != 0) {
         respond(it->second, r.op, r.id, r.status, r.body());
       } else {
@@ -942,8 +839,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // Keeps wait_timer armed for the store's earliest deadline.
   void rearm_wait_timer() {
     auto next = store.next_deadline();
-    if (next == wait_timer_at)
-      return;
+    if (next == wait_timer_at) return;
     wait_timer_at = next;
     if (!next) {
       wait_timer.cancel();
@@ -951,8 +847,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     wait_timer.expires_at(*next);
     wait_timer.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec || self->stopped)
-        return;
+      if (ec || self->stopped) return;
       self->wait_timer_at.reset();
       self->on_wait_deadline();
     });
@@ -960,10 +855,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   void on_wait_deadline() {
     auto replies = store.expire(Clock::now());
-    for (const auto &r : replies) {
+    for (const auto& r : replies) {
       auto it = conns.find(r.client);
-      std::string who =
-          it != conns.end() ? it->second->label() : "a closed connection";
+      std::string who = it != conns.end() ? it->second->label() : "a closed connection";
       logger()->info("{}: {}", who, wire::decode_message(r.payload));
     }
     deliver(std::move(replies));
@@ -973,30 +867,26 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   // ---- elastic reset
   // --------------------------------------------------------------------------
 
-  void do_reset(int rank, const wire::Reset &reset) {
-    if (stopped)
-      return;
+  void do_reset(int rank, const wire::Reset& reset) {
+    if (stopped) return;
     auto [it, fresh] = resets.try_emplace(rank, reset);
     if (!fresh) {
-      if (it->second.round > reset.round)
-        return; // a newer round was announced already
+      if (it->second.round > reset.round) return;  // a newer round was announced already
       it->second = reset;
     }
     if (auto c = by_rank.find(rank); c != by_rank.end()) {
-      send(c->second,
-           wire::encode_frame(Op::kReset, Status::kOk, 0, wire::encode(reset)));
+      send(c->second, wire::encode_frame(Op::kReset, Status::kOk, 0, wire::encode(reset)));
     }
   }
 
   // ---- abort
   // ----------------------------------------------------------------------------------
 
-  void do_abort(const std::string &reason) {
-    if (stopped)
-      return;
+  void do_abort(const std::string& reason) {
+    if (stopped) return;
     if (store.abort_reason()) {
-      logger()->debug("abort ({}) ignored: the job was already aborted ({})",
-                      reason, *store.abort_reason());
+      logger()->debug("abort ({}) ignored: the job was already aborted ({})", reason,
+                      *store.abort_reason());
       return;
     }
     store.abort(reason);
@@ -1004,15 +894,13 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     logger()->warn("aborting the job: {}", reason);
     // Every rank is told; nobody waits for the answers of its parked requests
     // any more.
-    for (auto &[r, c] : by_rank) {
-      send(c, wire::encode_frame(Op::kAbort, Status::kAborted, 0,
-                                 wire::encode_message(reason)));
+    for (auto& [r, c] : by_rank) {
+      send(c, wire::encode_frame(Op::kAbort, Status::kAborted, 0, wire::encode_message(reason)));
     }
   }
 };
 
-Server::Server(boost::asio::io_context &io, ServerOptions options,
-               ServerEvents events)
+Server::Server(boost::asio::io_context& io, ServerOptions options, ServerEvents events)
     : impl_(std::make_shared<Impl>(io, std::move(options), std::move(events))) {
   impl_->start();
 }
@@ -1022,8 +910,7 @@ Server::~Server() {
   // Closing asio objects is only safe on the io thread or once the io_context
   // no longer runs; otherwise the stop is posted and pending handlers keep the
   // Impl alive until it runs.
-  if (impl_->io.stopped() ||
-      impl_->io.get_executor().running_in_this_thread()) {
+  if (impl_->io.stopped() || impl_->io.get_executor().running_in_this_thread()) {
     impl_->do_stop();
   } else {
     asio::post(impl_->io, [impl = impl_] { impl->do_stop(); });
@@ -1031,13 +918,12 @@ Server::~Server() {
 }
 
 std::uint16_t Server::port() const { return impl_->port; }
-const std::string &Server::address() const { return impl_->address; }
-const std::set<int> &Server::ranks_seen() const { return impl_->seen; }
+const std::string& Server::address() const { return impl_->address; }
+const std::set<int>& Server::ranks_seen() const { return impl_->seen; }
 
 std::set<int> Server::ranks_connected() const {
   std::set<int> out;
-  for (const auto &[r, c] : impl_->by_rank)
-    out.insert(r);
+  for (const auto& [r, c] : impl_->by_rank) out.insert(r);
   return out;
 }
 
@@ -1045,8 +931,7 @@ Server::Stats Server::stats() const {
   Store::Stats st = impl_->store.stats();
   Stats s;
   s.connections = impl_->conns.size();
-  for (const auto &[id, c] : impl_->conns)
-    s.receive_buffer_bytes += c->payload.capacity();
+  for (const auto& [id, c] : impl_->conns) s.receive_buffer_bytes += c->payload.capacity();
   s.keys = st.keys;
   s.waits = st.waits;
   s.barriers = st.barriers;
@@ -1054,17 +939,16 @@ Server::Stats Server::stats() const {
   return s;
 }
 
-void Server::abort_all(const std::string &reason) {
+void Server::abort_all(const std::string& reason) {
   asio::post(impl_->io, [impl = impl_, reason] { impl->do_abort(reason); });
 }
 
-void Server::reset_rank(int rank, const wire::Reset &reset) {
-  asio::post(impl_->io,
-             [impl = impl_, rank, reset] { impl->do_reset(rank, reset); });
+void Server::reset_rank(int rank, const wire::Reset& reset) {
+  asio::post(impl_->io, [impl = impl_, rank, reset] { impl->do_reset(rank, reset); });
 }
 
 void Server::stop() {
   asio::post(impl_->io, [impl = impl_] { impl->do_stop(); });
 }
 
-} // namespace hora::rdv
+}  // namespace hora::rdv

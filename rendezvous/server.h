@@ -31,9 +31,9 @@ struct ServerOptions {
   static constexpr std::chrono::milliseconds kDefaultIoTimeout{30000};
   static constexpr std::size_t kDefaultMaxUnauthenticated = 256;
 
-  std::string bind_address = "127.0.0.1"; // an address of the chosen interface
-  std::uint16_t port = 0; // 0: any free port (read it back with port())
-  int size = 1;           // ranks in the job
+  std::string bind_address = "127.0.0.1";  // an address of the chosen interface
+  std::uint16_t port = 0;                  // 0: any free port (read it back with port())
+  int size = 1;                            // ranks in the job
   std::array<std::uint8_t, 32> secret{};
   // Header + payload, either direction; from wire::kMinMaxFrameBytes to 4 GiB
   // - 1.
@@ -55,32 +55,29 @@ struct ServerOptions {
 // What the launcher hears from the server. Every callback runs on the
 // io_context thread.
 struct ServerEvents {
-  std::function<void(int rank, const std::string &peer)> on_connected;
+  std::function<void(int rank, const std::string& peer)> on_connected;
   // clean: the rank said goodbye before closing. reason: what happened
   // otherwise.
-  std::function<void(int rank, bool clean, const std::string &reason)>
-      on_disconnected;
+  std::function<void(int rank, bool clean, const std::string& reason)> on_disconnected;
   // A connection was refused: before it authenticated (bad proof, garbage,
   // wrong version, duplicate rank, no AUTH in time), or afterwards for breaking
   // the protocol (garbage, an oversized frame, an unknown op). In the latter
   // case on_disconnected(rank, false, reason) is reported too.
-  std::function<void(const std::string &peer, const std::string &reason)>
-      on_rejected;
+  std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
 };
 
 class Server {
-public:
+ public:
   // Binds and starts accepting. Throws rdv::Error naming the address and port
   // on failure.
-  Server(boost::asio::io_context &io, ServerOptions options,
-         ServerEvents events = {});
+  Server(boost::asio::io_context& io, ServerOptions options, ServerEvents events = {});
   ~Server();
 
   std::uint16_t port() const;
-  const std::string &address() const;
+  const std::string& address() const;
 
   // Ranks that have authenticated at least once (init() reached the server).
-  const std::set<int> &ranks_seen() const;
+  const std::set<int>& ranks_seen() const;
   // Ranks connected right now.
   std::set<int> ranks_connected() const;
 
@@ -89,7 +86,7 @@ public:
   // completes; `exchanges` are exchanges with uploads held in memory (0 once
   // every exchange has been handed out).
   struct Stats {
-    std::size_t connections = 0; // open sockets, authenticated or not
+    std::size_t connections = 0;  // open sockets, authenticated or not
     // Bytes reserved for frames being received, over every connection: grows as
     // payload bytes arrive, not with the size a header declares.
     std::size_t receive_buffer_bytes = 0;
@@ -102,17 +99,17 @@ public:
 
   // Sends ABORT(reason) to every connected rank; later connections get it right
   // after auth.
-  void abort_all(const std::string &reason);
+  void abort_all(const std::string& reason);
   // Elastic jobs (docs/elastic.md): sends RESET(reset) to `rank` if it is
   // connected, and right after its AUTH answer if it connects later. An older
   // round than one already sent is ignored.
-  void reset_rank(int rank, const wire::Reset &reset);
+  void reset_rank(int rank, const wire::Reset& reset);
   // Closes the acceptor and every connection.
   void stop();
 
-private:
+ private:
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
 
-} // namespace hora::rdv
+}  // namespace hora::rdv
