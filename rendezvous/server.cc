@@ -1,27 +1,21 @@
-// The rendezvous server's connection side: the acceptor and one state machine
-// per connection. The job's keys, waits, barriers and exchanges live in
-// rendezvous/store.h (no sockets); this file turns frames into Store calls and
-// Store replies into frames. Everything below runs on the one io_context
-// thread, so the state needs no locks; abort_all() and stop() post themselves.
+// The rendezvous server's connection side: the acceptor and one state machine per connection.
+// The job's keys, waits, barriers and exchanges live in rendezvous/store.h (no sockets); this
+// file turns frames into Store calls and Store replies into frames. Everything below runs on the
+// one io_context thread, so the state needs no locks; abort_all() and stop() post themselves.
 //
 // A connection's phase (Phase):
-//   kHandshake  accepted: HELLO{nonce} queued, auth deadline armed, reading the
-//   AUTH frame kJoined     AUTH ok: registered under its rank, AUTH/OK (and
-//   ABORT if the job was already
-//               aborted) queued, then a read loop of header -> payload ->
-//               handle
-//   kClosing    rejected (REJECT{reason} queued) or said GOODBYE (GOODBYE/OK
-//   queued): out of
-//               the job, nothing more is handled, leftover input is drained (so
-//               closing does not reset the peer before it reads the answer),
-//               and the socket is closed once the peer hangs up or
-//               kRejectLinger passes
+//   kHandshake  accepted: HELLO{nonce} queued, auth deadline armed, reading the AUTH frame
+//   kJoined     AUTH ok: registered under its rank, AUTH/OK (and ABORT if the job was already
+//               aborted) queued, then a read loop of header -> payload -> handle
+//   kClosing    rejected (REJECT{reason} queued) or said GOODBYE (GOODBYE/OK queued): out of
+//               the job, nothing more is handled, leftover input is drained (so closing does not
+//               reset the peer before it reads the answer), and the socket is closed once the
+//               peer hangs up or kRejectLinger passes
 //   kClosed     socket closed, connection forgotten
-// EOF or an error in kHandshake/kJoined goes straight to kClosed
-// (on_disconnected with clean=false for a joined rank). Its input side (Input)
-// says what read is in flight: none, a header, a payload, the drain of a
-// closing connection, or none any more (the peer hung up). A write is in flight
-// whenever the output queue is not empty.
+// EOF or an error in kHandshake/kJoined goes straight to kClosed (on_disconnected with
+// clean=false for a joined rank). Its input side (Input) says what read is in flight: none, a
+// header, a payload, the drain of a closing connection, or none any more (the peer hung up).
+// A write is in flight whenever the output queue is not empty.
 #include "rendezvous/server.h"
 
 #include <fmt/format.h>
@@ -74,32 +68,28 @@ static_assert(ServerOptions::kDefaultMaxFrameBytes == wire::kDefaultMaxFrameByte
 
 namespace {
 
-// How long a rejected (or departing) peer gets to read our last frame and hang
-// up before we close; and how much of its leftover input we read meanwhile.
+// How long a rejected (or departing) peer gets to read our last frame and hang up before we
+// close; and how much of its leftover input we read meanwhile.
 constexpr auto kRejectLinger = 1s;
 constexpr std::size_t kDrainLimitBytes = 1u << 20;
-// Receive buffers larger than this are released after the frame has been
-// handled.
+// Receive buffers larger than this are released after the frame has been handled.
 constexpr std::size_t kKeepPayloadCapacity = 1u << 20;
-// Connections taken per wakeup of the listening socket, before others get a
-// turn.
+// Connections taken per wakeup of the listening socket, before others get a turn.
 constexpr int kAcceptBurst = 64;
 // How long to wait before accepting again when no descriptor is free.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
-// Descriptors kept free for the launcher and its ranks: a base for the
-// launcher's own files and per rank its pipes and its rendezvous connection.
+// Descriptors kept free for the launcher and its ranks: a base for the launcher's own files and
+// per rank its pipes and its rendezvous connection.
 constexpr std::uint64_t kFdReserveBase = 64;
 constexpr std::uint64_t kFdReservePerRank = 4;
 
-// How many connections may wait to authenticate at once:
-// ServerOptions::max_unauthenticated, or the job's size if larger (every rank
-// may connect at the same moment: a cap below that drops legitimate ranks,
-// which then retry with backoff), lowered so that they can take at most half of
-// the descriptors left after the reserve, plus the rendezvous connections the
-// reserve keeps for the ranks (one each): a rank waiting to authenticate holds
-// its own. (Counting those against the spare half made 4096 ranks that
-// connected at once under a limit of 20000 lose all but 1776 of their first
-// connections.)
+// How many connections may wait to authenticate at once: ServerOptions::max_unauthenticated, or
+// the job's size if larger (every rank may connect at the same moment: a cap below that drops
+// legitimate ranks, which then retry with backoff), lowered so that they can take at most half
+// of the descriptors left after the reserve, plus the rendezvous connections the reserve keeps
+// for the ranks (one each): a rank waiting to authenticate holds its own. (Counting those
+// against the spare half made 4096 ranks that connected at once under a limit of 20000 lose
+// all but 1776 of their first connections.)
 std::size_t pending_connection_cap(const ServerOptions& o) {
   const FdLimit lim = fd_limit();
   const auto ranks = static_cast<std::uint64_t>(o.size);
@@ -128,15 +118,13 @@ const char* rejection_kind(Status status) {
   }
 }
 
-// A payload is read at most this much at a time, its buffer growing with what
-// has arrived.
+// A payload is read at most this much at a time, its buffer growing with what has arrived.
 constexpr std::size_t kReadChunk = 64u << 10;
 
 enum class Phase { kHandshake, kJoined, kClosing, kClosed };
 
-// A frame queued for writing: its own bytes (header first), then optionally
-// blocks shared with other connections' frames: a GATHER's records, and its
-// column, `tail`, in `columns`.
+// A frame queued for writing: its own bytes (header first), then optionally blocks shared with
+// other connections' frames: a GATHER's records, and its column, `tail`, in `columns`.
 struct OutFrame {
   Bytes head;
   std::shared_ptr<const Bytes> shared;
@@ -156,8 +144,7 @@ struct Connection {
         linger_timer(io) {}
 
   std::string label() const { return rank >= 0 ? fmt::format("rank {} ({})", rank, peer) : peer; }
-  // Past the handshake at some point (a closing connection may have been a
-  // rank).
+  // Past the handshake at some point (a closing connection may have been a rank).
   bool authenticated() const { return rank >= 0; }
   // Rejected, said goodbye, or closed: nothing it sends is handled any more.
   bool leaving() const { return phase == Phase::kClosing || phase == Phase::kClosed; }
@@ -179,9 +166,8 @@ struct Connection {
 using ConnPtr = std::shared_ptr<Connection>;
 
 void set_keepalive(tcp::socket& s) {
-  // Kernel keepalive bounds how long a vanished rank host (no FIN, no RST) goes
-  // unnoticed: about idle + interval * count = 10 + 5 * 3 s. Failures only
-  // weaken detection: ignored.
+  // Kernel keepalive bounds how long a vanished rank host (no FIN, no RST) goes unnoticed:
+  // about idle + interval * count = 10 + 5 * 3 s. Failures only weaken detection: ignored.
   error_code ec;
   s.set_option(tcp::no_delay(true), ec);
   s.set_option(asio::socket_base::keep_alive(true), ec);
@@ -225,16 +211,14 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   Store store;
   std::set<int> seen;
-  std::map<int, ConnPtr> by_rank;
-  // Elastic jobs: the newest round announced to each rank of this (older)
-  // round's server (reset_rank()); a rank that authenticates later gets it
-  // right after the AUTH answer.
-  std::map<int, wire::Reset> resets;  // joined (authenticated and not leaving)
+  std::map<int, ConnPtr> by_rank;  // joined (authenticated and not leaving)
+  // Elastic jobs: the newest round announced to each rank of this (older) round's server
+  // (reset_rank()); a rank that authenticates later gets it right after the AUTH answer.
+  std::map<int, wire::Reset> resets;
   Store::ClientId next_id = 1;
   std::unordered_map<Store::ClientId, ConnPtr> conns;  // every open connection
 
-  // ---- start / stop
-  // -------------------------------------------------------------------------
+  // ---- start / stop -------------------------------------------------------------------------
 
   void start() {
     if (opts.size < 1) {
@@ -242,10 +226,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     if (opts.max_frame_bytes < wire::kMinMaxFrameBytes ||
         opts.max_frame_bytes > wire::kMaxMaxFrameBytes) {
-      throw Error(
-          fmt::format("rendezvous server: max_frame_bytes must be from "
-                      "{} to {} (below 4 GiB), got {}",
-                      wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, opts.max_frame_bytes));
+      throw Error(fmt::format(
+          "rendezvous server: max_frame_bytes must be from {} to {} (below 4 GiB), got {}",
+          wire::kMinMaxFrameBytes, wire::kMaxMaxFrameBytes, opts.max_frame_bytes));
     }
     error_code ec;
     auto addr = asio::ip::make_address(opts.bind_address, ec);
@@ -264,9 +247,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                       ec.message(),
                       opts.port != 0 ? "; choose another port, or 0 for any free port" : ""));
     };
-    // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the
-    // listening socket must not leak into the guards and ranks the launcher
-    // starts.
+    // Opened here with SOCK_CLOEXEC (Asio's open() leaves it inheritable): the listening socket
+    // must not leak into the guards and ranks the launcher starts.
     int lfd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (lfd < 0) {
       ec = error_code(errno, boost::system::system_category());
@@ -307,11 +289,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     logger()->debug("rendezvous server on {} stopped", format_endpoint(address, port));
   }
 
-  // ---- events
-  // ---------------------------------------------------------------------------------
+  // ---- events ---------------------------------------------------------------------------------
 
-  // A throwing launcher callback must not leave the server half-updated; it is
-  // logged instead.
+  // A throwing launcher callback must not leave the server half-updated; it is logged instead.
   template <typename F, typename... Args>
   void emit(const F& f, Args&&... args) {
     if (silenced || !f) return;
@@ -322,12 +302,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
-  // ---- accepting and the handshake
-  // -------------------------------------------------------------
+  // ---- accepting and the handshake -------------------------------------------------------------
 
-  // Waits until the listening socket is readable, then takes what is queued
-  // with accept4() (close-on-exec from the start, which Asio's async_accept
-  // does not give).
+  // Waits until the listening socket is readable, then takes what is queued with accept4()
+  // (close-on-exec from the start, which Asio's async_accept does not give).
   void accept() {
     acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
       if (self->stopped || ec == asio::error::operation_aborted) return;
@@ -335,8 +313,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  // The peer's address comes with accept4() and the protocol is the listening
-  // socket's: no getpeername() or getsockname() per connection.
+  // The peer's address comes with accept4() and the protocol is the listening socket's: no
+  // getpeername() or getsockname() per connection.
   void accept_ready() {
     for (int i = 0; i < kAcceptBurst; ++i) {
       tcp::endpoint peer;
@@ -363,12 +341,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       if (err == EAGAIN || err == EWOULDBLOCK) break;
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;  // that peer only
       if ((err == EMFILE || err == ENFILE) && drop_oldest_pending("no descriptor was free")) {
-        continue;  // a descriptor was freed for the connection waiting in the
-                   // backlog
+        continue;  // a descriptor was freed for the connection waiting in the backlog
       }
-      // Out of descriptors (or memory) with no unauthenticated connection to
-      // give up: say why, at the level horarun shows by default, and back off
-      // instead of spinning.
+      // Out of descriptors (or memory) with no unauthenticated connection to give up: say why,
+      // at the level horarun shows by default, and back off instead of spinning.
       warn_accept_failed(err);
       accept_retry.expires_after(kAcceptRetry);
       accept_retry.async_wait([self = shared_from_this()](error_code e) {
@@ -394,10 +370,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     if (err == EMFILE) {
       hint = fmt::format(" (the open-file limit is {}; raise it with ulimit -n)", fd_limit().soft);
     }
-    logger()->error(
-        "rendezvous server on {}: cannot accept connections: {}{}; "
-        "retrying in {}",
-        where, why, hint, format_duration(kAcceptRetry));
+    logger()->error("rendezvous server on {}: cannot accept connections: {}{}; retrying in {}",
+                    where, why, hint, format_duration(kAcceptRetry));
     arm_throttle_timer();
   }
 
@@ -435,8 +409,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     auto expected = auth_proof(opts.secret, c->nonce, m.rank);
     if (!equal_constant_time(expected, m.proof)) {
       return reject(c, Status::kAuthFailed,
-                    fmt::format("authentication failed for rank {}: wrong proof (the peer does "
-                                "not "
+                    fmt::format("authentication failed for rank {}: wrong proof (the peer does not "
                                 "have this job's secret; HORA_SECRET must be the one horarun "
                                 "passed)",
                                 m.rank),
@@ -476,8 +449,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     emit(events.on_connected, m.rank, c->peer);
   }
 
-  // ---- reading
-  // --------------------------------------------------------------------------------
+  // ---- reading --------------------------------------------------------------------------------
 
   void read_header(const ConnPtr& c) {
     c->input = Input::kHeader;
@@ -545,18 +517,18 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
           c->body_timer.expiry() > Clock::now()) {
         return;
       }
-      self->reject(c, Status::kBadFrame,
-                   fmt::format("sent the header of a {} frame but not its {} "
-                               "payload bytes within {}",
-                               wire::op_name(c->header.op), c->header.payload_bytes,
-                               format_duration(self->opts.io_timeout)),
-                   c->header.request_id);
+      self->reject(
+          c, Status::kBadFrame,
+          fmt::format("sent the header of a {} frame but not its {} payload bytes within {}",
+                      wire::op_name(c->header.op), c->header.payload_bytes,
+                      format_duration(self->opts.io_timeout)),
+          c->header.request_id);
     });
     read_payload(c);
   }
 
-  // Reads the payload in chunks, growing the buffer as bytes arrive: a header
-  // alone does not make the server allocate the size it declares.
+  // Reads the payload in chunks, growing the buffer as bytes arrive: a header alone does not
+  // make the server allocate the size it declares.
   void read_payload(const ConnPtr& c) {
     const std::size_t have = c->payload.size();
     const std::size_t chunk = std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
@@ -595,21 +567,19 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   void on_read_error(const ConnPtr& c, const error_code& ec) {
     if (c->phase == Phase::kHandshake) {
-      // A peer that leaves before authenticating was not refused; it is only
-      // logged.
+      // A peer that leaves before authenticating was not refused; it is only logged.
       logger()->info("{} closed the connection before authenticating ({})", c->peer,
                      ec == asio::error::eof ? "end of stream" : ec.message());
       return finish_close(c);
     }
-    drop(c, ec == asio::error::eof ? std::string("connection closed without goodbye (the process "
-                                                 "exited or was "
-                                                 "killed)")
-                                   : fmt::format("read from {}: {}", c->peer, ec.message()));
+    drop(c, ec == asio::error::eof
+                ? std::string("connection closed without goodbye (the process exited or was "
+                              "killed)")
+                : fmt::format("read from {}: {}", c->peer, ec.message()));
   }
 
-  // Reads and discards what a closing peer still sends until it hangs up, so
-  // our close does not turn into a reset that destroys the REJECT or GOODBYE
-  // answer before the peer reads it.
+  // Reads and discards what a closing peer still sends until it hangs up, so our close does
+  // not turn into a reset that destroys the REJECT or GOODBYE answer before the peer reads it.
   void drain(const ConnPtr& c, const error_code& ec) {
     if (c->phase == Phase::kClosed) return;
     if (ec || c->drained >= kDrainLimitBytes) {
@@ -627,8 +597,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                               });
   }
 
-  // ---- writing
-  // --------------------------------------------------------------------------------
+  // ---- writing --------------------------------------------------------------------------------
 
   void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}, {}}); }
 
@@ -682,11 +651,10 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     send(c, wire::encode_frame(op, status, id, payload));
   }
 
-  // ---- leaving
-  // --------------------------------------------------------------------------------
+  // ---- leaving --------------------------------------------------------------------------------
 
-  // Takes the connection out of the job (phase kClosing): its waits are dropped
-  // and, if it was a joined rank, the launcher hears on_disconnected.
+  // Takes the connection out of the job (phase kClosing): its waits are dropped and, if it was a
+  // joined rank, the launcher hears on_disconnected.
   void leave(const ConnPtr& c, bool clean, const std::string& reason) {
     if (c->leaving()) return;
     const bool joined = c->phase == Phase::kJoined;
@@ -746,8 +714,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   void finish_close(const ConnPtr& c) {
     if (c->phase == Phase::kClosed) return;
-    // Still in the job only when reached by stop(): the launcher is shutting
-    // down and wants no callbacks, so the waits are dropped without leave().
+    // Still in the job only when reached by stop(): the launcher is shutting down and wants no
+    // callbacks, so the waits are dropped without leave().
     if (!c->leaving()) store.forget(c->id);
     c->phase = Phase::kClosed;
     pending.erase(c->id);
@@ -762,8 +730,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     conns.erase(c->id);
   }
 
-  // Gives up the connection that has waited longest to authenticate, to make
-  // room; false if there is none.
+  // Gives up the connection that has waited longest to authenticate, to make room; false if
+  // there is none.
   bool drop_oldest_pending(const std::string& why) {
     if (pending.empty()) return false;
     ConnPtr oldest = pending.begin()->second;
@@ -774,10 +742,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   void log_dropped(const ConnPtr& c, const std::string& reason) {
     const std::string host = hora::endpoint_host(c->peer);
     if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
-          return fmt::format(
-              "dropped {} unauthenticated connections from "
-              "{} in the last 1 s",
-              n, host);
+          return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s", n,
+                             host);
         })) {
       logger()->warn("{}: {}", c->peer, reason);
     }
@@ -799,8 +765,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  // ---- requests
-  // -------------------------------------------------------------------------------
+  // ---- requests -------------------------------------------------------------------------------
 
   void dispatch(const ConnPtr& c) {
     const wire::Header& h = c->header;
@@ -823,8 +788,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       auto it = conns.find(r.client);
       if (it == conns.end()) continue;
       if (r.header_room == wire::kHeaderBytes && r.wire_bytes() <= opts.max_frame_bytes) {
-        // Built with room for the header: the frame is the reply's own buffers
-        // (and a block shared with other replies), not a copy.
+        // Built with room for the header: the frame is the reply's own buffers (and a block
+        // shared with other replies), not a copy.
         wire::frame_in_place(r.op, r.status, r.id, r.payload, r.wire_bytes() - wire::kHeaderBytes);
         send(it->second,
              OutFrame{std::move(r.payload), std::move(r.shared), std::move(r.columns), r.tail});
@@ -864,8 +829,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     rearm_wait_timer();
   }
 
-  // ---- elastic reset
-  // --------------------------------------------------------------------------
+  // ---- elastic reset --------------------------------------------------------------------------
 
   void do_reset(int rank, const wire::Reset& reset) {
     if (stopped) return;
@@ -879,8 +843,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
-  // ---- abort
-  // ----------------------------------------------------------------------------------
+  // ---- abort ----------------------------------------------------------------------------------
 
   void do_abort(const std::string& reason) {
     if (stopped) return;
@@ -892,8 +855,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     store.abort(reason);
     rearm_wait_timer();
     logger()->warn("aborting the job: {}", reason);
-    // Every rank is told; nobody waits for the answers of its parked requests
-    // any more.
+    // Every rank is told; nobody waits for the answers of its parked requests any more.
     for (auto& [r, c] : by_rank) {
       send(c, wire::encode_frame(Op::kAbort, Status::kAborted, 0, wire::encode_message(reason)));
     }
@@ -907,9 +869,8 @@ Server::Server(boost::asio::io_context& io, ServerOptions options, ServerEvents 
 
 Server::~Server() {
   impl_->silenced = true;
-  // Closing asio objects is only safe on the io thread or once the io_context
-  // no longer runs; otherwise the stop is posted and pending handlers keep the
-  // Impl alive until it runs.
+  // Closing asio objects is only safe on the io thread or once the io_context no longer runs;
+  // otherwise the stop is posted and pending handlers keep the Impl alive until it runs.
   if (impl_->io.stopped() || impl_->io.get_executor().running_in_this_thread()) {
     impl_->do_stop();
   } else {

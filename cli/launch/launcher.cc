@@ -59,14 +59,12 @@ std::string check_build_text() {
   const bool torch = false;
 #endif
   return fmt::format(
-      "hora {}: available backends:\n  [X] Gloo (CPU collectives)\n  [{}] NCCL "
-      "(GPU "
+      "hora {}: available backends:\n  [X] Gloo (CPU collectives)\n  [{}] NCCL (GPU "
       "collectives)\navailable frameworks:\n  [{}] PyTorch (hora.torch)\n",
       HORA_VERSION, nccl ? "X" : " ", torch ? "X" : " ");
 }
 
-// This binary's absolute path: the default --horarun-path (the same install on
-// every host).
+// This binary's absolute path: the default --horarun-path (the same install on every host).
 std::string self_path() {
   std::vector<char> buf(4096);
   const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
@@ -77,9 +75,8 @@ std::string self_path() {
   return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
-// --ssh-config is checked even when every host is local (it is read only for
-// remote ones): a directory, a device or a FIFO is a mistake worth saying at
-// once, like a bad --hostfile.
+// --ssh-config is checked even when every host is local (it is read only for remote ones): a
+// directory, a device or a FIFO is a mistake worth saying at once, like a bad --hostfile.
 void check_ssh_config_file(const std::string& path) {
   if (path.empty() || path == "/dev/null") return;
   hora::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
@@ -89,14 +86,12 @@ void check_ssh_config_file(const std::string& path) {
                                  std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    throw UsageError(
-        fmt::format("--ssh-config {}: is {}, not a regular file; "
-                    "give an ssh_config file (or /dev/null)",
-                    path,
-                    S_ISDIR(st.st_mode)    ? "a directory"
-                    : S_ISFIFO(st.st_mode) ? "a FIFO"
-                    : S_ISSOCK(st.st_mode) ? "a socket"
-                                           : "a device"));
+    throw UsageError(fmt::format(
+        "--ssh-config {}: is {}, not a regular file; give an ssh_config file (or /dev/null)", path,
+        S_ISDIR(st.st_mode)    ? "a directory"
+        : S_ISFIFO(st.st_mode) ? "a FIFO"
+        : S_ISSOCK(st.st_mode) ? "a socket"
+                               : "a device"));
   }
 }
 
@@ -149,8 +144,8 @@ std::string describe_hosts(const RankTable& table, const LocalHost& local,
   return out;
 }
 
-// The stall settings the ranks will see: -x NAME=V, else the flags (tuning),
-// else horarun's own environment, which local ranks inherit.
+// The stall settings the ranks will see: -x NAME=V, else the flags (tuning), else horarun's own
+// environment, which local ranks inherit.
 SupervisorConfig::StallCheck stall_check(const JobFacts& facts, const Environment& env) {
   auto setting = [&](const char* name) -> std::optional<double> {
     for (const EnvBlock* block : {&facts.forwarded, &facts.tuning}) {
@@ -171,8 +166,7 @@ SupervisorConfig::StallCheck stall_check(const JobFacts& facts, const Environmen
   return stall;
 }
 
-// Step 5: what the supervisor needs besides the rank table, from the options
-// and the network.
+// Step 5: what the supervisor needs besides the rank table, from the options and the network.
 SupervisorConfig supervisor_config(const Options& options, const LaunchContext& ctx,
                                    const RankTable& table, const JobNetwork& network,
                                    const RemotePlan& plan) {
@@ -207,8 +201,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
 
   const LocalHost local = LocalHost::discover();
   const RemoteOptions ro = remote_options(options, ctx);
-  // Which hosts are remote and how SSH reaches them (ssh_config), resolved once
-  // for the launch.
+  // Which hosts are remote and how SSH reaches them (ssh_config), resolved once for the launch.
   const std::map<int, hora::ssh::Target> remote =
       options.slurm ? std::map<int, hora::ssh::Target>()
                     : resolve_remote_hosts(table.hosts(), local, ro);
@@ -217,9 +210,8 @@ int launch(const Options& options, const LaunchContext& ctx) {
     hora::write_all(ctx.stdout_fd, describe_hosts(table, local, remote, ro, options.slurm));
   }
 
-  // Steps 3 and 4: preflight every remote host, then choose the interfaces.
-  // --dry-run does both, so it shows what a launch would use, and stops before
-  // any rank starts.
+  // Steps 3 and 4: preflight every remote host, then choose the interfaces. --dry-run does both,
+  // so it shows what a launch would use, and stops before any rank starts.
   RemotePlan plan = options.slurm ? prepare_slurm_hosts(table.hosts(), local, ro.horarun_path,
                                                         ro.command_check, options.start_timeout)
                                   : prepare_remote_hosts(table.hosts(), remote, ro);
@@ -235,28 +227,25 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // Step 5: rendezvous, spawn, supervise.
   SupervisorConfig config = supervisor_config(options, ctx, table, network, plan);
   boost::asio::io_context io;
-  // Declared before the supervisor: it owns the SSH sessions and agents the
-  // rank processes use.
+  // Declared before the supervisor: it owns the SSH sessions and agents the rank processes use.
   AgentRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);
-  // Terminal output that a slow reader has not taken yet is queued on `io`
-  // (cli/output/output.h).
+  // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
                 ctx.stdout_fd, ctx.stderr_fd, &io);
-  // horarun's own log lines take the same path from here on: a stalled stderr
-  // reader cannot block the event loop in a write (issue 15 item 1).
+  // horarun's own log lines take the same path from here on: a stalled stderr reader cannot
+  // block the event loop in a write (issue 15 item 1).
   const LogSinkAttachment log_to_output(output);
   Supervisor supervisor(io, table, std::move(config), factory, output);
   const int rc = supervisor.run();
-  // Everything the ranks printed reaches the reader before horarun exits; a
-  // reader that takes nothing for a minute (2 s after an interrupt: the user
-  // wants out) is given up on.
+  // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
+  // nothing for a minute (2 s after an interrupt: the user wants out) is given up on.
   output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
   return rc;
 }
 
-// The soft open-file limit up to the hard one: the launcher holds a connection
-// or two per rank and whatever strangers open to the rendezvous port (issue 15
-// item 2). Said at the default level only when it matters: the limit stays low.
+// The soft open-file limit up to the hard one: the launcher holds a connection or two per rank
+// and whatever strangers open to the rendezvous port (issue 15 item 2). Said at the default
+// level only when it matters: the limit stays low.
 void raise_open_file_limit() {
   const hora::FdLimit limit = hora::raise_fd_limit();
   if (limit.error.empty()) {
@@ -276,9 +265,9 @@ void raise_open_file_limit() {
 }  // namespace
 
 int run_launcher(const LaunchContext& ctx) {
-  // A guard that exits just before its `terminate` line is written, or a closed
-  // terminal, gives EPIPE, handled where written; it must not kill the launcher
-  // (main.cc does the same, and launcher_test calls this directly).
+  // A guard that exits just before its `terminate` line is written, or a closed terminal, gives
+  // EPIPE, handled where written; it must not kill the launcher (main.cc does the same, and
+  // launcher_test calls this directly).
   ::signal(SIGPIPE, SIG_IGN);
   const Options options = parse_options(ctx.args, ctx.env);  // step 1
   if (!options.help_text.empty()) {
