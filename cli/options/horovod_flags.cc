@@ -17,8 +17,6 @@ namespace {
 
 constexpr const char* kNoMpi =
     "hora has no MPI mode (it is always Gloo over TCP, plus NCCL for GPU tensors); drop the flag";
-constexpr const char* kNoElastic =
-    "hora has no elastic mode (a fixed set of ranks, -np); drop the flag";
 
 // --name / --no-name into one optional<bool>: the last one on the command line wins.
 void add_switch(CLI::App& app, const std::string& name, std::optional<bool>& target,
@@ -250,15 +248,7 @@ void add_horovod_flags(CLI::App& app, HorovodRawFlags& raw) {
   add_refused(app, raw, "--jsrun", 0, kNoMpi);
   add_refused(app, raw, "--mpi-args", 1, kNoMpi);
   add_refused(app, raw, "--binding-args", 1, kNoMpi);
-  add_refused(app, raw, "--min-np,--min-num-proc", 1, kNoElastic);
-  add_refused(app, raw, "--max-np,--max-num-proc", 1, kNoElastic);
-  add_refused(app, raw, "--slots-per-host", 1, kNoElastic);
-  add_refused(app, raw, "--elastic-timeout", 1, kNoElastic);
-  add_refused(app, raw, "--reset-limit", 1, kNoElastic);
-  // Takes two values in horovodrun; the second is then read as the command, which does not
-  // matter: the flag is refused before anything runs.
-  add_refused(app, raw, "--blacklist-cooldown-range", 1, kNoElastic);
-  add_refused(app, raw, "--host-discovery-script", 1, kNoElastic);
+  // The elastic flags are options.cc's (add_elastic_flags), next to -np and -H.
 }
 
 void apply_horovod_flags(const HorovodRawFlags& given, const Environment& /*env*/,

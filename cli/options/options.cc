@@ -57,6 +57,15 @@ struct RawOptions {
   std::optional<double> stall_warning_seconds;
   std::optional<double> stall_shutdown_seconds;
   std::optional<double> gloo_timeout_seconds;
+  // Elastic (ElasticOptions) and --max-restarts.
+  std::optional<int> min_np;
+  std::optional<int> max_np;
+  std::string discovery_script;
+  std::optional<int> slots_per_host;
+  std::optional<int> elastic_timeout;
+  std::optional<int> reset_limit;
+  std::vector<int> cooldown_range;  // two values when given
+  int max_restarts = 0;
   HorovodRawFlags horovod;
 };
 
@@ -75,6 +84,7 @@ constexpr double kMaxSeconds = 30.0 * 24 * 3600;  // 30 days: any timeout or sta
 constexpr double kMaxCycleTimeMs = 60'000;        // HORA_CYCLE_TIME_MS's limit
 constexpr long long kMaxCacheCapacity = 1 << 16;  // HORA_CACHE_CAPACITY's limit
 constexpr double kMaxFusionMb = 1 << 20;          // 1 TiB of fusion buffer, in MiB
+constexpr int kMaxResets = 1'000'000;             // --reset-limit, --max-restarts
 
 // CLI11 validators; CLI11 puts the flag's name in front of the message ("--cycle-time-ms: ...").
 CLI::Validator not_empty(const char* what) {
@@ -116,6 +126,59 @@ CLI::Validator number_in(double lo, double hi, bool above_lo, const char* what) 
                            number_text(hi));
       },
       "", "number range");
+}
+
+// A timeout in whole seconds from horovodrun's variable `name` (1 to kMaxSeconds); nullopt when
+// unset or empty. `flag` is the option that overrides it, named in the error.
+std::optional<std::chrono::seconds> seconds_from_env(const Environment& env, const char* name,
+                                                     const char* flag) {
+  const auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  int seconds = 0;
+  const std::string& v = it->second;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
+  if (ec != std::errc() || end != v.data() + v.size() || seconds < 1 || seconds > kMaxSeconds) {
+    throw UsageError(
+        fmt::format("{}='{}' is not a number of seconds from 1 to {}; fix or unset it, or pass {}",
+                    name, v, number_text(kMaxSeconds), flag));
+  }
+  return std::chrono::seconds(seconds);
+}
+
+// horovodrun's elastic flags (docs/elastic.md) and torchrun's --max-restarts; apply_elastic()
+// checks them together.
+void add_elastic_flags(CLI::App& app, RawOptions& raw) {
+  app.add_option("--min-np,--min-num-proc", raw.min_np,
+                 "elastic: the fewest ranks the job runs with; below it, wait up to "
+                 "--elastic-timeout for hosts (default -np)")
+      ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks"));
+  app.add_option("--max-np,--max-num-proc", raw.max_np,
+                 "elastic: the most ranks; slots beyond it are not used (default: no bound)")
+      ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks"));
+  app.add_option("--host-discovery-script", raw.discovery_script,
+                 "elastic: a program printing the available hosts, one 'host:slots' (or 'host') "
+                 "a line; run at start and about once a second. Not with -H/--hostfile")
+      ->check(not_empty("the path of a program that prints the hosts"));
+  app.add_option("--slots-per-host", raw.slots_per_host,
+                 "elastic: the slots of a host the discovery script prints without ':slots'")
+      ->check(integer_in(1, HostSpec::kMaxSlots, "a number of slots"));
+  app.add_option("--elastic-timeout", raw.elastic_timeout,
+                 "elastic: seconds to wait for --min-np slots (default 600, or "
+                 "HOROVOD_ELASTIC_TIMEOUT)")
+      ->check(integer_in(1, static_cast<long long>(kMaxSeconds), "a number of seconds"));
+  app.add_option("--reset-limit", raw.reset_limit,
+                 "elastic: the most resets (scaling up or down); one more ends the job")
+      ->check(integer_in(0, kMaxResets, "a number of resets"));
+  app.add_option("--blacklist-cooldown-range", raw.cooldown_range,
+                 "MIN MAX: elastic: a failed host may come back after a cooldown in [MIN, MAX] "
+                 "seconds, longer at each failure (default: never)")
+      ->expected(2)
+      ->allow_extra_args(false)
+      ->check(integer_in(ElasticOptions::kMinCooldownSeconds, ElasticOptions::kMaxCooldownSeconds,
+                         "a number of seconds"));
+  app.add_option("--max-restarts", raw.max_restarts,
+                 "restart the whole job up to N times when it fails (torchrun's; default 0)")
+      ->check(integer_in(0, kMaxResets, "a number of restarts"));
 }
 
 std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
@@ -209,6 +272,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_option("--gloo-timeout-seconds", raw.gloo_timeout_seconds,
                   "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)")
       ->check(number_in(0, kMaxSeconds, true, "a number of seconds"));
+  add_elastic_flags(*app, raw);
   add_horovod_flags(*app, raw.horovod);
   return app;
 }
@@ -348,7 +412,9 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
 // --launcher and the Slurm allocation: whether agents start through srun, and the hosts when
 // the allocation gives them.
 void apply_launcher(const std::string& launcher, const Environment& env, Options& options) {
-  const bool listed = !options.hosts.empty() || !options.hostfile.empty();
+  // A discovery script lists the hosts, as -H does.
+  const bool listed = !options.hosts.empty() || !options.hostfile.empty() ||
+                      !options.elastic.discovery_script.empty();
   const auto job = env.find("SLURM_JOB_ID");
   const bool in_allocation = job != env.end() && !job->second.empty();
   options.slurm = launcher == "slurm" || (launcher == "auto" && in_allocation && !listed);
@@ -363,6 +429,82 @@ void apply_launcher(const std::string& launcher, const Environment& env, Options
   }
   // The allocation's hosts are read by the launch pipeline (cli/launch/job_hosts.h), once.
   options.hosts_from_allocation = !listed;
+}
+
+// The elastic flags, their values and their consistency, as horovodrun checks them
+// (horovod/runner/launch.py: _is_elastic, _run_elastic; horovod/runner/elastic/discovery.py: the
+// cooldown bounds); docs/elastic.md. Runs after apply_launcher (the allocation may list the hosts).
+void apply_elastic(const RawOptions& raw, const Environment& env, Options& options) {
+  ElasticOptions& e = options.elastic;
+  e.max_np = raw.max_np;
+  e.discovery_script = raw.discovery_script;
+  e.slots_per_host = raw.slots_per_host;
+  e.reset_limit = raw.reset_limit;
+  options.max_restarts = raw.max_restarts;
+  if (raw.cooldown_range.size() == 2) {
+    const int lo = raw.cooldown_range[0];
+    const int hi = raw.cooldown_range[1];
+    if (lo > hi) {
+      throw UsageError(
+          fmt::format("--blacklist-cooldown-range {} {}: the first number (the shortest "
+                      "cooldown) is above the second (the longest); give MIN MAX",
+                      lo, hi));
+    }
+    e.blacklist_cooldown.emplace(std::chrono::seconds(lo), std::chrono::seconds(hi));
+  }
+  if (raw.elastic_timeout) {
+    e.elastic_timeout = std::chrono::seconds(*raw.elastic_timeout);
+  } else if (auto seconds = seconds_from_env(env, "HOROVOD_ELASTIC_TIMEOUT", "--elastic-timeout")) {
+    e.elastic_timeout = *seconds;
+  }
+  // horovodrun's _is_elastic is --min-np or a script; hora also counts --max-np
+  // (docs/elastic.md), which horovodrun would silently ignore.
+  e.enabled = raw.min_np || raw.max_np || !raw.discovery_script.empty();
+  if (!e.enabled) return;  // the other elastic flags have no effect, as in horovodrun
+
+  constexpr const char* kElasticFlags = "--min-np, --max-np, --host-discovery-script";
+  if (options.max_restarts > 0) {
+    throw UsageError(fmt::format(
+        "--max-restarts {} restarts the whole job, while the elastic flags ({}) make a job that "
+        "resets instead (bounded by --reset-limit); give one of them",
+        options.max_restarts, kElasticFlags));
+  }
+  const bool listed = !options.hosts.empty() || !options.hostfile.empty();
+  if (!e.discovery_script.empty() && listed) {
+    // horovodrun: -H, --hostfile and --host-discovery-script are mutually exclusive.
+    throw UsageError(fmt::format(
+        "--host-discovery-script and {} both given; the script lists the hosts of an elastic "
+        "job: give one of them",
+        !options.hosts.empty() ? "-H/--hosts" : "--hostfile"));
+  }
+  if (e.discovery_script.empty() && !listed && !options.hosts_from_allocation) {
+    throw UsageError(fmt::format(
+        "an elastic job ({}) needs its hosts: --host-discovery-script FILE (hosts may come and "
+        "go), or -H/--hostfile (the job may shrink within them); e.g. --host-discovery-script "
+        "./hosts.sh --min-np 2",
+        kElasticFlags));
+  }
+  if (!raw.min_np && !options.num_proc) {
+    throw UsageError(
+        "an elastic job needs -np N (the ranks to start with) or --min-np N (the fewest it "
+        "runs with), as horovodrun");
+  }
+  e.min_np = raw.min_np ? *raw.min_np : *options.num_proc;
+  if (!options.num_proc) options.num_proc = e.min_np;  // docs/elastic.md: -np defaults to it
+  if (e.max_np && e.min_np > *e.max_np) {
+    throw UsageError(fmt::format("--min-np {} is above --max-np {}; give --min-np <= --max-np",
+                                 e.min_np, *e.max_np));
+  }
+  if (*options.num_proc < e.min_np) {
+    throw UsageError(fmt::format(
+        "-np {} is below --min-np {}: the job would start with fewer ranks than it may run "
+        "with; give --min-np <= -np",
+        *options.num_proc, e.min_np));
+  }
+  if (e.max_np && *options.num_proc > *e.max_np) {
+    throw UsageError(fmt::format("-np {} is above --max-np {}; give -np <= --max-np",
+                                 *options.num_proc, *e.max_np));
+  }
 }
 
 }  // namespace
@@ -387,17 +529,8 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   options.hostfile = raw.hostfile;
   if (raw.start_timeout) {
     options.start_timeout = std::chrono::seconds(*raw.start_timeout);
-  } else if (auto it = env.find("HOROVOD_START_TIMEOUT"); it != env.end() && !it->second.empty()) {
-    int seconds = 0;
-    const std::string& v = it->second;
-    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
-    if (ec != std::errc() || end != v.data() + v.size() || seconds < 1 || seconds > kMaxSeconds) {
-      throw UsageError(fmt::format(
-          "HOROVOD_START_TIMEOUT='{}' is not a number of seconds from 1 to {}; fix or unset it, "
-          "or pass --start-timeout",
-          v, number_text(kMaxSeconds)));
-    }
-    options.start_timeout = std::chrono::seconds(seconds);
+  } else if (auto seconds = seconds_from_env(env, "HOROVOD_START_TIMEOUT", "--start-timeout")) {
+    options.start_timeout = *seconds;
   }
   options.verbose = raw.verbose;
   options.output_filename = raw.output_filename;
@@ -485,11 +618,13 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   if (!options.help_text.empty()) return options;  // -v/--version
   options.force_ssh = raw.force_ssh;
   options.horarun_path = raw.horarun_path;
+  options.elastic.discovery_script = raw.discovery_script;  // apply_launcher reads it
   apply_launcher(raw.launcher, env, options);
+  apply_elastic(raw, env, options);
 
   options.command = std::move(parsed.split.command);
-  const bool listed =
-      !options.hosts.empty() || !options.hostfile.empty() || options.hosts_from_allocation;
+  const bool listed = !options.hosts.empty() || !options.hostfile.empty() ||
+                      options.hosts_from_allocation || !options.elastic.discovery_script.empty();
   if (!options.num_proc && !listed && !options.check_build) {
     throw UsageError("-np is required without -H or --hostfile (e.g. horarun -np 4 ./train)");
   }

@@ -15,6 +15,38 @@
 
 namespace hora::cli {
 
+// horovodrun's elastic flags (docs/elastic.md; horovod/runner/launch.py, "elastic arguments").
+// Filled by parse_options(), which checks every value and their consistency: an elastic job
+// has -H/--hostfile (or the Slurm allocation) or a discovery script, not both; min_np <= -np
+// <= max_np. Outside an elastic job the other flags are accepted and have no effect (as
+// horovodrun, which ignores them in a fixed-size job).
+struct ElasticOptions {
+  static constexpr std::chrono::seconds kDefaultTimeout{600};  // Horovod's ELASTIC_TIMEOUT_SECS
+  // horovod/runner/elastic/discovery.py's bounds of --blacklist-cooldown-range.
+  static constexpr int kMinCooldownSeconds = 1;
+  static constexpr int kMaxCooldownSeconds = 3600;
+
+  // --min-np/--min-num-proc, else -np (as horovodrun): the fewest ranks the job runs with.
+  // 0 outside an elastic job.
+  int min_np = 0;
+  std::optional<int> max_np;     // --max-np/--max-num-proc; unset: no bound but the slots
+  std::string discovery_script;  // --host-discovery-script; empty: the hosts of -H/--hostfile
+  // --slots-per-host: the slots of a host the script prints without ":slots"; unset: such a
+  // line is an error (cli/elastic/discovery_script.h).
+  std::optional<int> slots_per_host;
+  // --elastic-timeout, else HOROVOD_ELASTIC_TIMEOUT, else 600 s: how long the job waits for
+  // --min-np slots.
+  std::chrono::seconds elastic_timeout = kDefaultTimeout;
+  std::optional<int> reset_limit;  // --reset-limit: the most resets; unset: no limit
+  // --blacklist-cooldown-range MIN MAX (seconds, MIN <= MAX, within the bounds above); unset:
+  // a failed host stays blacklisted for the rest of the job.
+  std::optional<std::pair<std::chrono::seconds, std::chrono::seconds>> blacklist_cooldown;
+  // Set by parse_options() when --min-np, --max-np or --host-discovery-script is given.
+  bool enabled = false;
+
+  bool elastic() const { return enabled; }
+};
+
 struct Options {
   static constexpr std::chrono::seconds kDefaultStartTimeout{30};
   static constexpr const char* kDefaultStrictHostKeyChecking = "accept-new";
@@ -64,6 +96,13 @@ struct Options {
   // horovodrun's flags and hora's Horovod support (cli/options/horovod_flags.h).
   bool horovod_rendezvous = true;   // --no-horovod-rendezvous turns it off
   bool forward_environment = true;  // --no-env-forwarding: only the contract and -x
+
+  // Elastic jobs (docs/elastic.md). In an elastic job -np is set: the ranks of round 0 (given,
+  // else --min-np).
+  ElasticOptions elastic;
+  // --max-restarts N (torchrun's habit): on a failure, restart the whole job up to N times.
+  // 0: never. Not with the elastic flags (an elastic job resets instead).
+  int max_restarts = 0;
 
   std::vector<std::string> command;  // everything after the options
 

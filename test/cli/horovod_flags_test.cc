@@ -5,12 +5,19 @@
 #include <cstdio>
 #include <map>
 
+#include "cli/base/errors.h"
 #include "cli/options/options.h"
 
 using namespace hora::cli;
 using Catch::Matchers::Contains;
 
 namespace {
+
+std::string fmt_args(const std::vector<std::string>& args) {
+  std::string out;
+  for (const std::string& a : args) out += a + " ";
+  return out;
+}
 
 Options parse(std::vector<std::string> args) {
   args.push_back("./train");
@@ -118,14 +125,6 @@ TEST_CASE("flags hora refuses, each with its reason") {
       {{"--jsrun"}, "no MPI mode"},
       {{"--mpi-args", "-x FOO"}, "no MPI mode"},
       {{"--binding-args", "-bind-to none"}, "no MPI mode"},
-      {{"--min-np", "2"}, "no elastic mode"},
-      {{"--min-num-proc", "2"}, "no elastic mode"},
-      {{"--max-np", "4"}, "no elastic mode"},
-      {{"--slots-per-host", "2"}, "no elastic mode"},
-      {{"--elastic-timeout", "600"}, "no elastic mode"},
-      {{"--reset-limit", "3"}, "no elastic mode"},
-      {{"--blacklist-cooldown-range", "10", "100"}, "no elastic mode"},
-      {{"--host-discovery-script", "./d.sh"}, "no elastic mode"},
   };
   for (const auto& [args, why] : refused) {
     INFO(args.front());
@@ -134,6 +133,111 @@ TEST_CASE("flags hora refuses, each with its reason") {
     CHECK_THROWS_WITH(parse(a),
                       Contains(args.front()) && Contains(why) && Contains("drop the flag"));
   }
+}
+
+TEST_CASE("elastic flags: accepted with horovodrun's meanings and defaults") {
+  Options o = parse({"-np", "2", "-H", "a:2,b:2"});
+  CHECK_FALSE(o.elastic.elastic());
+  CHECK(o.elastic.min_np == 0);
+  CHECK(o.max_restarts == 0);
+
+  o = parse({"-np", "4", "--min-np", "2", "--max-np", "8", "-H", "a:2,b:2"});
+  CHECK(o.elastic.elastic());
+  CHECK(o.elastic.min_np == 2);
+  CHECK(o.elastic.max_np == 8);
+  CHECK(o.num_proc == 4);
+  CHECK(o.elastic.discovery_script.empty());
+  CHECK_FALSE(o.elastic.slots_per_host.has_value());
+  CHECK(o.elastic.elastic_timeout == std::chrono::seconds(600));
+  CHECK_FALSE(o.elastic.reset_limit.has_value());
+  CHECK_FALSE(o.elastic.blacklist_cooldown.has_value());
+
+  o = parse({"--min-num-proc", "2", "--max-num-proc", "4", "--host-discovery-script",
+             "./discover.sh --zone a", "--slots-per-host", "4", "--elastic-timeout", "30",
+             "--reset-limit", "0", "--blacklist-cooldown-range", "10", "100"});
+  CHECK(o.elastic.elastic());
+  CHECK(o.elastic.min_np == 2);
+  CHECK(o.num_proc == 2);  // -np defaults to --min-np
+  CHECK(o.elastic.max_np == 4);
+  CHECK(o.elastic.discovery_script == "./discover.sh --zone a");
+  CHECK(o.elastic.slots_per_host == 4);
+  CHECK(o.elastic.elastic_timeout == std::chrono::seconds(30));
+  CHECK(o.elastic.reset_limit == 0);
+  REQUIRE(o.elastic.blacklist_cooldown.has_value());
+  CHECK(o.elastic.blacklist_cooldown->first == std::chrono::seconds(10));
+  CHECK(o.elastic.blacklist_cooldown->second == std::chrono::seconds(100));
+  CHECK(o.command == std::vector<std::string>{"./train"});  // the range takes two values only
+
+  // --min-np defaults to -np (horovodrun: min_num_proc or num_proc); a script alone is elastic.
+  o = parse({"-np", "3", "--host-discovery-script", "./d.sh"});
+  CHECK(o.elastic.elastic());
+  CHECK(o.elastic.min_np == 3);
+  // --max-np alone makes the job elastic too (docs/elastic.md).
+  o = parse({"-np", "2", "--max-np", "4", "--hostfile", "hosts.txt"});
+  CHECK(o.elastic.elastic());
+  CHECK(o.elastic.min_np == 2);
+  // HOROVOD_ELASTIC_TIMEOUT, unless --elastic-timeout.
+  auto with_env = [](std::vector<std::string> args, const std::string& timeout) {
+    args.push_back("./train");
+    return parse_options(args, {{"PATH", "/usr/bin"}, {"HOROVOD_ELASTIC_TIMEOUT", timeout}});
+  };
+  CHECK(with_env({"-np", "2", "--min-np", "1", "-H", "a:2"}, "45").elastic.elastic_timeout ==
+        std::chrono::seconds(45));
+  CHECK(with_env({"-np", "2", "--min-np", "1", "-H", "a:2", "--elastic-timeout", "7"}, "45")
+            .elastic.elastic_timeout == std::chrono::seconds(7));
+  CHECK_THROWS_WITH(with_env({"-np", "2", "--min-np", "1", "-H", "a:2"}, "soon"),
+                    Contains("HOROVOD_ELASTIC_TIMEOUT='soon'") && Contains("--elastic-timeout"));
+  // Outside an elastic job the other elastic flags are accepted and change nothing (horovodrun
+  // ignores them there).
+  o = parse({"-np", "2", "--slots-per-host", "2", "--reset-limit", "3", "--elastic-timeout", "60",
+             "--blacklist-cooldown-range", "1", "2"});
+  CHECK_FALSE(o.elastic.elastic());
+  CHECK(o.num_proc == 2);
+  // torchrun's --max-restarts.
+  CHECK(parse({"-np", "2", "--max-restarts", "3"}).max_restarts == 3);
+}
+
+TEST_CASE("elastic flags: bad values and contradictions name the flag") {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> bad = {
+      {{"--min-np", "0", "-H", "a:2"}, {"--min-np", "'0' is not a number of ranks from 1"}},
+      {{"--min-np", "x", "-H", "a:2"}, {"--min-np", "'x'"}},
+      {{"--max-np", "-1", "-H", "a:2"}, {"--max-np", "'-1'"}},
+      {{"--max-np", "99999999", "-H", "a:2"}, {"--max-np", "1048576"}},
+      {{"--host-discovery-script", ""}, {"--host-discovery-script", "empty"}},
+      {{"--slots-per-host", "0"}, {"--slots-per-host", "'0' is not a number of slots"}},
+      {{"--elastic-timeout", "0"}, {"--elastic-timeout", "from 1 to 2592000"}},
+      {{"--reset-limit", "-1"}, {"--reset-limit", "'-1'"}},
+      {{"--blacklist-cooldown-range", "0", "10"}, {"--blacklist-cooldown-range", "from 1 to 3600"}},
+      {{"--blacklist-cooldown-range", "10", "3601"}, {"--blacklist-cooldown-range", "'3601'"}},
+      {{"--blacklist-cooldown-range", "100", "10"},
+       {"--blacklist-cooldown-range 100 10", "give MIN MAX"}},
+      {{"--max-restarts", "-1"}, {"--max-restarts", "'-1'"}},
+      // Contradictions.
+      {{"--min-np", "2", "-H", "a:2", "--max-np", "1"}, {"--min-np 2 is above --max-np 1"}},
+      {{"--min-np", "4", "-H", "a:4"}, {"-np 2 is below --min-np 4"}},
+      {{"--max-np", "1", "-H", "a:4"}, {"-np 2 is above --max-np 1"}},
+      {{"--host-discovery-script", "./d.sh", "-H", "a:2"},
+       {"--host-discovery-script and -H/--hosts both given"}},
+      {{"--host-discovery-script", "./d.sh", "--hostfile", "h.txt"},
+       {"--host-discovery-script and --hostfile both given"}},
+      {{"--min-np", "1"}, {"needs its hosts", "--host-discovery-script", "-H/--hostfile"}},
+      {{"--min-np", "1", "-H", "a:2", "--max-restarts", "2"},
+       {"--max-restarts 2", "resets instead", "give one of them"}},
+  };
+  for (const auto& [args, words] : bad) {
+    std::vector<std::string> a = {"-np", "2"};
+    a.insert(a.end(), args.begin(), args.end());
+    INFO(fmt_args(a));
+    try {
+      parse(a);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      for (const std::string& w : words) CHECK_THAT(e.what(), Contains(w));
+    }
+  }
+  // Without -np an elastic job needs --min-np (horovodrun needs -np).
+  CHECK_THROWS_WITH(parse_options({"--host-discovery-script", "./d.sh", "./train"}, {}),
+                    Contains("needs -np N") && Contains("--min-np N"));
 }
 
 TEST_CASE("--config-file: horovodrun's YAML keys; the command line wins") {

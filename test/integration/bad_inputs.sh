@@ -56,7 +56,10 @@ ROWS=(
   'unknown option      | 2   | unknown option --no-such-option         | --no-such-option true $M'
   'option, no value    | 2   | --ssh-config has no value;-np, another option | --ssh-config -np 1 true $M'
   '--mpi               | 2   | --mpi: hora has no MPI mode             | --mpi -np 1 true $M'
-  '--min-np 2          | 2   | --min-np;no elastic mode                | --min-np 2 true $M'
+  '--min-np 2          | 2   | an elastic job;needs its hosts;--host-discovery-script | --min-np 2 true $M'
+  '--min-np 0          | 2   | --min-np;from 1 to 1048576              | -np 1 --min-np 0 -H localhost:1 true $M'
+  'cooldown 100 10     | 2   | --blacklist-cooldown-range 100 10;give MIN MAX | -np 1 -H localhost:1 --min-np 1 --blacklist-cooldown-range 100 10 true $M'
+  'script and -H       | 2   | --host-discovery-script and -H/--hosts both given | -np 1 --host-discovery-script ./d.sh -H localhost:1 true $M'
 )
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
