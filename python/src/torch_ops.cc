@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <hora/async.h>
 #include <hora/cuda.h>
+#include <hora/elastic.h>
 #include <hora/error.h>
 #include <hora/hora.h>
 #include <hora/types.h>
@@ -129,6 +130,12 @@ class Registry {
     Record r = std::move(it->second);
     records_.erase(it);
     return r;
+  }
+  // Forgets every record (after shutdown or a reset: the engine that used them is gone). The
+  // tensors are released by the caller, which holds the GIL.
+  std::unordered_map<int, Record> drop_all() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(records_, {});
   }
 
  private:
@@ -343,14 +350,18 @@ auto without_gil(Fn fn) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "libhora's async engine for torch tensors (used by hora.torch)";
 
-  // hora's exceptions, most general first (pybind11 tries the newest translator first).
+  // hora's exceptions, most general first (pybind11 tries the newest translator first). Those
+  // that mean "a rank was lost or the job is being reset" are also Horovod's
+  // HorovodInternalError (python/hora/common/exceptions.py), which elastic run() recovers from.
+  py::object internal = py::module_::import("hora.common.exceptions").attr("HorovodInternalError");
   static py::exception<hora::Error> error(m, "HoraError", PyExc_RuntimeError);
+  py::tuple lost_bases = py::make_tuple(error, internal);
   static py::exception<hora::UsageError> usage(m, "HoraUsageError", error.ptr());
-  static py::exception<hora::ConnectionError> connection(m, "HoraConnectionError", error.ptr());
+  static py::exception<hora::ConnectionError> connection(m, "HoraConnectionError", lost_bases);
   static py::exception<hora::TimeoutError> timeout(m, "HoraTimeoutError", error.ptr());
-  static py::exception<hora::PeerFailure> peer(m, "HoraPeerFailure", error.ptr());
+  static py::exception<hora::PeerFailure> peer(m, "HoraPeerFailure", lost_bases);
   static py::exception<hora::MismatchError> mismatch(m, "HoraMismatchError", error.ptr());
-  static py::exception<hora::AbortedError> aborted(m, "HoraAbortedError", error.ptr());
+  static py::exception<hora::AbortedError> aborted(m, "HoraAbortedError", lost_bases);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -372,7 +383,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
 
   m.def("init", without_gil([] { hora::init(); }));
-  m.def("shutdown", without_gil([] { hora::shutdown(); }));
+  m.def("shutdown", [] {
+    {
+      py::gil_scoped_release nogil;
+      hora::shutdown();
+    }
+    registry().drop_all();
+  });
   m.def("is_initialized", &hora::is_initialized);
   m.def("rank", &hora::rank);
   m.def("size", &hora::size);
@@ -395,6 +412,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("split_rows"));
   m.def("reducescatter_async", &reducescatter_async, py::arg("name"), py::arg("tensor"),
         py::arg("op"), py::arg("out_rows"));
+  // <hora/elastic.h>: hora.torch.elastic's run() and State are built on these.
+  m.def("elastic_enabled", &hora::elastic::enabled);
+  m.def("elastic_round", &hora::elastic::round);
+  m.def("elastic_reset_pending", &hora::elastic::reset_pending);
+  m.def(
+      "elastic_reset",
+      [](double timeout_seconds) {
+        {
+          py::gil_scoped_release nogil;
+          hora::elastic::reset(
+              std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+        }
+        registry().drop_all();
+      },
+      py::arg("timeout_seconds"));
   m.def("poll", &poll);
   m.def("synchronize", &synchronize);
 

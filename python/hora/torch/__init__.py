@@ -28,3 +28,4 @@ from hora.torch.mpi_ops import (
     barrier, join, poll, synchronize,
 )
 from hora.torch.optimizer import DistributedOptimizer
+from hora.torch import elastic

@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from hora.common.exceptions import HorovodInternalError  # noqa: F401 (hora.torch exports it)
 from hora.torch import _hora_torch as _C
 from hora.torch.compression import Compression
 
@@ -23,7 +24,9 @@ Min = _C.MIN
 Max = _C.MAX
 Product = _C.PRODUCT
 
-# hora's errors. HoraError is a RuntimeError; Horovod's name for it is HorovodInternalError.
+# hora's errors, all HoraError (a RuntimeError). Those that mean "a rank was lost or the job is
+# being reset" (HoraPeerFailure, HoraAbortedError, HoraConnectionError) are also Horovod's
+# HorovodInternalError (hora.common.exceptions), what elastic run() recovers from.
 HoraError = _C.HoraError
 HoraUsageError = _C.HoraUsageError
 HoraConnectionError = _C.HoraConnectionError
@@ -31,7 +34,6 @@ HoraTimeoutError = _C.HoraTimeoutError
 HoraPeerFailure = _C.HoraPeerFailure
 HoraMismatchError = _C.HoraMismatchError
 HoraAbortedError = _C.HoraAbortedError
-HorovodInternalError = HoraError
 
 is_initialized = _C.is_initialized
 rank = _C.rank
@@ -90,8 +92,8 @@ def init(*args, **kwargs):
 
 
 def shutdown():
-    """Leaves the job; pending handles are forgotten."""
-    _pending.clear()
+    """Leaves the job; pending handles are forgotten. init() may join again afterwards."""
+    _forget_ops()
     _C.shutdown()
 
 
@@ -111,6 +113,14 @@ _pending = {}
 _handle_counter = itertools.count(1)
 _name_counters = {}
 _lock = threading.Lock()
+
+
+def _forget_ops():
+    """Forgets pending handles and restarts the numbering of unnamed ops, as a new process
+    would: after shutdown() or an elastic reset every rank starts again from the same names."""
+    _pending.clear()
+    with _lock:
+        _name_counters.clear()
 
 
 def _auto_name(op, name):
