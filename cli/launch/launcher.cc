@@ -22,6 +22,7 @@
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
+#include "cli/launch/elastic_launch.h"
 #include "cli/launch/job_hosts.h"
 #include "cli/launch/job_network.h"
 #include "cli/network/choice.h"
@@ -93,28 +94,6 @@ void check_ssh_config_file(const std::string& path) {
         : S_ISSOCK(st.st_mode) ? "a socket"
                                : "a device"));
   }
-}
-
-RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
-  RemoteOptions ro;
-  ro.force_ssh = options.force_ssh;
-  check_ssh_config_file(options.ssh_config);
-  if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
-  ro.overrides.port = options.ssh_port;
-  if (!options.ssh_identity_file.empty()) {
-    ro.overrides.identity_files.push_back(options.ssh_identity_file);
-  }
-  if (options.ssh_strict_host_key_checking_given) {
-    ro.overrides.host_key_policy =
-        hora::ssh::parse_host_key_policy(options.ssh_strict_host_key_checking,
-                                         "--ssh-strict-host-key-checking");
-  }
-  ro.connect = hora::ssh::ConnectOptions::from_environment();
-  ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
-  ro.preflight_timeout = options.start_timeout;
-  ro.ssh_fanout = options.ssh_fanout;
-  ro.command_check = command_check_for(options, ctx.env, ctx.cwd);
-  return ro;
 }
 
 // `remote`: resolve_remote_hosts()'s answer (empty under Slurm).
@@ -264,6 +243,28 @@ void raise_open_file_limit() {
 
 }  // namespace
 
+RemoteOptions remote_options(const Options& options, const LaunchContext& ctx) {
+  RemoteOptions ro;
+  ro.force_ssh = options.force_ssh;
+  check_ssh_config_file(options.ssh_config);
+  if (!options.ssh_config.empty()) ro.config.file = options.ssh_config;
+  ro.overrides.port = options.ssh_port;
+  if (!options.ssh_identity_file.empty()) {
+    ro.overrides.identity_files.push_back(options.ssh_identity_file);
+  }
+  if (options.ssh_strict_host_key_checking_given) {
+    ro.overrides.host_key_policy =
+        hora::ssh::parse_host_key_policy(options.ssh_strict_host_key_checking,
+                                         "--ssh-strict-host-key-checking");
+  }
+  ro.connect = hora::ssh::ConnectOptions::from_environment();
+  ro.horarun_path = options.horarun_path.empty() ? self_path() : options.horarun_path;
+  ro.preflight_timeout = options.start_timeout;
+  ro.ssh_fanout = options.ssh_fanout;
+  ro.command_check = command_check_for(options, ctx.env, ctx.cwd);
+  return ro;
+}
+
 int run_launcher(const LaunchContext& ctx) {
   // A guard that exits just before its `terminate` line is written, or a closed terminal, gives
   // EPIPE, handled where written; it must not kill the launcher (main.cc does the same, and
@@ -280,6 +281,7 @@ int run_launcher(const LaunchContext& ctx) {
   }
   configure_logging(options.verbose);
   raise_open_file_limit();
+  if (options.elastic.elastic()) return launch_elastic(options, ctx);
   return launch(options, ctx);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/options/options.h"
+#include "cli/remote/remote_hosts.h"
 
 namespace hora::cli {
 
@@ -38,5 +39,10 @@ struct LaunchContext {
 // and returns horarun's exit code (docs/errors.md). Throws UsageError (exit code 2) for a bad
 // command line, host list or hostfile, and Error (exit code 1) when the job cannot start.
 int run_launcher(const LaunchContext& ctx);
+
+// How the job reaches its remote hosts: ssh_config, -p/-i, --ssh-strict-host-key-checking, the
+// horarun path and the program check (a step shared by the fixed and the elastic launch).
+// Throws UsageError for a bad --ssh-config.
+RemoteOptions remote_options(const Options& options, const LaunchContext& ctx);
 
 }  // namespace hora::cli

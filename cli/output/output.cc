@@ -219,7 +219,11 @@ void Output::line(int rank, Stream stream, std::string_view text) {
 }
 
 void Output::raw(int rank, Stream stream, std::string_view data) {
-  if (files_.empty() || data.empty()) return;
+  // An elastic job's rank past the folders made at the start has no file (cli/launch/).
+  if (files_.empty() || data.empty() || rank < 0 ||
+      static_cast<std::size_t>(rank) * 2 + 1 >= files_.size()) {
+    return;
+  }
   const UniqueFd& f = files_.at(static_cast<std::size_t>(rank) * 2 + static_cast<int>(stream));
   // A failing file (full disk) is ignored on purpose: the terminal still gets the lines, and
   // ending the job over a log file would be worse.

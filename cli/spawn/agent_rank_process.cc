@@ -163,8 +163,12 @@ AgentRankProcessFactory::AgentRankProcessFactory(asio::io_context& io, std::vect
     if (remote_.count(static_cast<int>(i)) == 0) local_index = static_cast<int>(i);
   }
   if (local_index < 0) return;
+  start_local(local_index);
+}
+
+void AgentRankProcessFactory::start_local(int index) {
   // This machine's ranks go through an agent of their own, as every other host's do.
-  const std::string name = hosts_[static_cast<std::size_t>(local_index)].name;
+  const std::string name = hosts_[static_cast<std::size_t>(index)].name;
   auto stream = std::make_unique<agent::PipeStream>(std::vector<std::string>{"horarun", "--agent",
                                                                              "--report-pids"},
                                                     local_guard_);
@@ -175,10 +179,26 @@ AgentRankProcessFactory::AgentRankProcessFactory(asio::io_context& io, std::vect
                                  local_guard_, st.failure));
   }
   local_.emplace();
-  local_->host.index = local_index;
+  local_->host.index = index;
   local_->host.target.alias = name;
   local_->host.agent = agent::link_over_pipe(name, std::move(stream));
   drive(*local_);
+}
+
+void AgentRankProcessFactory::add_remote(const HostSpec& host, RemoteHost remote) {
+  hosts_.push_back(host);
+  Driven& d = remote_[static_cast<int>(hosts_.size()) - 1];
+  d.host = std::move(remote);
+  drive(d);
+}
+
+void AgentRankProcessFactory::add_local(const HostSpec& host) {
+  if (local_) {
+    hosts_[static_cast<std::size_t>(local_->host.index)] = host;
+    return;
+  }
+  hosts_.push_back(host);
+  start_local(static_cast<int>(hosts_.size()) - 1);
 }
 
 void AgentRankProcessFactory::drive(Driven& d) {
@@ -199,6 +219,10 @@ std::unique_ptr<RankProcess> AgentRankProcessFactory::create(int rank, const Hos
       index = static_cast<int>(i);
       break;
     }
+  }
+  // Elastic jobs name a host by its name (its slots may be another round's).
+  for (std::size_t i = 0; index < 0 && i < hosts_.size(); ++i) {
+    if (hosts_[i].name == host.name && hosts_[i].user == host.user) index = static_cast<int>(i);
   }
   if (auto it = remote_.find(index); it != remote_.end()) {
     return std::make_unique<AgentRankProcess>(rank, host.address_for_display(), *it->second.driver,

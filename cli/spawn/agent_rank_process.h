@@ -101,6 +101,12 @@ class AgentRankProcessFactory : public RankProcessFactory {
 
   std::unique_ptr<RankProcess> create(int rank, const HostSpec& host) override;
 
+  // Elastic jobs: a host found during the job. add_remote() takes the preflight's host
+  // (prepare_remote_hosts()); add_local() is this machine, whose agent starts now if it has none
+  // (throws SpawnError if it cannot). Matched by name in create() from then on.
+  void add_remote(const HostSpec& host, RemoteHost remote);
+  void add_local(const HostSpec& host);
+
  private:
   // Destroyed driver first, then host (reverse declaration order): the driver stops before
   // the stream it drives, and the host's agent before its session.
@@ -109,6 +115,7 @@ class AgentRankProcessFactory : public RankProcessFactory {
     std::unique_ptr<StreamDriver> driver;
   };
   void drive(Driven& d);
+  void start_local(int index);  // this machine's agent, for hosts_[index]
 
   boost::asio::io_context& io_;
   std::vector<HostSpec> hosts_;

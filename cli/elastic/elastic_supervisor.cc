@@ -1,0 +1,742 @@
+#include "cli/elastic/elastic_supervisor.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "cli/base/errors.h"
+#include "cli/elastic/blacklist.h"
+#include "cli/elastic/discovery_script.h"
+#include "cli/elastic/round_plan.h"
+#include "cli/hosts/rank_table.h"
+#include "cli/output/line_splitter.h"
+#include "cli/output/log.h"
+#include "cli/spawn/rank_environment.h"
+#include "common/duration.h"
+#include "common/job_environment.h"
+#include "rendezvous/errors.h"
+#include "rendezvous/hmac.h"
+#include "rendezvous/secret.h"
+#include "rendezvous/server.h"
+
+namespace hora::cli {
+namespace {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+std::string bracketed(const std::string& address) {
+  return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
+}
+
+std::string seconds_text(Clock::duration d) {
+  return fmt::format("{:.2f} s", std::chrono::duration<double>(d).count());
+}
+
+// How much longer than --elastic-timeout a rank waits for the next round (HORA_ELASTIC_TIMEOUT).
+constexpr std::chrono::seconds kRankWaitMargin{60};
+
+// How long one run of the discovery script may take.
+constexpr std::chrono::seconds kDiscoveryDeadline{10};
+
+}  // namespace
+
+struct ElasticSupervisor::Impl {
+  struct Worker {
+    int id = 0;
+    HostSpec host;  // as listed (its slots are the host's)
+    int slot = 0;
+    std::unique_ptr<RankProcess> process;
+    std::array<LineSplitter, 2> splitters;
+    std::array<bool, 2> open{false, false};
+    std::optional<ExitStatus> exit;
+    bool stopping = false;       // we asked it to end: its exit is not a failure
+    std::map<int, int> rank_in;  // round -> its rank in that round
+    int last_rank = 0;           // for output prefixes
+    int connected_round = -1;    // the newest round it reached the rendezvous of
+    std::unique_ptr<asio::steady_timer> drop_timer;
+  };
+  struct Round {
+    int number = 0;
+    std::unique_ptr<rdv::Server> server;
+    RoundPlan plan;
+    Clock::time_point event;  // what started it
+    std::string reason;
+    std::set<int> connected;  // ranks of this round at its rendezvous
+    bool formed = false;
+  };
+
+  asio::io_context& io;
+  ElasticConfig config;
+  ElasticHosts& hosts;
+  Output& output;
+  std::shared_ptr<spdlog::logger> log = launcher_log();
+
+  rdv::Secret secret = rdv::generate_secret();
+  std::map<int, Worker> workers;
+  std::map<int, Round> rounds;
+  int current = -1;  // the newest round
+  int next_worker_id = 0;
+  int resets = 0;
+
+  // Hosts: what discovery (or -H) lists now, in its order; blacklisted ones; ones being prepared.
+  std::vector<HostSpec> listed;
+  Blacklist blacklist;
+  std::set<std::string> preparing;
+  std::set<std::string> failed_prepare;
+
+  asio::signal_set signals{io, SIGINT, SIGTERM};
+  asio::steady_timer discovery_timer{io};
+  asio::steady_timer settle_timer{io};
+  asio::steady_timer wait_timer{io};  // below --min-np: the end of --elastic-timeout
+  asio::steady_timer end_timer{io};
+  asio::steady_timer drain_timer{io};
+  std::thread discovery_thread;
+  bool discovery_running = false;
+  std::string last_discovery_error;
+
+  // A reset is due (gathering events until settle_timer fires).
+  bool reset_due = false;
+  bool reset_interrupt = false;
+  std::vector<std::string> reset_events;
+  Clock::time_point reset_event_time;
+  std::optional<Clock::time_point> waiting_since;  // below --min-np
+
+  bool ending = false;
+  bool finished = false;
+  bool draining = false;
+  std::string cause;
+  int exit_code = 0;
+  std::optional<int> first_failure_code;
+
+  Impl(asio::io_context& io_, ElasticConfig config_, ElasticHosts& hosts_, Output& output_)
+      : io(io_),
+        config(std::move(config_)),
+        hosts(hosts_),
+        output(output_),
+        blacklist(config.options.blacklist_cooldown) {
+    listed = config.hosts;
+  }
+
+  std::string who(const Worker& w) const {
+    const auto r = w.rank_in.find(current);
+    if (r != w.rank_in.end()) {
+      return fmt::format("worker {} (rank {}) on {}", w.id, r->second,
+                         w.host.address_for_display());
+    }
+    return fmt::format("worker {} on {}", w.id, w.host.address_for_display());
+  }
+
+  bool running(const Worker& w) const { return w.process && !w.exit; }
+
+  std::vector<int> running_ids() const {
+    std::vector<int> out;
+    for (const auto& [id, w] : workers) {
+      if (running(w)) out.push_back(id);
+    }
+    return out;
+  }
+
+  // ---- rounds ----------------------------------------------------------------------------
+
+  // Hosts that can take workers now: listed, not blacklisted, prepared.
+  std::vector<HostSpec> available_hosts(Clock::time_point now) const {
+    std::vector<HostSpec> out;
+    for (const HostSpec& h : listed) {
+      if (!blacklist.is_blacklisted(h.name, now) && hosts.prepared(h.name)) out.push_back(h);
+    }
+    return out;
+  }
+
+  // Starts agents on listed hosts that have none (and are not blacklisted).
+  void prepare_new_hosts() {
+    const auto now = Clock::now();
+    std::vector<HostSpec> todo;
+    for (const HostSpec& h : listed) {
+      if (hosts.prepared(h.name) || preparing.count(h.name) != 0 ||
+          failed_prepare.count(h.name) != 0 || blacklist.is_blacklisted(h.name, now)) {
+        continue;
+      }
+      preparing.insert(h.name);
+      todo.push_back(h);
+    }
+    if (todo.empty()) return;
+    std::vector<std::string> names;
+    for (const HostSpec& h : todo) names.push_back(h.address_for_display());
+    log->warn("elastic: found host{} {}; starting agent{}", todo.size() == 1 ? "" : "s",
+              fmt::join(names, ", "), todo.size() == 1 ? "" : "s");
+    hosts.prepare(todo, [this](const std::string& host, const std::string& error) {
+      preparing.erase(host);
+      if (ending) return;
+      if (!error.empty()) {
+        failed_prepare.insert(host);
+        log->warn("elastic: host {} cannot take workers: {}", host, error);
+        return;
+      }
+      request_reset(fmt::format("host {} joined", host), false);
+    });
+  }
+
+  void request_reset(std::string event, bool interrupt) {
+    if (ending) return;
+    if (!reset_due) {
+      reset_due = true;
+      reset_event_time = Clock::now();
+      settle_timer.expires_after(config.reset_settle);
+      settle_timer.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) asio::post(io, [this] { plan_next_round(); });
+      });
+    }
+    reset_interrupt = reset_interrupt || interrupt;
+    reset_events.push_back(std::move(event));
+  }
+
+  void plan_next_round() {
+    if (ending || !reset_due) return;
+    const auto now = Clock::now();
+    RoundInput in;
+    for (const auto& [id, w] : workers) {
+      if (!running(w) || w.stopping) continue;
+      const auto r = w.rank_in.find(current);
+      in.workers.push_back(
+          CurrentWorker{id, w.host.name, w.slot, r != w.rank_in.end() ? r->second : 1 << 30});
+    }
+    std::sort(in.workers.begin(), in.workers.end(),
+              [](const CurrentWorker& a, const CurrentWorker& b) { return a.rank < b.rank; });
+    in.hosts = available_hosts(now);
+    in.blacklisted = blacklist.blacklisted(now);
+    in.min_np = std::max(1, config.options.min_np);
+    in.max_np = current < 0 ? std::optional<int>(config.np) : config.options.max_np;
+    in.next_worker_id = next_worker_id;
+    RoundPlan plan = plan_round(in);
+
+    // A round that would change nothing (a host joined while the job is at --max-np).
+    if (current >= 0 && plan.started.empty() && plan.stopped.empty() && !reset_interrupt &&
+        plan.size == rounds.at(current).plan.size) {
+      reset_due = false;
+      reset_events.clear();
+      return;
+    }
+    if (current >= 0 && plan.kept.empty()) {
+      end_job(fmt::format("elastic: no worker of round {} is left to hand its state on ({}); "
+                          "the job cannot go on",
+                          current, fmt::join(reset_events, "; ")),
+              first_failure_code.value_or(1));
+      return;
+    }
+    if (!plan.enough) {
+      wait_for_hosts(plan, now);
+      return;
+    }
+    if (current >= 0 && config.options.reset_limit && resets >= *config.options.reset_limit) {
+      end_job(fmt::format("elastic: the job needs reset {} ({}), past --reset-limit {}", resets + 1,
+                          fmt::join(reset_events, "; "), *config.options.reset_limit),
+              first_failure_code.value_or(1));
+      return;
+    }
+    waiting_since.reset();
+    wait_timer.cancel();
+    begin_round(std::move(plan));
+  }
+
+  void wait_for_hosts(const RoundPlan& plan, Clock::time_point now) {
+    if (!waiting_since) {
+      waiting_since = now;
+      log->warn(
+          "elastic: {}; {} slot{} available, --min-np is {}: waiting up to {} for hosts "
+          "(--elastic-timeout)",
+          fmt::join(reset_events, "; "), plan.size, plan.size == 1 ? "" : "s",
+          config.options.min_np, hora::format_duration(config.options.elastic_timeout));
+      wait_timer.expires_after(config.options.elastic_timeout);
+      wait_timer.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec && waiting_since) on_wait_timeout();
+      });
+    }
+    // Discovery (or a cooldown) calls plan_next_round() again.
+  }
+
+  void on_wait_timeout() {
+    const auto now = Clock::now();
+    std::vector<std::string> have;
+    int slots = 0;
+    for (const HostSpec& h : available_hosts(now)) {
+      have.push_back(fmt::format("{}:{}", h.address_for_display(), h.slots));
+      slots += h.slots;
+    }
+    const std::vector<std::string> black = blacklist.blacklisted(now);
+    std::vector<std::string> unprepared;
+    for (const std::string& h : failed_prepare) unprepared.push_back(h);
+    end_job(fmt::format(
+                "elastic: waited {} (--elastic-timeout) for --min-np {} slots; had {} "
+                "({}){}{}; {}",
+                hora::format_duration(config.options.elastic_timeout), config.options.min_np, slots,
+                have.empty() ? "no host" : fmt::format("{}", fmt::join(have, ", ")),
+                black.empty() ? "" : fmt::format("; blacklisted: {}", fmt::join(black, ", ")),
+                unprepared.empty() ? ""
+                                   : fmt::format("; unreachable: {}", fmt::join(unprepared, ", ")),
+                config.options.discovery_script.empty()
+                    ? "list more hosts with -H, or use --host-discovery-script"
+                    : "the discovery script did not list enough hosts"),
+            first_failure_code.value_or(1));
+  }
+
+  void begin_round(RoundPlan plan) {
+    const bool first = current < 0;
+    const bool interrupt = reset_interrupt;
+    const std::string reason = first ? "start" : fmt::format("{}", fmt::join(reset_events, "; "));
+    const Clock::time_point event = first ? Clock::now() : reset_event_time;
+    reset_due = false;
+    reset_interrupt = false;
+    reset_events.clear();
+    if (!first) ++resets;
+    const int number = current + 1;
+
+    Round& round = rounds[number];
+    round.number = number;
+    round.plan = std::move(plan);
+    round.event = event;
+    round.reason = reason;
+    current = number;
+    start_server(round);
+    next_worker_id += static_cast<int>(round.plan.started.size());
+
+    std::vector<std::string> host_text;
+    for (const HostSpec& h : round.plan.hosts) {
+      host_text.push_back(fmt::format("{}:{}", h.address_for_display(), h.slots));
+    }
+    if (first) {
+      log->info("elastic: round 0: {} ranks on {}", round.plan.size, fmt::join(host_text, ", "));
+    } else {
+      log->warn("elastic: round {}: {}; new size {} on {}", number, reason, round.plan.size,
+                fmt::join(host_text, ", "));
+    }
+
+    // Workers that do not stay are stopped; those that stay are told their new place.
+    for (int id : round.plan.stopped) {
+      Worker& w = workers.at(id);
+      w.stopping = true;
+      if (running(w)) w.process->terminate();
+    }
+    for (int r = 0; r < round.plan.size; ++r) {
+      const PlannedRank& p = round.plan.ranks[static_cast<std::size_t>(r)];
+      if (p.is_new) {
+        start_worker(round, p);
+      } else {
+        Worker& w = workers.at(p.worker_id);
+        w.rank_in[number] = r;
+        const rdv::wire::Reset reset = reset_for(round, r, w.host.name, interrupt);
+        for (const auto& [k, old_rank] : w.rank_in) {
+          if (k < number && rounds.count(k) != 0 && rounds.at(k).server) {
+            rounds.at(k).server->reset_rank(old_rank, reset);
+          }
+        }
+      }
+    }
+  }
+
+  rdv::wire::Reset reset_for(const Round& round, int r, const std::string& host, bool interrupt) {
+    const RankInfo& info = round.plan.ranks[static_cast<std::size_t>(r)].info;
+    rdv::wire::Reset reset;
+    reset.round = static_cast<std::uint32_t>(round.number);
+    reset.interrupt = interrupt;
+    reset.rank = info.rank;
+    reset.size = round.plan.size;
+    reset.local_rank = info.local_rank;
+    reset.local_size = info.local_size;
+    reset.cross_rank = info.cross_rank;
+    reset.cross_size = info.cross_size;
+    reset.host_index = info.host_index;
+    reset.rendezvous = rendezvous_for(round, host);
+    return reset;
+  }
+
+  std::string rendezvous_for(const Round& round, const std::string& host) const {
+    const HostNetwork net = hosts.network(host);
+    const std::string address =
+        net.rendezvous_host.empty() ? config.base.bind_address : net.rendezvous_host;
+    return fmt::format("{}:{}", bracketed(address), round.server->port());
+  }
+
+  void start_server(Round& round) {
+    rdv::ServerOptions options;
+    options.bind_address = config.base.bind_address;
+    options.port = 0;
+    options.size = round.plan.size;
+    options.secret = rdv::round_secret(secret, static_cast<std::uint32_t>(round.number));
+    options.auth_timeout =
+        std::max<std::chrono::milliseconds>(rdv::ServerOptions::kDefaultAuthTimeout,
+                                            config.base.facts.start_timeout);
+    rdv::ServerEvents events;
+    const int number = round.number;
+    events.on_connected = [this, number](int rank, const std::string&) {
+      on_connected(number, rank);
+    };
+    events.on_disconnected = [this, number](int rank, bool clean, const std::string& why) {
+      on_disconnected(number, rank, clean, why);
+    };
+    try {
+      round.server = std::make_unique<rdv::Server>(io, options, std::move(events));
+    } catch (const rdv::Error& e) {
+      throw Error(fmt::format("cannot start the rendezvous server of round {} on {}: {}", number,
+                              config.base.bind_address, e.what()));
+    }
+  }
+
+  void start_worker(const Round& round, const PlannedRank& p) {
+    Worker& w = workers[p.worker_id];
+    w.id = p.worker_id;
+    const HostSpec& planned = round.plan.host_of(p.info.rank);
+    w.host = planned;
+    for (const HostSpec& h : listed) {
+      if (h.name == planned.name) w.host = h;
+    }
+    w.slot = p.local_slot;
+    w.rank_in[round.number] = p.info.rank;
+    w.last_rank = p.info.rank;
+
+    const RankTable table(round.plan.hosts, round.plan.size);
+    JobFacts facts = config.base.facts;
+    const HostNetwork net = hosts.network(w.host.name);
+    facts.rendezvous = rendezvous_for(round, w.host.name);
+    facts.iface = net.iface;
+    facts.nccl_ifnames = net.nccl_ifnames;
+    facts.master_addr = config.base.master_addr;
+    facts.secret_hex = rdv::secret_to_hex(secret);
+    // A new worker may wait for the others until their next commit.
+    facts.start_timeout = std::max(facts.start_timeout, config.options.elastic_timeout);
+    GuardRequest request;
+    request.cwd = config.base.cwd;
+    request.env = rank_environment(table, p.info.rank, facts);
+    request.env.emplace_back(job_env::kElastic, "1");
+    request.env.emplace_back(job_env::kRound, std::to_string(round.number));
+    request.env.emplace_back(job_env::kWorkerId, std::to_string(w.id));
+    // The launcher decides when the wait for hosts is over: the ranks wait a minute longer.
+    request.env.emplace_back(job_env::kElasticTimeout,
+                             std::to_string(config.options.elastic_timeout.count() +
+                                            kRankWaitMargin.count()));
+    request.argv = config.base.command;
+    request.grace = config.base.kill_grace;
+    try {
+      w.process = hosts.create(w.id, w.host);
+      RankProcess::Events events;
+      const int id = w.id;
+      events.on_output = [this, id](Stream s, std::string_view data) { on_output(id, s, data); };
+      events.on_output_closed = [this, id](Stream s) { on_output_closed(id, s); };
+      events.on_exit = [this, id](const ExitStatus& st) { on_exit(id, st); };
+      w.open = {true, true};
+      w.process->start(request, std::move(events));
+      log->info("started {}", who(w));
+    } catch (const std::exception& e) {
+      w.open = {false, false};
+      w.exit = ExitStatus{false, 1, 0};
+      log->warn("elastic: could not start {}: {}", who(w), e.what());
+      blacklist.blacklist(w.host.name, Clock::now());
+      request_reset(fmt::format("{} could not start", who(w)), true);
+    }
+  }
+
+  // ---- events ----------------------------------------------------------------------------
+
+  void on_connected(int round, int rank) {
+    Round& rd = rounds.at(round);
+    rd.connected.insert(rank);
+    for (auto& [id, w] : workers) {
+      const auto it = w.rank_in.find(round);
+      if (it != w.rank_in.end() && it->second == rank) {
+        w.connected_round = std::max(w.connected_round, round);
+        w.last_rank = rank;
+      }
+    }
+    if (!rd.formed && static_cast<int>(rd.connected.size()) == rd.plan.size) {
+      rd.formed = true;
+      if (round > 0) {
+        log->warn("elastic: round {} formed: {} ranks at the rendezvous {} after {}", round,
+                  rd.plan.size, seconds_text(Clock::now() - rd.event), rd.reason);
+      }
+    }
+  }
+
+  Worker* worker_of(int round, int rank) {
+    for (auto& [id, w] : workers) {
+      const auto it = w.rank_in.find(round);
+      if (it != w.rank_in.end() && it->second == rank) return &w;
+    }
+    return nullptr;
+  }
+
+  void on_disconnected(int round, int rank, bool clean, const std::string& why) {
+    if (clean || ending) return;
+    Worker* w = worker_of(round, rank);
+    // A worker told of a newer round leaves this one's server: without a goodbye when the reset
+    // interrupted it (its connection had failed), which is expected.
+    if (w == nullptr || !running(*w) || w->stopping || w->rank_in.rbegin()->first > round) return;
+    const int id = w->id;
+    log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(*w), why,
+              hora::format_duration(config.base.drop_grace));
+    w->drop_timer = std::make_unique<asio::steady_timer>(io, config.base.drop_grace);
+    w->drop_timer->async_wait([this, id, round, why](const boost::system::error_code& ec) {
+      if (ec || ending) return;
+      Worker& lost = workers.at(id);
+      if (!running(lost) || lost.stopping || lost.rank_in.rbegin()->first > round) return;
+      lost_worker(lost, fmt::format("{} lost its rendezvous connection ({})", who(lost), why));
+      lost.process->kill();
+    });
+  }
+
+  void on_output(int id, Stream s, std::string_view data) {
+    Worker& w = workers.at(id);
+    output.raw(w.last_rank, s, data);
+    w.splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line) {
+      output.line(w.last_rank, s, line);
+    });
+  }
+
+  void on_output_closed(int id, Stream s) {
+    Worker& w = workers.at(id);
+    const auto i = static_cast<std::size_t>(s);
+    w.splitters[i].finish([&](std::string_view line) { output.line(w.last_rank, s, line); });
+    w.open[i] = false;
+    maybe_finish();
+  }
+
+  // A worker of the job failed: its host leaves the job (blacklisted), with its other workers.
+  void lost_worker(Worker& w, const std::string& what) {
+    if (!first_failure_code) first_failure_code = w.exit ? w.exit->exit_code() : 1;
+    const auto now = Clock::now();
+    const auto until = blacklist.blacklist(w.host.name, now);
+    log->warn("elastic: {}; blacklisting {}{}", what, w.host.address_for_display(),
+              until ? fmt::format(" for {}", seconds_text(*until - now)) : "");
+    for (auto& [id, other] : workers) {
+      if (id != w.id && running(other) && other.host.name == w.host.name && !other.stopping) {
+        other.stopping = true;
+        other.process->terminate();
+      }
+    }
+    request_reset(what, true);
+  }
+
+  void on_exit(int id, const ExitStatus& status) {
+    Worker& w = workers.at(id);
+    w.exit = status;
+    if (w.drop_timer) w.drop_timer->cancel();
+    log->info("{} {}", who(w), status.describe());
+    if (!ending && !w.stopping && !status.success()) {
+      lost_worker(w, fmt::format("{} {}", who(w), status.describe()));
+    }
+    maybe_finish();
+  }
+
+  void on_signal(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    const std::string name =
+        abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+    if (!ending) {
+      end_job(fmt::format("interrupted by {}; ended the job", name), 128 + sig);
+    } else {
+      kill_all();
+    }
+    signals.async_wait([this](const boost::system::error_code& ec, int s) {
+      if (!ec) on_signal(s);
+    });
+  }
+
+  // ---- discovery -------------------------------------------------------------------------
+
+  void arm_discovery() {
+    if (config.options.discovery_script.empty() || ending) return;
+    discovery_timer.expires_after(config.discovery_interval);
+    discovery_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) run_discovery();
+    });
+  }
+
+  void run_discovery() {
+    if (ending || discovery_running) return;
+    discovery_running = true;
+    if (discovery_thread.joinable()) discovery_thread.join();
+    const std::string script = config.options.discovery_script;
+    const std::optional<int> slots = config.options.slots_per_host;
+    discovery_thread = std::thread([this, script, slots] {
+      DiscoveryResult result =
+          run_discovery_script(script, slots, Clock::now() + kDiscoveryDeadline);
+      asio::post(io, [this, result = std::move(result)] { on_discovery(result); });
+    });
+  }
+
+  void on_discovery(const DiscoveryResult& result) {
+    discovery_running = false;
+    if (ending) return;
+    arm_discovery();
+    if (!result.ok) {
+      if (result.error != last_discovery_error) {
+        log->warn(
+            "elastic: --host-discovery-script failed (the job goes on with the hosts it "
+            "has): {}",
+            result.error);
+        last_discovery_error = result.error;
+      }
+      return;
+    }
+    last_discovery_error.clear();
+    std::set<std::string> now_listed;
+    for (const HostSpec& h : result.hosts) now_listed.insert(h.name);
+    // Hosts that run workers and are no longer listed are lost.
+    for (auto& [id, w] : workers) {
+      if (running(w) && !w.stopping && now_listed.count(w.host.name) == 0) {
+        w.stopping = true;
+        w.process->terminate();
+        request_reset(fmt::format("host {} is no longer listed by the discovery script",
+                                  w.host.address_for_display()),
+                      true);
+      }
+    }
+    // Hosts back from their cooldown.
+    for (const std::string& h : blacklist.take_cooled_down(Clock::now())) {
+      log->warn("elastic: host {} is back after its cooldown", h);
+      failed_prepare.erase(h);
+    }
+    const bool changed = result.hosts != listed;
+    listed = result.hosts;
+    prepare_new_hosts();
+    if (changed || waiting_since) {
+      // New slots on prepared hosts, or a wait below --min-np that may now end.
+      if (waiting_since) {
+        reset_due = true;
+        plan_next_round();
+      } else {
+        maybe_grow();
+      }
+    }
+  }
+
+  // Whether prepared, available hosts have room the current round does not use.
+  void maybe_grow() {
+    if (current < 0 || reset_due) return;
+    const Round& rd = rounds.at(current);
+    int slots = 0;
+    for (const HostSpec& h : available_hosts(Clock::now())) slots += h.slots;
+    const int cap = config.options.max_np.value_or(slots);
+    if (std::min(slots, cap) > rd.plan.size) request_reset("more slots are available", false);
+  }
+
+  // ---- ending ----------------------------------------------------------------------------
+
+  void end_job(std::string reason, int code) {
+    if (ending) return;
+    ending = true;
+    cause = std::move(reason);
+    exit_code = code;
+    settle_timer.cancel();
+    wait_timer.cancel();
+    discovery_timer.cancel();
+    log->info("ending the job: {}", cause);
+    for (auto& [n, rd] : rounds) {
+      if (rd.server) rd.server->abort_all(cause);
+    }
+    for (auto& [id, w] : workers) {
+      if (running(w)) w.process->terminate();
+    }
+    end_timer.expires_after(config.base.kill_grace + config.base.guard_slack);
+    end_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) kill_all();
+    });
+    maybe_finish();
+  }
+
+  void kill_all() {
+    for (auto& [id, w] : workers) {
+      if (running(w)) {
+        log->warn("{} did not end after SIGTERM; killing its guard", who(w));
+        w.process->kill();
+      }
+    }
+  }
+
+  void maybe_finish() {
+    if (finished) return;
+    bool all_exited = true;
+    bool all_closed = true;
+    for (const auto& [id, w] : workers) {
+      if (running(w)) all_exited = false;
+      if (w.open[0] || w.open[1]) all_closed = false;
+    }
+    if (!all_exited) return;
+    if (!ending) {
+      // Every worker ended by itself: success when the last round's workers all exited 0.
+      if (reset_due || waiting_since || !preparing.empty()) return;
+      bool all_ok = current >= 0;
+      if (current >= 0) {
+        for (const PlannedRank& p : rounds.at(current).plan.ranks) {
+          const Worker& w = workers.at(p.worker_id);
+          if (!w.exit || !w.exit->success()) all_ok = false;
+        }
+      }
+      ending = true;
+      exit_code = all_ok ? 0 : first_failure_code.value_or(1);
+      if (!all_ok) cause = "elastic: the job ended without a successful last round";
+      discovery_timer.cancel();
+      settle_timer.cancel();
+      wait_timer.cancel();
+    }
+    if (!all_closed) {
+      if (!draining) {
+        draining = true;
+        drain_timer.expires_after(config.base.drain_timeout);
+        drain_timer.async_wait([this](const boost::system::error_code& ec) {
+          if (ec) return;
+          for (auto& [id, w] : workers) {
+            if (w.open[0] || w.open[1]) w.process->close_output();
+          }
+        });
+      }
+      return;
+    }
+    finished = true;
+    end_timer.cancel();
+    drain_timer.cancel();
+    discovery_timer.cancel();
+    boost::system::error_code ignored;
+    signals.cancel(ignored);
+    for (auto& [n, rd] : rounds) {
+      if (rd.server) rd.server->stop();
+    }
+    io.stop();
+  }
+
+  int run() {
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (!ec) on_signal(sig);
+    });
+    reset_due = true;
+    reset_events.push_back("start");
+    plan_next_round();
+    arm_discovery();
+    if (!finished) io.run();
+    if (discovery_thread.joinable()) discovery_thread.join();
+    hosts.finish();
+    if (!cause.empty()) output.launcher_message(cause);
+    return exit_code;
+  }
+};
+
+ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, ElasticConfig config,
+                                     ElasticHosts& hosts, Output& output)
+    : impl_(std::make_unique<Impl>(io, std::move(config), hosts, output)) {}
+
+ElasticSupervisor::~ElasticSupervisor() = default;
+
+int ElasticSupervisor::run() { return impl_->run(); }
+
+}  // namespace hora::cli

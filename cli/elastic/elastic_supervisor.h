@@ -1,0 +1,78 @@
+// Runs an elastic job (docs/elastic.md): rounds of workers, each round with its own rendezvous
+// server and secret; a lost worker blacklists its host and starts the next round on the hosts
+// left (RESET with interrupt to the survivors); a host found by discovery gets workers in the
+// next round (RESET without interrupt: the survivors join at their next commit).
+//
+// Threading: everything runs on the io_context of the thread that calls run(), as in the fixed
+// supervisor (cli/spawn/supervisor.h): workers' pipes and exits, the rounds' servers, timers,
+// signals. Two kinds of work leave that thread and post their answers back: the discovery script
+// (one run at a time) and preparing new hosts (ElasticHosts::prepare).
+//
+// Ending: every worker exited 0 -> 0; below --min-np for --elastic-timeout, more resets than
+// --reset-limit, no worker left to hand on the state, or SIGINT/SIGTERM -> the job ends as the
+// fixed supervisor ends one (SIGTERM to every guard, SIGKILL after the grace), with the first
+// failed worker's code (1 when none failed; 128 + signal after a signal).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "cli/hosts/host_list.h"
+#include "cli/options/options.h"
+#include "cli/output/output.h"
+#include "cli/spawn/rank_process.h"
+#include "cli/spawn/supervisor.h"
+
+namespace hora::cli {
+
+// The hosts' side of an elastic job: the launch pipeline implements it with the agents
+// (cli/launch/elastic_launch.cc); tests may use local processes.
+class ElasticHosts {
+ public:
+  virtual ~ElasticHosts() = default;
+  // Whether `host` can start workers now (its agent runs).
+  virtual bool prepared(const std::string& host) const = 0;
+  // Prepares `hosts` (preflight and agent) away from the io thread; calls done(host, error) for
+  // each on the io thread (error empty: prepared).
+  virtual void prepare(
+      const std::vector<HostSpec>& hosts,
+      std::function<void(const std::string& host, const std::string& error)> done) = 0;
+  // A worker's process on a prepared host (cli/spawn/rank_process.h); `worker` names it.
+  virtual std::unique_ptr<RankProcess> create(int worker, const HostSpec& host) = 0;
+  // How `host`'s ranks reach the launcher, and their interface (may be empty: by route).
+  virtual HostNetwork network(const std::string& host) const = 0;
+  // Called once when the job is over (joins what prepare() started).
+  virtual void finish() {}
+};
+
+struct ElasticConfig {
+  SupervisorConfig base;  // command, cwd, bind_address, facts, graces (host_network unused)
+  ElasticOptions options;
+  int np = 1;                                          // round 0's ranks
+  std::vector<HostSpec> hosts;                         // the hosts known at the start, in order
+  std::chrono::milliseconds discovery_interval{1000};  // Horovod's: about once a second
+  // A lost worker's events (its host's other workers exit too) are gathered this long before the
+  // next round is planned.
+  std::chrono::milliseconds reset_settle{300};
+};
+
+class ElasticSupervisor {
+ public:
+  ElasticSupervisor(boost::asio::io_context& io, ElasticConfig config, ElasticHosts& hosts,
+                    Output& output);
+  ~ElasticSupervisor();
+
+  // Runs the job to its end; returns horarun's exit code. Throws Error if a rendezvous server
+  // cannot start before anything was launched.
+  int run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hora::cli

@@ -1,0 +1,197 @@
+#include "cli/launch/elastic_launch.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "cli/base/errors.h"
+#include "cli/elastic/discovery_script.h"
+#include "cli/elastic/elastic_supervisor.h"
+#include "cli/hosts/local_host.h"
+#include "cli/hosts/rank_table.h"
+#include "cli/launch/job_hosts.h"
+#include "cli/output/log.h"
+#include "cli/output/log_sink.h"
+#include "cli/output/output.h"
+#include "cli/remote/remote_hosts.h"
+#include "cli/spawn/agent_rank_process.h"
+#include "cli/spawn/env_forwarding.h"
+#include "common/write_all.h"
+
+namespace hora::cli {
+namespace {
+
+namespace asio = boost::asio;
+
+// The first look at the hosts may take this long.
+constexpr std::chrono::seconds kFirstDiscovery{30};
+
+// Hosts through the agents: the ones prepared at the start, and the ones the supervisor finds.
+class AgentElasticHosts : public ElasticHosts {
+ public:
+  AgentElasticHosts(asio::io_context& io, const LocalHost& local, RemoteOptions ro,
+                    std::vector<HostSpec> hosts, RemotePlan plan, std::string local_guard,
+                    bool loopback)
+      : io_(io), local_(local), ro_(std::move(ro)), loopback_(loopback) {
+    for (const auto& [index, host] : plan.hosts) {
+      address_[hosts[static_cast<std::size_t>(index)].name] = host.launcher_address;
+      launcher_address_ = host.launcher_address;
+    }
+    for (const HostSpec& h : hosts) prepared_.insert(h.name);
+    factory_ = std::make_unique<AgentRankProcessFactory>(io, hosts, std::move(plan.hosts),
+                                                         std::move(local_guard));
+  }
+
+  bool prepared(const std::string& host) const override { return prepared_.count(host) != 0; }
+
+  void prepare(const std::vector<HostSpec>& hosts,
+               std::function<void(const std::string&, const std::string&)> done) override {
+    if (worker_.joinable()) worker_.join();
+    worker_ = std::thread([this, hosts, done] {
+      // Off the io thread: resolution and the preflight block (one deadline,
+      // ro_.preflight_timeout).
+      std::string error;
+      std::map<int, ssh::Target> targets;
+      RemotePlan plan;
+      try {
+        targets = resolve_remote_hosts(hosts, local_, ro_);
+        plan = prepare_remote_hosts(hosts, targets, ro_);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      auto shared = std::make_shared<RemotePlan>(std::move(plan));
+      asio::post(io_, [this, hosts, done, error, shared] {
+        for (std::size_t i = 0; i < hosts.size(); ++i) {
+          const HostSpec& h = hosts[i];
+          std::string why = error;
+          try {
+            if (why.empty()) {
+              auto it = shared->hosts.find(static_cast<int>(i));
+              if (it != shared->hosts.end()) {
+                address_[h.name] = it->second.launcher_address;
+                factory_->add_remote(h, std::move(it->second));
+              } else {
+                factory_->add_local(h);
+              }
+              prepared_.insert(h.name);
+            }
+          } catch (const std::exception& e) {
+            why = e.what();
+          }
+          done(h.name, why);
+        }
+      });
+    });
+  }
+
+  std::unique_ptr<RankProcess> create(int worker, const HostSpec& host) override {
+    return factory_->create(worker, host);
+  }
+
+  HostNetwork network(const std::string& host) const override {
+    HostNetwork net;
+    const auto it = address_.find(host);
+    if (it != address_.end()) {
+      net.rendezvous_host = it->second;
+    } else if (loopback_) {
+      net.rendezvous_host = "127.0.0.1";
+      net.iface = "lo";
+    } else {
+      net.rendezvous_host = launcher_address_;  // this machine, as the remote hosts see it
+    }
+    return net;
+  }
+
+  void finish() override {
+    if (worker_.joinable()) worker_.join();
+  }
+
+  ~AgentElasticHosts() override { finish(); }
+
+ private:
+  asio::io_context& io_;
+  const LocalHost& local_;
+  RemoteOptions ro_;
+  bool loopback_;
+  std::unique_ptr<AgentRankProcessFactory> factory_;
+  std::set<std::string> prepared_;
+  std::map<std::string, std::string> address_;  // remote host -> launcher address it sees
+  std::string launcher_address_ = "127.0.0.1";
+  std::thread worker_;
+};
+
+std::vector<HostSpec> first_hosts(const Options& options, const LaunchContext& ctx) {
+  const ElasticOptions& e = options.elastic;
+  if (e.discovery_script.empty()) return listed_hosts(options, ctx.env);
+  const DiscoveryResult r =
+      run_discovery_script(e.discovery_script, e.slots_per_host,
+                           std::chrono::steady_clock::now() + kFirstDiscovery);
+  if (!r.ok) {
+    throw UsageError(fmt::format("--host-discovery-script {}: {}", e.discovery_script, r.error));
+  }
+  return r.hosts;
+}
+
+}  // namespace
+
+int launch_elastic(const Options& options, const LaunchContext& ctx) {
+  const std::vector<HostSpec> hosts = first_hosts(options, ctx);
+  const LocalHost local = LocalHost::discover();
+  const RemoteOptions ro = remote_options(options, ctx);
+  const std::map<int, ssh::Target> remote = resolve_remote_hosts(hosts, local, ro);
+  check_local_host_once(hosts, remote);
+  const bool loopback = remote.empty() && options.elastic.discovery_script.empty();
+  if (options.dry_run || options.verbose) {
+    std::string text =
+        fmt::format("elastic job: -np {}, --min-np {}{}\n", *options.num_proc,
+                    options.elastic.min_np,
+                    options.elastic.max_np ? fmt::format(", --max-np {}", *options.elastic.max_np)
+                                           : "");
+    for (const HostSpec& h : hosts) {
+      text += fmt::format("host {}: {} slot{}\n", h.address_for_display(), h.slots,
+                          h.slots == 1 ? "" : "s");
+    }
+    hora::write_all(ctx.stdout_fd, text);
+  }
+  RemotePlan plan = prepare_remote_hosts(hosts, remote, ro);
+  if (options.dry_run) return 0;
+
+  ElasticConfig config;
+  config.options = options.elastic;
+  config.np = *options.num_proc;
+  config.hosts = hosts;
+  SupervisorConfig& base = config.base;
+  base.command = options.command;
+  base.cwd = ctx.cwd;
+  base.verbose = options.verbose;
+  base.bind_address = loopback ? "127.0.0.1" : "0.0.0.0";
+  base.iface = loopback ? "lo" : "";
+  base.master_addr = "127.0.0.1";
+  base.facts.start_timeout = options.start_timeout;
+  base.facts.log_level = options.log_level;
+  base.facts.tcp = options.tcp;
+  base.facts.tuning = options.tuning;
+  base.facts.forwarded = options.env_forward;
+  const int slots = static_cast<int>(std::min<long long>(total_slots(hosts), RankTable::kMaxRanks));
+  apply_launcher_environment(ctx.env, options,
+                             RankTable(hosts, std::max(1, std::min(slots, config.np))), base.facts);
+
+  asio::io_context io;
+  AgentElasticHosts agents(io, local, ro, hosts, std::move(plan), ctx.local_guard, loopback);
+  // --output-filename keeps a folder per rank: as many as the job may have.
+  const int most = options.elastic.max_np.value_or(std::max(config.np, slots));
+  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, most,
+                ctx.stdout_fd, ctx.stderr_fd, &io);
+  const LogSinkAttachment log_to_output(output);
+  ElasticSupervisor supervisor(io, std::move(config), agents, output);
+  const int rc = supervisor.run();
+  output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
+  return rc;
+}
+
+}  // namespace hora::cli
