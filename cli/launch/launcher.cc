@@ -9,14 +9,19 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 
 #include "cli/base/errors.h"
 #include "cli/hosts/host_list.h"
@@ -36,6 +41,7 @@
 #include "cli/spawn/agent_rank_process.h"
 #include "cli/spawn/env_forwarding.h"
 #include "cli/spawn/supervisor.h"
+#include "common/duration.h"
 #include "common/fd_limit.h"
 #include "common/job_environment.h"
 #include "common/unique_fd.h"
@@ -174,6 +180,108 @@ SupervisorConfig supervisor_config(const Options& options, const LaunchContext& 
   return config;
 }
 
+// The time of day with milliseconds, for the restart line ("14:03:07.412").
+std::string time_of_day() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[32];
+  const std::size_t n = std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return fmt::format("{}.{:03}", std::string_view(buf, n), ms);
+}
+
+// Step 5 for each attempt: the job, and with --max-restarts N (torchrun's habit, for programs
+// without the elastic API) the whole job again after a failure, up to N times, on the same hosts
+// through the same agents (no new SSH session, no new preflight). Every attempt is a new
+// Supervisor: a new rendezvous server and secret, a new MASTER_PORT, and
+// TORCHELASTIC_RESTART_COUNT = the attempt. No restart when every rank exited 0, when horarun was
+// interrupted (SIGINT/SIGTERM, also while a failed attempt was ending), or when a host's agent
+// was lost (the job would fail there again; elastic mode goes on without it). Returns the last
+// attempt's exit code (128 + the signal after an interrupt).
+int run_attempts(boost::asio::io_context& io, const RankTable& table,
+                 const SupervisorConfig& config, AgentRankProcessFactory& factory, Output& output,
+                 int max_restarts) {
+  if (max_restarts <= 0) {
+    Supervisor supervisor(io, table, config, factory, output);
+    return supervisor.run();
+  }
+  // horarun's own SIGINT/SIGTERM, heard during an attempt (with the attempt's supervisor, which
+  // ends the job) and between attempts: an interrupted job is not restarted.
+  int interrupted = 0;
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  std::function<void()> arm = [&] {
+    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      if (interrupted == 0) interrupted = sig;
+      arm();
+    });
+  };
+  arm();
+  // Every attempt's supervisor lives to the end of the launch: handlers it left on `io`
+  // (cancelled timers, closed sockets) may run during a later attempt and must find it.
+  std::vector<std::unique_ptr<Supervisor>> attempts;
+  int rc = 0;
+  const int total = max_restarts + 1;
+  for (int attempt = 0;; ++attempt) {
+    SupervisorConfig attempt_config = config;
+    attempt_config.facts.restart_count = attempt;
+    // Made before the check below: from here on its own signal_set hears a signal too.
+    attempts.push_back(
+        std::make_unique<Supervisor>(io, table, std::move(attempt_config), factory, output));
+    io.restart();
+    io.poll();  // a signal heard since the last attempt ended
+    if (interrupted != 0) {
+      output.launcher_message(
+          fmt::format("interrupted by {} before attempt {} of {} started; not restarting",
+                      interrupted == SIGINT ? "SIGINT" : "SIGTERM", attempt + 1, total));
+      rc = 128 + interrupted;
+      break;
+    }
+    const auto began = std::chrono::steady_clock::now();
+    rc = attempts.back()->run();
+    io.restart();
+    io.poll();  // the signal handler, if a signal came while the attempt was ending
+    if (rc == 0) break;
+    if (interrupted != 0) {
+      if (rc != 128 + interrupted) {
+        output.launcher_message(
+            fmt::format("interrupted by {} while attempt {} of {} was ending; not restarting",
+                        interrupted == SIGINT ? "SIGINT" : "SIGTERM", attempt + 1, total));
+      }
+      rc = 128 + interrupted;
+      break;
+    }
+    if (attempt + 1 == total) {
+      output.launcher_message(
+          fmt::format("attempt {} of {} failed; no restart left (--max-restarts {})", attempt + 1,
+                      total, max_restarts));
+      break;
+    }
+    const std::map<std::string, std::string> lost = factory.lost_hosts();
+    if (!lost.empty()) {
+      std::vector<std::string> named;
+      for (const auto& [host, why] : lost) named.push_back(fmt::format("{} ({})", host, why));
+      output.launcher_message(fmt::format(
+          "not restarting (--max-restarts {}): the agent on {} was lost, and a restart runs the "
+          "whole job on the same hosts; elastic mode (--min-np, --host-discovery-script) goes "
+          "on without a lost host",
+          max_restarts, fmt::join(named, ", ")));
+      break;
+    }
+    const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - began);
+    output.launcher_message(fmt::format(
+        "restarting the job: attempt {} of {} starts at {}; attempt {} ended after {}: {}",
+        attempt + 2, total, time_of_day(), attempt + 1, hora::format_duration(ran),
+        attempts.back()->cause()));
+  }
+  signals.cancel();
+  return rc;
+}
+
 int launch(const Options& options, const LaunchContext& ctx) {
   const JobHosts resolved = resolve_job_hosts(options, ctx.env);  // step 2
   const RankTable& table = resolved.table;
@@ -205,6 +313,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
 
   // Step 5: rendezvous, spawn, supervise.
   SupervisorConfig config = supervisor_config(options, ctx, table, network, plan);
+  config.facts.max_restarts = options.max_restarts;
   boost::asio::io_context io;
   // Declared before the supervisor: it owns the SSH sessions and agents the rank processes use.
   AgentRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);
@@ -214,8 +323,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // horarun's own log lines take the same path from here on: a stalled stderr reader cannot
   // block the event loop in a write (issue 15 item 1).
   const LogSinkAttachment log_to_output(output);
-  Supervisor supervisor(io, table, std::move(config), factory, output);
-  const int rc = supervisor.run();
+  const int rc = run_attempts(io, table, config, factory, output, options.max_restarts);
   // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
   // nothing for a minute (2 s after an interrupt: the user wants out) is given up on.
   output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);

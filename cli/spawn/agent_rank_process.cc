@@ -201,6 +201,21 @@ void AgentRankProcessFactory::add_local(const HostSpec& host) {
   start_local(static_cast<int>(hosts_.size()) - 1);
 }
 
+std::map<std::string, std::string> AgentRankProcessFactory::lost_hosts() const {
+  std::map<std::string, std::string> lost;
+  for (const auto& [index, d] : remote_) {
+    if (d.host.agent && d.host.agent->closed()) {
+      lost.emplace(hosts_.at(static_cast<std::size_t>(index)).address_for_display(),
+                   d.host.agent->error());
+    }
+  }
+  if (local_ && local_->host.agent && local_->host.agent->closed()) {
+    lost.emplace(hosts_.at(static_cast<std::size_t>(local_->host.index)).address_for_display(),
+                 local_->host.agent->error());
+  }
+  return lost;
+}
+
 void AgentRankProcessFactory::drive(Driven& d) {
   d.driver = std::make_unique<StreamDriver>(io_, d.host.agent->stream());
   d.host.agent->set_defer([&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); });

@@ -107,6 +107,10 @@ class AgentRankProcessFactory : public RankProcessFactory {
   void add_remote(const HostSpec& host, RemoteHost remote);
   void add_local(const HostSpec& host);
 
+  // The hosts whose agent has ended (connection lost, agent killed): host name -> why. A rank
+  // started there now fails at once; --max-restarts does not restart onto them.
+  std::map<std::string, std::string> lost_hosts() const;
+
  private:
   // Destroyed driver first, then host (reverse declaration order): the driver stops before
   // the stream it drives, and the host's agent before its session.

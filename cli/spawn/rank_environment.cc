@@ -80,8 +80,8 @@ EnvBlock rank_environment(const RankTable& table, int rank, const JobFacts& fact
   env.emplace_back(job_env::kTorchRoleName, "default");
   env.emplace_back(job_env::kTorchRoleWorldSize, s_size);
   env.emplace_back(job_env::kTorchelasticRunId, facts.run_id.empty() ? "none" : facts.run_id);
-  env.emplace_back(job_env::kTorchelasticRestartCount, "0");
-  env.emplace_back(job_env::kTorchelasticMaxRestarts, "0");
+  env.emplace_back(job_env::kTorchelasticRestartCount, std::to_string(facts.restart_count));
+  env.emplace_back(job_env::kTorchelasticMaxRestarts, std::to_string(facts.max_restarts));
   env.emplace_back(job_env::kMasterAddr, facts.master_addr);
   env.emplace_back(job_env::kMasterPort, std::to_string(facts.master_port));
 

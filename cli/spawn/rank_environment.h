@@ -36,6 +36,8 @@ struct JobFacts {
   // the contract, the tuning and -x leave unset.
   EnvBlock inherited;
   std::string run_id;                // TORCHELASTIC_RUN_ID
+  int restart_count = 0;             // TORCHELASTIC_RESTART_COUNT: this attempt (--max-restarts)
+  int max_restarts = 0;              // TORCHELASTIC_MAX_RESTARTS: --max-restarts
   bool omp_threads_default = false;  // OMP_NUM_THREADS=1 for ranks of hosts with > 1 rank
 };
 

@@ -500,7 +500,8 @@ struct Supervisor::Impl {
       // The same interrupt delivered twice (e.g. `timeout` signals its child and then its
       // process group); only a deliberate second interrupt skips the grace periods.
     } else {
-      log->warn("{} again: killing every rank now", signal_name(sig));
+      // Again, or the first one while the job was already ending (a failure).
+      log->warn("{}{}: killing every rank now", signal_name(sig), first_signal ? " again" : "");
       kill_all();
     }
     signals.async_wait([this](const boost::system::error_code& ec, int s) {
@@ -612,5 +613,7 @@ Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table, Supe
 Supervisor::~Supervisor() = default;
 
 int Supervisor::run() { return impl_->run(); }
+
+const std::string& Supervisor::cause() const { return impl_->cause; }
 
 }  // namespace hora::cli

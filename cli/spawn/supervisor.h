@@ -102,6 +102,9 @@ class Supervisor {
   // cannot start (nothing has been launched then).
   int run();
 
+  // Why the job ended (what run() printed last); empty when every rank exited 0.
+  const std::string& cause() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -211,6 +211,18 @@ TEST_CASE("--log-level, --tcp and -x add to the block; -x wins over the contract
   CHECK(without.count("HOROVOD_GLOO_RENDEZVOUS_PORT") == 0);
 }
 
+TEST_CASE("--max-restarts: TORCHELASTIC_RESTART_COUNT is the attempt, as torchrun sets it") {
+  RankTable table(parse_host_list("localhost:2"), 2);
+  JobFacts f = facts();
+  f.restart_count = 2;
+  f.max_restarts = 3;
+  for (int r = 0; r < table.size(); ++r) {
+    auto env = as_map(rank_environment(table, r, f));
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "2");
+    CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "3");
+  }
+}
+
 TEST_CASE("tuning variables reach every rank; -x still wins") {
   RankTable table(parse_host_list("localhost:2"), 2);
   JobFacts f = facts();

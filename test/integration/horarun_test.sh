@@ -527,4 +527,80 @@ case_scale() {
   ok "-np $np on one host: init(), one allreduce and shutdown() complete with the right sum"
 }
 
+# --max-restarts (torchrun's habit): a program that fails on attempts 0 and 1 (it reads
+# TORCHELASTIC_RESTART_COUNT) and, on attempt 2, runs a real hora job (a new rendezvous).
+write_flaky_program() {
+  cat >flaky.sh <<EOF
+#!/bin/sh
+echo "attempt \$TORCHELASTIC_RESTART_COUNT of max \$TORCHELASTIC_MAX_RESTARTS rank \$HORA_RANK"
+if [ "\$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then
+  [ "\$HORA_RANK" = 0 ] && exit 3
+  exec sleep 30
+fi
+exec "$ALLREDUCE_ONCE"
+EOF
+  chmod +x flaky.sh
+}
+
+case_max_restarts() {
+  write_flaky_program
+  run 120 -np 2 -H localhost:2 --max-restarts 2 ./flaky.sh
+  [ $rc -eq 0 ] || fail "--max-restarts 2: rc=$rc, want 0"
+  local a
+  for a in 0 1 2; do
+    [ "$(grep -c "<stdout>:attempt $a of max 2 rank" out)" -eq 2 ] ||
+      fail "--max-restarts 2: attempt $a did not run both ranks once"
+  done
+  grep -qx "\[0\]<stdout>:allreduce_once: 2 ranks, sum 3 ok" out ||
+    fail "attempt 2's hora job did not complete"
+  grep -q "^horarun: restarting the job: attempt 2 of 3 starts at [0-9:.]*; attempt 1 ended after .*: rank 0 on localhost exited with code 3$" err ||
+    fail "no restart line for attempt 2 of 3"
+  grep -q "^horarun: restarting the job: attempt 3 of 3 starts at" err || fail "no restart line for attempt 3"
+  [ "$(grep -c "restarting the job" err)" -eq 2 ] || fail "expected 2 restart lines"
+
+  run 120 -np 2 -H localhost:2 --max-restarts 1 ./flaky.sh
+  [ $rc -eq 3 ] || fail "--max-restarts 1: rc=$rc, want the failure's 3"
+  [ "$(grep -c "<stdout>:attempt [01] of max 1 rank 0" out)" -eq 2 ] || fail "--max-restarts 1: not 2 attempts"
+  ! grep -q "attempt 2 of max" out || fail "--max-restarts 1 ran a third attempt"
+  grep -q "^horarun: restarting the job: attempt 2 of 2 starts at" err || fail "no restart line"
+  grep -q "attempt 2 of 2 failed; no restart left (--max-restarts 1)" err || fail "no final line"
+
+  # Without the flag: one attempt, TORCHELASTIC_RESTART_COUNT=0 and TORCHELASTIC_MAX_RESTARTS=0.
+  run 60 -np 2 -H localhost:2 ./flaky.sh
+  [ $rc -eq 3 ] || fail "without --max-restarts: rc=$rc, want 3"
+  [ "$(grep -c "<stdout>:attempt 0 of max 0 rank" out)" -eq 2 ] || fail "without --max-restarts: bad environment"
+  ! grep -q "restarting" err || fail "restarted without --max-restarts"
+  ok "--max-restarts 2 succeeds on attempt 3 of 3; --max-restarts 1 exits 3 after 2 attempts"
+}
+
+# SIGINT while a failed attempt is ending (a rank that ignores SIGTERM keeps it open for the
+# kill grace): horarun exits 130 and does not restart.
+case_max_restarts_sigint() {
+  mkdir pids
+  cat >slow.sh <<EOF
+#!/bin/sh
+echo \$\$ >"$WORK/pids/\$TORCHELASTIC_RESTART_COUNT.\$HORA_RANK.pid"
+if [ "\$HORA_RANK" = 0 ]; then touch "$WORK/failed"; exit 3; fi
+trap '' TERM
+exec sleep 30
+EOF
+  chmod +x slow.sh
+  "$HORARUN" -np 2 -H localhost:2 --max-restarts 3 ./slow.sh >out 2>err &
+  local hpid=$!
+  BACKGROUND+=($hpid)
+  wait_for 30 test -e failed || fail "attempt 0 did not fail"
+  sleep 0.5
+  kill -INT $hpid
+  wait_for 60 gone "$hpid" || fail "horarun did not end within 60 s of SIGINT"
+  wait $hpid
+  rc=$?
+  [ $rc -eq 130 ] || fail "rc=$rc, want 130"
+  ! ls pids/1.* >/dev/null 2>&1 || fail "a second attempt started after SIGINT"
+  ! grep -q "restarting the job" err || fail "restarted after SIGINT"
+  grep -q "interrupted by SIGINT while attempt 1 of 4 was ending; not restarting" err ||
+    fail "no message for the interrupt"
+  pids_gone pids || fail "ranks still running after horarun exited"
+  ok "SIGINT while a failed attempt ends: 130, no restart, no rank left"
+}
+
 "case_${1//-/_}" "${@:2}"
