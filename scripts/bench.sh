@@ -20,7 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives compare training fusion torch rendezvous scale launch remote_launch discovery)
+BENCHMARKS=(collectives compare training fusion torch rendezvous scale launch remote_launch discovery
+  elastic_recovery)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -28,6 +29,9 @@ source bench/remote_launch.sh
 # bench_discovery in bench/discovery.sh (network discovery time on 2, 4 and 8 test hosts).
 # shellcheck source=bench/discovery.sh
 source bench/discovery.sh
+# bench_elastic_recovery in bench/elastic_recovery.sh (elastic reset vs full restart, 2 test hosts).
+# shellcheck source=bench/elastic_recovery.sh
+source bench/elastic_recovery.sh
 
 # bench_scale in bench/bench_scale.sh (rendezvous at 1024/4096 ranks, a real -np 128 job).
 # shellcheck source=bench/bench_scale.sh
@@ -91,6 +95,11 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 3 runs. One host set of max(N) hosts is brought up; each row uses h1..hN, never
                 the extra isolated host, except a last row h1,h2 + the isolated host.
                 ARGS are the host counts (default 2 4 8)
+  elastic_recovery  bench/elastic_recovery.sh: on 2 test hosts x 2 (needs root), one worker of
+                examples/elastic_train SIGKILLed mid-training; time from the kill to the first
+                step after it, elastic reset (the job shrinks to h1) vs full restart
+                (--max-restarts 1), median of RUNS=5 each, with the ratio; also with a PyTorch
+                start (import torch) before each worker
   all           every benchmark above, with default arguments (the default)
 
 Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.

@@ -263,12 +263,17 @@ int run_attempts(boost::asio::io_context& io, const RankTable& table,
     const std::map<std::string, std::string> lost = factory.lost_hosts();
     if (!lost.empty()) {
       std::vector<std::string> named;
-      for (const auto& [host, why] : lost) named.push_back(fmt::format("{} ({})", host, why));
+      std::vector<std::string> why;
+      for (const auto& [host, error] : lost) {
+        named.push_back(host);
+        why.push_back(error);
+      }
       output.launcher_message(fmt::format(
-          "not restarting (--max-restarts {}): the agent on {} was lost, and a restart runs the "
-          "whole job on the same hosts; elastic mode (--min-np, --host-discovery-script) goes "
-          "on without a lost host",
-          max_restarts, fmt::join(named, ", ")));
+          "not restarting (--max-restarts {}): {} {} not available ({}); a restart runs the whole "
+          "job on the same hosts, and elastic mode (--min-np, --host-discovery-script) goes on "
+          "without a lost host",
+          max_restarts, fmt::join(named, ", "), named.size() == 1 ? "is" : "are",
+          fmt::join(why, "; ")));
       break;
     }
     const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(
