@@ -301,8 +301,16 @@ Split load_split(const std::string& dir, const std::string& prefix) {
 
 // The GEMM is compiled for three x86-64 levels and picked at load time (GCC/Clang function
 // multi-versioning), so one binary is fast on AVX-512 and AVX2 machines and still runs anywhere.
+// Not under a sanitizer: the load-time resolver runs before the sanitizer's runtime is set up
+// (under clang's ThreadSanitizer it crashed in __tsan_func_entry). Clang names its sanitizers
+// with __has_feature only.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FM_SANITIZED 1
+#endif
+#endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(FM_SANITIZED)
 #define FM_MULTIVERSION \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

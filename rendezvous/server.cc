@@ -2,6 +2,9 @@
 // The job's keys, waits, barriers and exchanges live in rendezvous/store.h (no sockets); this
 // file turns frames into Store calls and Store replies into frames. Everything below runs on the
 // one io_context thread, so the state needs no locks; abort_all() and stop() post themselves.
+// Server::Impl's state is guarded by its ThreadRole io_thread_ (common/thread_annotations.h):
+// clang refuses a function that touches it without being declared to run there, and every
+// completion handler and posted lambda says that it does.
 //
 // A connection's phase (Phase):
 //   kHandshake  accepted: HELLO{nonce} queued, auth deadline armed, reading the AUTH frame
@@ -46,6 +49,7 @@
 #include "common/endpoint.h"
 #include "common/fd_limit.h"
 #include "common/log_throttle.h"
+#include "common/thread_annotations.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/format.h"
 #include "rendezvous/hmac.h"
@@ -180,47 +184,85 @@ void set_keepalive(tcp::socket& s) {
 
 }  // namespace
 
-struct Server::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& io_, ServerOptions options, ServerEvents ev)
-      : io(io_),
+class Server::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(asio::io_context& io, ServerOptions options, ServerEvents ev)
+      : io_(io),
         opts(std::move(options)),
         events(std::move(ev)),
-        acceptor(io_),
-        accept_retry(io_),
-        wait_timer(io_),
-        throttle_timer(io_),
+        acceptor(io),
+        accept_retry(io),
+        wait_timer(io),
+        throttle_timer(io),
         store(opts.size) {}
 
-  asio::io_context& io;
-  ServerOptions opts;
-  ServerEvents events;
-  std::atomic<bool> silenced{false};  // set by ~Server: no callbacks into the launcher any more
-  tcp::acceptor acceptor;
-  asio::steady_timer accept_retry;
-  asio::steady_timer wait_timer;  // armed for the store's next wait deadline
-  std::optional<Clock::time_point> wait_timer_at;
-  LogThrottle throttle;  // repeated warnings: one line per kind per second
-  asio::steady_timer throttle_timer;
-  bool throttle_timer_armed = false;
-  std::size_t pending_cap = 1;                 // see pending_connection_cap()
-  std::map<Store::ClientId, ConnPtr> pending;  // in kHandshake, oldest (lowest id) first
-  std::string address;
-  std::uint16_t port = 0;
-  tcp listen_protocol = tcp::v4();  // the listening socket's, for the connections it accepts
-  bool stopped = false;
+  // For Server's methods (their contract: the io thread, or before the io_context runs).
+  asio::io_context& io() { return io_; }
+  const ThreadRole& io_thread() const HORA_RETURN_CAPABILITY(io_thread_) { return io_thread_; }
+  // After the destructor of Server: no callbacks into the launcher any more (any thread).
+  void silence() { silenced = true; }
+  // Set by start() (in Server's constructor), read-only afterwards.
+  std::uint16_t port() const { return port_; }
+  const std::string& address() const { return address_; }
+  const std::set<int>& ranks_seen() const HORA_REQUIRES(io_thread_) { return seen; }
+  std::set<int> ranks_connected() const HORA_REQUIRES(io_thread_) {
+    std::set<int> out;
+    for (const auto& [r, c] : by_rank) out.insert(r);
+    return out;
+  }
+  Stats stats() const HORA_REQUIRES(io_thread_) {
+    Store::Stats st = store.stats();
+    Stats s;
+    s.connections = conns.size();
+    for (const auto& [id, c] : conns) s.receive_buffer_bytes += c->payload.capacity();
+    s.keys = st.keys;
+    s.waits = st.waits;
+    s.barriers = st.barriers;
+    s.exchanges = st.exchanges;
+    return s;
+  }
 
-  Store store;
-  std::set<int> seen;
-  std::map<int, ConnPtr> by_rank;  // joined (authenticated and not leaving)
+ private:
+  // The io_context's thread: everything below but the constants is its alone.
+  ThreadRole io_thread_;
+  asio::io_context& io_;
+  const ServerOptions opts;
+  const ServerEvents events;
+  std::atomic<bool> silenced{false};  // set by ~Server: no callbacks into the launcher any more
+  // Set by start(), read-only afterwards.
+  std::string address_;
+  std::uint16_t port_ = 0;
+  tcp listen_protocol = tcp::v4();  // the listening socket's, for the connections it accepts
+
+  tcp::acceptor acceptor HORA_GUARDED_BY(io_thread_);
+  asio::steady_timer accept_retry HORA_GUARDED_BY(io_thread_);
+  // Armed for the store's next wait deadline.
+  asio::steady_timer wait_timer HORA_GUARDED_BY(io_thread_);
+  std::optional<Clock::time_point> wait_timer_at HORA_GUARDED_BY(io_thread_);
+  // Repeated warnings: one line per kind per second.
+  LogThrottle throttle HORA_GUARDED_BY(io_thread_);
+  asio::steady_timer throttle_timer HORA_GUARDED_BY(io_thread_);
+  bool throttle_timer_armed HORA_GUARDED_BY(io_thread_) = false;
+  std::size_t pending_cap HORA_GUARDED_BY(io_thread_) = 1;  // see pending_connection_cap()
+  // In kHandshake, oldest (lowest id) first.
+  std::map<Store::ClientId, ConnPtr> pending HORA_GUARDED_BY(io_thread_);
+  bool stopped HORA_GUARDED_BY(io_thread_) = false;
+
+  Store store HORA_GUARDED_BY(io_thread_);
+  std::set<int> seen HORA_GUARDED_BY(io_thread_);
+  // Joined (authenticated and not leaving).
+  std::map<int, ConnPtr> by_rank HORA_GUARDED_BY(io_thread_);
   // Elastic jobs: the newest round announced to each rank of this (older) round's server
   // (reset_rank()); a rank that authenticates later gets it right after the AUTH answer.
-  std::map<int, wire::Reset> resets;
-  Store::ClientId next_id = 1;
-  std::unordered_map<Store::ClientId, ConnPtr> conns;  // every open connection
+  std::map<int, wire::Reset> resets HORA_GUARDED_BY(io_thread_);
+  Store::ClientId next_id HORA_GUARDED_BY(io_thread_) = 1;
+  // Every open connection.
+  std::unordered_map<Store::ClientId, ConnPtr> conns HORA_GUARDED_BY(io_thread_);
 
+ public:
   // ---- start / stop -------------------------------------------------------------------------
 
-  void start() {
+  void start() HORA_REQUIRES(io_thread_) {
     if (opts.size < 1) {
       throw Error(fmt::format("rendezvous server: job size must be at least 1, got {}", opts.size));
     }
@@ -238,9 +280,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                       "({}); give an address of the chosen interface",
                       opts.bind_address, ec.message()));
     }
-    address = addr.to_string();
+    address_ = addr.to_string();
     tcp::endpoint ep(addr, opts.port);
-    std::string where = format_endpoint(address, opts.port);
+    std::string where = format_endpoint(address_, opts.port);
     auto fail = [&](const char* step) {
       throw Error(
           fmt::format("could not start the rendezvous server on {}: {}: {}{}", where, step,
@@ -264,16 +306,16 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     if (ec) fail("bind");
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) fail("listen");
-    port = acceptor.local_endpoint(ec).port();
+    port_ = acceptor.local_endpoint(ec).port();
     listen_protocol = ep.protocol();
     acceptor.native_non_blocking(true, ec);
     pending_cap = pending_connection_cap(opts);
-    logger()->info("rendezvous server listening on {} for {} ranks", format_endpoint(address, port),
-                   opts.size);
+    logger()->info("rendezvous server listening on {} for {} ranks",
+                   format_endpoint(address_, port_), opts.size);
     accept();
   }
 
-  void do_stop() {
+  void do_stop() HORA_REQUIRES(io_thread_) {
     if (stopped) return;
     stopped = true;
     error_code ec;
@@ -286,14 +328,14 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     std::vector<ConnPtr> all;
     for (auto& [id, c] : conns) all.push_back(c);
     for (const auto& c : all) finish_close(c);
-    logger()->debug("rendezvous server on {} stopped", format_endpoint(address, port));
+    logger()->debug("rendezvous server on {} stopped", format_endpoint(address_, port_));
   }
 
   // ---- events ---------------------------------------------------------------------------------
 
   // A throwing launcher callback must not leave the server half-updated; it is logged instead.
   template <typename F, typename... Args>
-  void emit(const F& f, Args&&... args) {
+  void emit(const F& f, Args&&... args) HORA_REQUIRES(io_thread_) {
     if (silenced || !f) return;
     try {
       f(std::forward<Args>(args)...);
@@ -306,8 +348,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Waits until the listening socket is readable, then takes what is queued with accept4()
   // (close-on-exec from the start, which Asio's async_accept does not give).
-  void accept() {
+  void accept() HORA_REQUIRES(io_thread_) {
     acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
+      self->io_thread_.assert_held();
       if (self->stopped || ec == asio::error::operation_aborted) return;
       self->accept_ready();
     });
@@ -315,14 +358,14 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // The peer's address comes with accept4() and the protocol is the listening socket's: no
   // getpeername() or getsockname() per connection.
-  void accept_ready() {
+  void accept_ready() HORA_REQUIRES(io_thread_) {
     for (int i = 0; i < kAcceptBurst; ++i) {
       tcp::endpoint peer;
       socklen_t peer_len = static_cast<socklen_t>(peer.capacity());
       int fd =
           ::accept4(acceptor.native_handle(), peer.data(), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
-        tcp::socket s(io);
+        tcp::socket s(io_);
         error_code ec;
         s.assign(listen_protocol, fd, ec);
         if (ec) {
@@ -348,6 +391,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
       warn_accept_failed(err);
       accept_retry.expires_after(kAcceptRetry);
       accept_retry.async_wait([self = shared_from_this()](error_code e) {
+        self->io_thread_.assert_held();
         if (!e && !self->stopped) self->accept();
       });
       return;
@@ -355,9 +399,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     accept();
   }
 
-  void warn_accept_failed(int err) {
+  void warn_accept_failed(int err) HORA_REQUIRES(io_thread_) {
     const std::string why = std::strerror(err);
-    const std::string where = format_endpoint(address, port);
+    const std::string where = format_endpoint(address_, port_);
     if (!throttle.admit("accept " + why, Clock::now(), [where, why](std::uint64_t n) {
           return fmt::format(
               "rendezvous server on {}: accept failed {} times in the last "
@@ -375,8 +419,9 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     arm_throttle_timer();
   }
 
-  void on_accept(tcp::socket s, const std::optional<tcp::endpoint>& from) {
-    auto c = std::make_shared<Connection>(std::move(s), io, next_id++);
+  void on_accept(tcp::socket s, const std::optional<tcp::endpoint>& from)
+      HORA_REQUIRES(io_thread_) {
+    auto c = std::make_shared<Connection>(std::move(s), io_, next_id++);
     c->peer = from ? format_endpoint(from->address().to_string(), from->port())
                    : std::string("unknown peer");
     set_keepalive(c->socket);
@@ -395,6 +440,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     send(c, wire::encode_frame(Op::kHello, Status::kOk, 0, wire::encode(wire::Hello{c->nonce})));
     c->auth_timer.expires_after(opts.auth_timeout);
     c->auth_timer.async_wait([self = shared_from_this(), c](error_code e) {
+      self->io_thread_.assert_held();
       if (e || c->phase != Phase::kHandshake) return;
       self->reject(c, Status::kAuthTimeout,
                    fmt::format("did not authenticate within {} of connecting",
@@ -404,7 +450,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     read_header(c);
   }
 
-  void handle_auth(const ConnPtr& c) {
+  void handle_auth(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     auto m = wire::decode_auth(c->payload);
     auto expected = auth_proof(opts.secret, c->nonce, m.rank);
     if (!equal_constant_time(expected, m.proof)) {
@@ -451,10 +497,11 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- reading --------------------------------------------------------------------------------
 
-  void read_header(const ConnPtr& c) {
+  void read_header(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     c->input = Input::kHeader;
     asio::async_read(c->socket, asio::buffer(c->header_buf),
                      [self = shared_from_this(), c](error_code ec, std::size_t) {
+                       self->io_thread_.assert_held();
                        c->input = Input::kIdle;
                        if (c->phase == Phase::kClosed) return;
                        if (c->phase == Phase::kClosing) return self->drain(c, ec);
@@ -463,7 +510,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                      });
   }
 
-  void on_header(const ConnPtr& c) {
+  void on_header(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     wire::Header h;
     std::string why;
     const bool handshake = c->phase == Phase::kHandshake;
@@ -513,6 +560,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     c->input = Input::kPayload;
     c->body_timer.expires_after(opts.io_timeout);
     c->body_timer.async_wait([self = shared_from_this(), c](error_code ec) {
+      self->io_thread_.assert_held();
       if (ec || c->leaving() || c->input != Input::kPayload ||
           c->body_timer.expiry() > Clock::now()) {
         return;
@@ -529,12 +577,13 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Reads the payload in chunks, growing the buffer as bytes arrive: a header alone does not
   // make the server allocate the size it declares.
-  void read_payload(const ConnPtr& c) {
+  void read_payload(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     const std::size_t have = c->payload.size();
     const std::size_t chunk = std::min<std::size_t>(c->header.payload_bytes - have, kReadChunk);
     c->payload.resize(have + chunk);  // grows the capacity geometrically, like push_back
     c->socket.async_read_some(asio::buffer(c->payload.data() + have, chunk),
                               [self = shared_from_this(), c, have](error_code ec, std::size_t n) {
+                                self->io_thread_.assert_held();
                                 if (c->phase == Phase::kClosed) return;
                                 c->payload.resize(have + n);
                                 if (!ec && !c->leaving() &&
@@ -549,7 +598,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                               });
   }
 
-  void on_frame(const ConnPtr& c) {
+  void on_frame(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     try {
       if (c->phase == Phase::kHandshake) {
         handle_auth(c);
@@ -565,7 +614,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     if (!c->leaving()) read_header(c);
   }
 
-  void on_read_error(const ConnPtr& c, const error_code& ec) {
+  void on_read_error(const ConnPtr& c, const error_code& ec) HORA_REQUIRES(io_thread_) {
     if (c->phase == Phase::kHandshake) {
       // A peer that leaves before authenticating was not refused; it is only logged.
       logger()->info("{} closed the connection before authenticating ({})", c->peer,
@@ -580,7 +629,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Reads and discards what a closing peer still sends until it hangs up, so our close does
   // not turn into a reset that destroys the REJECT or GOODBYE answer before the peer reads it.
-  void drain(const ConnPtr& c, const error_code& ec) {
+  void drain(const ConnPtr& c, const error_code& ec) HORA_REQUIRES(io_thread_) {
     if (c->phase == Phase::kClosed) return;
     if (ec || c->drained >= kDrainLimitBytes) {
       c->input = Input::kEnded;
@@ -591,6 +640,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     c->input = Input::kDraining;
     c->socket.async_read_some(asio::buffer(c->payload.data(), 4096),
                               [self = shared_from_this(), c](error_code e, std::size_t n) {
+                                self->io_thread_.assert_held();
                                 c->input = Input::kIdle;
                                 c->drained += n;
                                 self->drain(c, e);
@@ -599,17 +649,20 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- writing --------------------------------------------------------------------------------
 
-  void send(const ConnPtr& c, Bytes frame) { send(c, OutFrame{std::move(frame), nullptr, {}, {}}); }
+  void send(const ConnPtr& c, Bytes frame) HORA_REQUIRES(io_thread_) {
+    send(c, OutFrame{std::move(frame), nullptr, {}, {}});
+  }
 
-  void send(const ConnPtr& c, OutFrame frame) {
+  void send(const ConnPtr& c, OutFrame frame) HORA_REQUIRES(io_thread_) {
     if (c->phase == Phase::kClosed) return;
     c->out.push_back(std::move(frame));
     if (c->out.size() == 1) write_next(c);
   }
 
-  void write_next(const ConnPtr& c) {
+  void write_next(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     c->write_timer.expires_after(opts.io_timeout);
     c->write_timer.async_wait([self = shared_from_this(), c](error_code ec) {
+      self->io_thread_.assert_held();
       if (ec || c->phase == Phase::kClosed || c->out.empty() ||
           c->write_timer.expiry() > Clock::now()) {
         return;
@@ -623,6 +676,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
                                                            : asio::const_buffer(),
                                                   asio::buffer(f.tail.data(), f.tail.size())};
     asio::async_write(c->socket, parts, [self = shared_from_this(), c](error_code ec, std::size_t) {
+      self->io_thread_.assert_held();
       c->write_timer.cancel();
       if (c->phase == Phase::kClosed) return;
       if (ec) {
@@ -638,7 +692,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  void respond(const ConnPtr& c, Op op, std::uint32_t id, Status status, Bytes payload) {
+  void respond(const ConnPtr& c, Op op, std::uint32_t id, Status status, Bytes payload)
+      HORA_REQUIRES(io_thread_) {
     if (payload.size() + wire::kHeaderBytes > opts.max_frame_bytes) {
       std::string msg = fmt::format(
           "the {} response of {} bytes exceeds the frame limit of {} "
@@ -655,7 +710,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Takes the connection out of the job (phase kClosing): its waits are dropped and, if it was a
   // joined rank, the launcher hears on_disconnected.
-  void leave(const ConnPtr& c, bool clean, const std::string& reason) {
+  void leave(const ConnPtr& c, bool clean, const std::string& reason) HORA_REQUIRES(io_thread_) {
     if (c->leaving()) return;
     const bool joined = c->phase == Phase::kJoined;
     c->phase = Phase::kClosing;
@@ -676,7 +731,8 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // The peer broke the protocol: tell it why, report it, and close.
-  void reject(const ConnPtr& c, Status status, const std::string& reason, std::uint32_t id) {
+  void reject(const ConnPtr& c, Status status, const std::string& reason, std::uint32_t id)
+      HORA_REQUIRES(io_thread_) {
     if (c->leaving()) return;
     const std::string host = hora::endpoint_host(c->peer);
     const char* kind = rejection_kind(status);
@@ -696,23 +752,24 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     emit(events.on_rejected, c->peer, reason);
   }
 
-  void start_linger(const ConnPtr& c) {
+  void start_linger(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     c->linger_timer.expires_after(kRejectLinger);
     c->linger_timer.async_wait([self = shared_from_this(), c](error_code ec) {
+      self->io_thread_.assert_held();
       if (!ec) self->finish_close(c);
     });
     if (c->input == Input::kIdle) drain(c, {});
   }
 
   // The connection died or stalled: no goodbye to send, just forget it.
-  void drop(const ConnPtr& c, const std::string& reason) {
+  void drop(const ConnPtr& c, const std::string& reason) HORA_REQUIRES(io_thread_) {
     const bool refused = c->leaving();  // already logged as rejected
     leave(c, false, reason);
     if (!c->authenticated() && !refused) log_dropped(c, reason);
     finish_close(c);
   }
 
-  void finish_close(const ConnPtr& c) {
+  void finish_close(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     if (c->phase == Phase::kClosed) return;
     // Still in the job only when reached by stop(): the launcher is shutting down and wants no
     // callbacks, so the waits are dropped without leave().
@@ -732,14 +789,14 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // Gives up the connection that has waited longest to authenticate, to make room; false if
   // there is none.
-  bool drop_oldest_pending(const std::string& why) {
+  bool drop_oldest_pending(const std::string& why) HORA_REQUIRES(io_thread_) {
     if (pending.empty()) return false;
     ConnPtr oldest = pending.begin()->second;
     drop(oldest, fmt::format("dropped before authenticating: {} (the oldest goes first)", why));
     return true;
   }
 
-  void log_dropped(const ConnPtr& c, const std::string& reason) {
+  void log_dropped(const ConnPtr& c, const std::string& reason) HORA_REQUIRES(io_thread_) {
     const std::string host = hora::endpoint_host(c->peer);
     if (throttle.admit("dropped " + host, Clock::now(), [host](std::uint64_t n) {
           return fmt::format("dropped {} unauthenticated connections from {} in the last 1 s", n,
@@ -751,13 +808,14 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Summaries of throttled warnings are written when their window ends.
-  void arm_throttle_timer() {
+  void arm_throttle_timer() HORA_REQUIRES(io_thread_) {
     if (throttle_timer_armed) return;
     auto next = throttle.next_flush();
     if (!next) return;
     throttle_timer_armed = true;
     throttle_timer.expires_at(*next);
     throttle_timer.async_wait([self = shared_from_this()](error_code ec) {
+      self->io_thread_.assert_held();
       self->throttle_timer_armed = false;
       if (ec || self->stopped) return;
       for (const auto& line : self->throttle.flush(Clock::now())) logger()->warn("{}", line);
@@ -767,7 +825,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- requests -------------------------------------------------------------------------------
 
-  void dispatch(const ConnPtr& c) {
+  void dispatch(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     const wire::Header& h = c->header;
     if (h.op == Op::kGoodbye) {
       if (!c->payload.empty()) {
@@ -783,7 +841,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     rearm_wait_timer();
   }
 
-  void deliver(Store::Replies replies) {
+  void deliver(Store::Replies replies) HORA_REQUIRES(io_thread_) {
     for (auto& r : replies) {
       auto it = conns.find(r.client);
       if (it == conns.end()) continue;
@@ -802,7 +860,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Keeps wait_timer armed for the store's earliest deadline.
-  void rearm_wait_timer() {
+  void rearm_wait_timer() HORA_REQUIRES(io_thread_) {
     auto next = store.next_deadline();
     if (next == wait_timer_at) return;
     wait_timer_at = next;
@@ -812,13 +870,14 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
     }
     wait_timer.expires_at(*next);
     wait_timer.async_wait([self = shared_from_this()](error_code ec) {
+      self->io_thread_.assert_held();
       if (ec || self->stopped) return;
       self->wait_timer_at.reset();
       self->on_wait_deadline();
     });
   }
 
-  void on_wait_deadline() {
+  void on_wait_deadline() HORA_REQUIRES(io_thread_) {
     auto replies = store.expire(Clock::now());
     for (const auto& r : replies) {
       auto it = conns.find(r.client);
@@ -831,7 +890,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- elastic reset --------------------------------------------------------------------------
 
-  void do_reset(int rank, const wire::Reset& reset) {
+  void do_reset(int rank, const wire::Reset& reset) HORA_REQUIRES(io_thread_) {
     if (stopped) return;
     auto [it, fresh] = resets.try_emplace(rank, reset);
     if (!fresh) {
@@ -845,7 +904,7 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- abort ----------------------------------------------------------------------------------
 
-  void do_abort(const std::string& reason) {
+  void do_abort(const std::string& reason) HORA_REQUIRES(io_thread_) {
     if (stopped) return;
     if (store.abort_reason()) {
       logger()->debug("abort ({}) ignored: the job was already aborted ({})", reason,
@@ -864,52 +923,63 @@ struct Server::Impl : std::enable_shared_from_this<Impl> {
 
 Server::Server(boost::asio::io_context& io, ServerOptions options, ServerEvents events)
     : impl_(std::make_shared<Impl>(io, std::move(options), std::move(events))) {
+  impl_->io_thread().assert_held();  // the contract: before the io_context runs, or on its thread
   impl_->start();
 }
 
 Server::~Server() {
-  impl_->silenced = true;
+  impl_->silence();
   // Closing asio objects is only safe on the io thread or once the io_context no longer runs;
   // otherwise the stop is posted and pending handlers keep the Impl alive until it runs.
-  if (impl_->io.stopped() || impl_->io.get_executor().running_in_this_thread()) {
+  if (impl_->io().stopped() || impl_->io().get_executor().running_in_this_thread()) {
+    impl_->io_thread().assert_held();
     impl_->do_stop();
   } else {
-    asio::post(impl_->io, [impl = impl_] { impl->do_stop(); });
+    asio::post(impl_->io(), [impl = impl_] {
+      impl->io_thread().assert_held();
+      impl->do_stop();
+    });
   }
 }
 
-std::uint16_t Server::port() const { return impl_->port; }
-const std::string& Server::address() const { return impl_->address; }
-const std::set<int>& Server::ranks_seen() const { return impl_->seen; }
+std::uint16_t Server::port() const { return impl_->port(); }
+const std::string& Server::address() const { return impl_->address(); }
+
+// The io thread's (server.h): the caller says so by calling.
+const std::set<int>& Server::ranks_seen() const {
+  impl_->io_thread().assert_held();
+  return impl_->ranks_seen();
+}
 
 std::set<int> Server::ranks_connected() const {
-  std::set<int> out;
-  for (const auto& [r, c] : impl_->by_rank) out.insert(r);
-  return out;
+  impl_->io_thread().assert_held();
+  return impl_->ranks_connected();
 }
 
 Server::Stats Server::stats() const {
-  Store::Stats st = impl_->store.stats();
-  Stats s;
-  s.connections = impl_->conns.size();
-  for (const auto& [id, c] : impl_->conns) s.receive_buffer_bytes += c->payload.capacity();
-  s.keys = st.keys;
-  s.waits = st.waits;
-  s.barriers = st.barriers;
-  s.exchanges = st.exchanges;
-  return s;
+  impl_->io_thread().assert_held();
+  return impl_->stats();
 }
 
 void Server::abort_all(const std::string& reason) {
-  asio::post(impl_->io, [impl = impl_, reason] { impl->do_abort(reason); });
+  asio::post(impl_->io(), [impl = impl_, reason] {
+    impl->io_thread().assert_held();
+    impl->do_abort(reason);
+  });
 }
 
 void Server::reset_rank(int rank, const wire::Reset& reset) {
-  asio::post(impl_->io, [impl = impl_, rank, reset] { impl->do_reset(rank, reset); });
+  asio::post(impl_->io(), [impl = impl_, rank, reset] {
+    impl->io_thread().assert_held();
+    impl->do_reset(rank, reset);
+  });
 }
 
 void Server::stop() {
-  asio::post(impl_->io, [impl = impl_] { impl->do_stop(); });
+  asio::post(impl_->io(), [impl = impl_] {
+    impl->io_thread().assert_held();
+    impl->do_stop();
+  });
 }
 
 }  // namespace hora::rdv

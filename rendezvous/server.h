@@ -96,7 +96,7 @@ class Server {
   void stop();
 
  private:
-  struct Impl;
+  class Impl;
   std::shared_ptr<Impl> impl_;
 };
 

@@ -8,7 +8,8 @@
 // satisfied (OK), by its deadline (expire() answers TIMEOUT naming what was missing), or by its
 // client going away (forget(): no answer).
 //
-// Not thread-safe: the server calls it from its io thread only.
+// Not thread-safe: the server holds it guarded by its io thread (Server::Impl::io_thread_, checked
+// by clang: common/thread_annotations.h) and calls it from there only.
 #pragma once
 
 #include <chrono>

@@ -8,13 +8,17 @@
 #      examples and allreduce_bench must compile there, with warnings as errors under
 #      HORA_WERROR=1. With HORA_ASAN=0, build-cpu/ (-Dnccl=disabled, optimized) checks that
 #      instead.
-# Extra arguments go to both `meson test` runs instead of the default selection (e.g.
+#   4. the ThreadSanitizer build, build-tsan/ (clang, -O1, no NCCL), and the suites in
+#      TSAN_SUITES under it; any data race, lock-order inversion or other report fails its test.
+# Extra arguments go to every `meson test` run instead of the default selection (e.g.
 # scripts/test.sh hosts_test).
 #
 # Environment:
 #   HORA_WERROR=1   warnings are errors in build/, build-asan/ and build-cpu/ (.ci/run sets it)
 #   HORA_ASAN=0     skip step 3 (e.g. for a quick local run); .ci/run always runs it
 #   HORA_ASAN_SUITES="common rendezvous"   the suites step 3 runs (default: ASAN_SUITES below)
+#   HORA_TSAN=0     skip step 4, the ThreadSanitizer build (build-tsan/, clang) and its suites
+#   HORA_TSAN_SUITES="engine shm"   the suites step 4 runs (default: TSAN_SUITES below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -93,6 +97,37 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     "${selection[@]}" || rc=$?
   summarize build-asan "sanitizers"
+  [ "$rc" -eq 0 ] || status=$rc
+fi
+
+# ---- ThreadSanitizer ----
+# The suites where threads meet: the engine (its thread, threads that drive it, submitters), the
+# rendezvous server and client (reader thread), shared memory (waits, abort from any thread) and
+# whole jobs (Gloo's device thread). build-tsan/ is clang (which also checks the lock annotations
+# of common/thread_annotations.h, as every clang build does), -O1, no NCCL, no hora.torch, and
+# builds only what these suites need. Not the horovod suite's cases in `integration` (Python and
+# Horovod's own processes; the ASan stage runs them). scripts/tsan.supp may list races inside
+# uninstrumented third-party libraries only, each with its reason.
+read -r -a TSAN_SUITES <<<"${HORA_TSAN_SUITES:-engine rendezvous shm integration}"
+if [ "${HORA_TSAN:-1}" != 0 ]; then
+  if [ ! -f build-tsan/build.ninja ]; then
+    CXX=clang++ meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dnccl=disabled \
+      -Dtorch=disabled -Doptimization=1 >build-tsan.setup.log 2>&1 ||
+      { cat build-tsan.setup.log >&2; exit 1; }
+    rm -f build-tsan.setup.log
+  fi
+  selection=("$@")
+  if [ $# -eq 0 ]; then
+    for s in "${TSAN_SUITES[@]}"; do selection+=(--suite "$s"); done
+    selection+=(--no-suite horovod)
+  fi
+  # Any report fails its test (halt_on_error; exit code 66 names TSan in the log). Timeouts are
+  # raised: instrumented code runs 2-5x slower.
+  rc=0
+  TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
+    meson test -C build-tsan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
+    "${selection[@]}" || rc=$?
+  summarize build-tsan "thread sanitizer"
   [ "$rc" -eq 0 ] || status=$rc
 fi
 exit "$status"

@@ -131,6 +131,7 @@ void float_to_bf16(const float* in, unsigned char* out, std::size_t n) {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HORA_HAVE_F16C_PATH 1
+#include <cpuid.h>
 #include <immintrin.h>
 
 // The F16C instructions convert 8 halves per instruction, rounding to nearest even with the
@@ -163,8 +164,14 @@ __attribute__((target("avx,f16c"))) void float_to_f16_f16c(const float* in, unsi
   }
 }
 
+// F16C from CPUID leaf 1 itself: clang 14's __builtin_cpu_supports does not know "f16c".
+// "avx" there also checks that the OS saves the AVX registers.
 bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) != 0 &&
+           (c & bit_F16C) != 0;
+  }();
   return has;
 }
 #endif

@@ -57,18 +57,19 @@ Engine::Engine(Transport& transport, EngineOptions options, WarningSink warnings
       options_(std::move(options)),
       rank_(transport.rank()),
       size_(transport.size()),
+      who_("rank " + std::to_string(rank_) +
+           (options_.hostname.empty() ? std::string() : " on " + options_.hostname)),
       cache_(options_.cache_capacity),
       table_(size_),
       stall_(options_, rank_, warnings ? std::move(warnings) : WarningSink(log_warning)),
-      executor_(transport_, options_, timeline_, counters_),
-      who_("rank " + std::to_string(rank_) +
-           (options_.hostname.empty() ? std::string() : " on " + options_.hostname)) {
+      executor_(transport_, options_, timeline_, counters_) {
+  Lock lock(alarm_->mu);
   alarm_->engine = this;
 }
 
 void Engine::hurry(const Handle::State* waited) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     hurry_ = true;
     // Only an op still in flight: one that completed meanwhile will never be released again.
     for (const auto& [name, state] : in_flight_) {
@@ -84,9 +85,10 @@ void Engine::hurry(const Handle::State* waited) {
 Engine::~Engine() {
   shutdown();
   // Threads still inside drive() return as soon as they see the engine stopped.
-  std::unique_lock<std::mutex> lock(alarm_->mu);
-  alarm_->idle.wait(lock, [&] { return alarm_->drivers == 0; });
-  alarm_->engine = nullptr;
+  Alarm& alarm = *alarm_;
+  Lock lock(alarm.mu);
+  while (alarm.drivers != 0) alarm.idle.wait(alarm.mu);
+  alarm.engine = nullptr;
 }
 
 void Engine::drive(const Handle::State* waited) {
@@ -96,7 +98,7 @@ void Engine::drive(const Handle::State* waited) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     if (!thread_.joinable() || stopped_) {
       // Not started (nothing would take part in the peers' cycles) or stopped (the op has
       // completed or will at once): wait as a deadline would.
@@ -105,14 +107,16 @@ void Engine::drive(const Handle::State* waited) {
     }
   }
   for (;;) {
-    std::lock_guard<std::mutex> cycle(cycle_mu_);
+    Lock cycle(cycle_mu_);
     if (waited->done() || !run_cycle()) return;
   }
 }
 
 void Engine::start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  Lock cycle(cycle_mu_);  // the timeline is the cycles'
+  Lock lock(mu_);
   if (thread_.joinable() || stopped_) return;
+  started_ = true;
   if (!options_.timeline_path.empty() && rank_ == 0) {
     timeline_.open(options_.timeline_path, options_.timeline_mark_cycles);
   }
@@ -121,29 +125,40 @@ void Engine::start() {
 
 void Engine::shutdown() {
   std::thread thread;
+  bool inside_cycle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     shutdown_requested_ = true;
-    if ((thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) ||
-        tl_cycling == this) {
-      // Called from a completion callback inside a cycle (on the engine thread or a thread that
-      // drives it): the next cycle sees the flag; joining here would wait for ourselves.
-      return;
-    }
-    thread = std::move(thread_);
+    // Called from a completion callback inside a cycle (on the engine thread, a thread that
+    // drives it, or in a world of one the submitting thread): the next cycle (alone: the engine
+    // thread, once the op is done) sees the flag; joining here would wait for ourselves.
+    inside_cycle = (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) ||
+                   tl_cycling == this;
+    if (!inside_cycle) thread = std::move(thread_);
   }
   wake_.notify_all();
+  if (inside_cycle) return;
   if (thread.joinable()) {
     thread.join();
-  } else {
-    bool was_stopped;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      was_stopped = stopped_;
-    }
-    // Never started (or a concurrent shutdown already joined): fail whatever was queued.
-    if (!was_stopped) stop(nullptr, "hora::shutdown() was called on this rank");
+    return;
   }
+  {
+    Lock lock(mu_);
+    if (started_) {
+      // Another thread's shutdown() is joining the engine thread, which tells the peers and
+      // stops the engine: return when it has (as a join would).
+      while (!stopped_) stopped_cv_.wait(mu_);
+      return;
+    }
+  }
+  // Never started: fail whatever was queued.
+  Lock cycle(cycle_mu_);
+  bool was_stopped;
+  {
+    Lock lock(mu_);
+    was_stopped = stopped_;
+  }
+  if (!was_stopped) stop(nullptr, "hora::shutdown() was called on this rank");
 }
 
 void Engine::validate(const Handle::State& s) const {
@@ -190,20 +205,20 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
   state->submitted = Clock::now();
   if (size_ > 1) {
     state->on_wait = [alarm = alarm_, waited = state.get()] {
-      std::lock_guard<std::mutex> lock(alarm->mu);
+      Lock lock(alarm->mu);
       if (alarm->engine != nullptr) alarm->engine->hurry(waited);
     };
     state->drive = [alarm = alarm_, waited = state.get()] {
       Engine* engine;
       {
-        std::lock_guard<std::mutex> lock(alarm->mu);
+        Lock lock(alarm->mu);
         engine = alarm->engine;
         if (engine == nullptr) return;
         ++alarm->drivers;
       }
       engine->drive(waited);  // never throws: run_cycle() turns a failure into stop()
       {
-        std::lock_guard<std::mutex> lock(alarm->mu);
+        Lock lock(alarm->mu);
         --alarm->drivers;
       }
       alarm->idle.notify_all();
@@ -212,7 +227,7 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
   std::exception_ptr already_stopped;
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     const std::string& name = state->request.name;
     if (stopped_) {
       const std::string context = api_name(state->request.type) + "(" + quoted(name) + ")";
@@ -247,7 +262,14 @@ Handle Engine::submit(std::shared_ptr<Handle::State> state) {
 }
 
 void Engine::run_alone(const std::shared_ptr<Handle::State>& state) {
-  std::lock_guard<std::recursive_mutex> alone(alone_mu_);
+  Lock cycle(cycle_mu_);
+  // Its completion callback runs inside this op: a shutdown() there must not join the engine
+  // thread, which waits for cycle_mu_ to stop the engine. Restored after: run_alone() nests.
+  struct Cycling {
+    const void* outer = tl_cycling;
+    explicit Cycling(const Engine* e) { tl_cycling = e; }
+    ~Cycling() { tl_cycling = outer; }
+  } cycling(this);
   Response response;
   response.request = state->request;
   if (response.request.type == OpType::kAllgather) response.rank_counts = {state->request.count};
@@ -263,19 +285,32 @@ void Engine::run_alone(const std::shared_ptr<Handle::State>& state) {
 }
 
 void Engine::loop() {
+  if (size_ == 1) {
+    // A world of one has nobody to agree with: submissions run on their caller's thread
+    // (run_alone()), and the transport is theirs alone. This thread must not touch it (an
+    // exchange here raced run_alone()'s collectives on the same transport) and only waits for
+    // shutdown.
+    {
+      Lock lock(mu_);
+      while (!shutdown_requested_) wake_.wait(mu_);
+    }
+    Lock cycle(cycle_mu_);
+    stop(nullptr, "hora::shutdown() was called on this rank");
+    return;
+  }
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      Lock lock(mu_);
       // Timed from the end of the last bit-vector exchange, which every rank leaves at about
       // the same moment: the ranks' ticks stay in phase, so no engine thread waits most of a
       // cycle in the next exchange for a rank that ticks later.
-      wake_.wait_until(lock, next_tick_, [&] { return stopped_ || cycle_due(Clock::now()); });
+      while (!stopped_ && !cycle_due(Clock::now())) wake_.wait_until(mu_, next_tick_);
       if (stopped_) return;
     }
-    std::lock_guard<std::mutex> cycle(cycle_mu_);
+    Lock cycle(cycle_mu_);
     {
       // A thread that drove the engine meanwhile may have run the cycle this tick was for.
-      std::lock_guard<std::mutex> lock(mu_);
+      Lock lock(mu_);
       if (stopped_) return;
       if (!cycle_due(Clock::now())) continue;
     }
@@ -290,7 +325,7 @@ bool Engine::cycle_due(Clock::time_point now) const {
 
 bool Engine::run_cycle() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     if (stopped_) return false;
   }
   std::exception_ptr cause;
@@ -303,7 +338,7 @@ bool Engine::run_cycle() {
   }
   tl_cycling = nullptr;
   if (!go_on) {
-    stop(cause, stop_why_);
+    stop(cause, end_why_);
     wake_.notify_all();
   }
   return go_on;
@@ -334,21 +369,11 @@ void Engine::classify(const std::string& name) {
 }
 
 bool Engine::cycle() {
-  if (size_ == 1) {
-    // A world of one has nobody to agree with: submissions run on their caller's thread
-    // (run_alone()), and the transport is theirs alone. This thread must not touch it (an
-    // exchange here raced run_alone()'s collectives on the same transport) and only waits for
-    // shutdown.
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait(lock, [&] { return shutdown_requested_; });
-    stop_why_ = "hora::shutdown() was called on this rank";
-    return false;
-  }
   const auto cycle_start = Clock::now();
   std::vector<std::shared_ptr<Handle::State>> fresh;
   bool stopping;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     fresh.swap(incoming_);
     stopping = shutdown_requested_;
     hurry_ = false;
@@ -416,8 +441,8 @@ bool Engine::cycle() {
 
   // 3. Shutdown, invalid bits, common hits.
   if ((words[0] & kNotStopping) == 0) {
-    stop_why_ = stopping ? "hora::shutdown() was called on this rank"
-                         : "another rank called hora::shutdown()";
+    end_why_ = stopping ? "hora::shutdown() was called on this rank"
+                        : "another rank called hora::shutdown()";
     return false;
   }
   bool any_invalid = false;
@@ -466,7 +491,10 @@ bool Engine::cycle() {
 
   // 5. Run, then remember what ran (same order on every rank).
   if (full || !ready.empty()) timeline_.mark_cycle(cycle_start);
-  executor_.run(ready, [this](ReadyOp& op, std::exception_ptr error) { finish(op, error); });
+  executor_.run(ready, [this](ReadyOp& op, std::exception_ptr error) {
+    cycle_mu_held();  // executor_.run() calls back on this thread
+    finish(op, error);
+  });
   for (const ReadyOp& op : ready) {
     if (!op.response.ok()) continue;
     if (auto evicted = cache_.put(op.response)) {
@@ -478,7 +506,7 @@ bool Engine::cycle() {
   }
   if (full || !ready.empty()) timeline_.flush();
 
-  std::lock_guard<std::mutex> lock(mu_);
+  Lock lock(mu_);
   backoff_ = idle_streak_ >= kIdleCyclesBeforeBackoff;
   next_tick_ = agreed + options_.cycle_time * (backoff_ ? kIdleBackoff : 1);
   return true;
@@ -549,7 +577,7 @@ void Engine::finish(ReadyOp& op, std::exception_ptr error) {
 void Engine::release(ReadyOp& op, std::exception_ptr error) {
   const std::string& name = op.state->request.name;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     auto it = in_flight_.find(name);
     if (it != in_flight_.end() && it->second == op.state) in_flight_.erase(it);
     waited_.erase(op.state.get());
@@ -560,7 +588,7 @@ void Engine::release(ReadyOp& op, std::exception_ptr error) {
 void Engine::stop(std::exception_ptr cause, const std::string& why) {
   std::vector<std::shared_ptr<Handle::State>> victims;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     stopped_ = true;
     stop_reason_ = cause;
     stop_why_ = why;
@@ -569,6 +597,7 @@ void Engine::stop(std::exception_ptr cause, const std::string& why) {
     waited_.clear();
     incoming_.clear();
   }
+  stopped_cv_.notify_all();
   local_.clear();
   hits_.clear();
   to_announce_.clear();

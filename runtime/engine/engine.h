@@ -24,14 +24,17 @@
 // allreduces of the cycles it spans.
 //
 // Threading: submit(), stats() and shutdown() may be called from any thread; everything else
-// (cache, table, transport, timeline, executor) belongs to the thread that runs the current
-// cycle, which holds cycle_mu_: the engine thread at its ticks, or a thread that waits for one of
-// its ops without a deadline (hora::synchronize): that thread runs the cycles itself until its op
-// completes (drive()), which saves the two cross-thread wake-ups of a hand-off per step. Cycles
-// stay one sequence per rank, whichever thread runs each, so every rank still takes part in
-// every cycle. A completed op is
-// removed from the in-flight names before its Handle::State completes, so a caller may reuse the
-// name as soon as synchronize() returns or inside the callback.
+// (cache, table, transport, timeline, executor) belongs to the thread that holds cycle_mu_, which
+// is the thread that runs the current cycle: the engine thread at its ticks, or a thread that
+// waits for one of its ops without a deadline (hora::synchronize): that thread runs the cycles
+// itself until its op completes (drive()), which saves the two cross-thread wake-ups of a
+// hand-off per step. Cycles stay one sequence per rank, whichever thread runs each, so every rank
+// still takes part in every cycle. In a world of one there are no cycles: the submitting thread
+// runs its op under cycle_mu_ (run_alone()). The members below say which mutex guards them
+// (clang checks it: common/thread_annotations.h); the order is cycle_mu_, then mu_, then a
+// Handle::State's own. A completed op is removed from the in-flight names before its
+// Handle::State completes, so a caller may reuse the name as soon as synchronize() returns or
+// inside the callback.
 //
 // Lifetime: the Transport must outlive the Engine. After shutdown() (or a transport failure, or a
 // peer's shutdown) the engine is stopped for good: later submissions complete at once with the
@@ -39,12 +42,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -53,6 +54,7 @@
 
 #include <hora/async.h>
 
+#include "common/thread_annotations.h"
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/engine_stats.h"
 #include "runtime/engine/executor.h"
@@ -78,17 +80,17 @@ class Engine {
 
   // Opens the timeline (rank 0, when configured; throws hora::Error if it cannot be created) and
   // starts the background thread. Every rank must start its engine: the first cycle waits for all.
-  void start();
+  void start() HORA_EXCLUDES(cycle_mu_, mu_);
 
   // Stops the engine on every rank: the flag travels in the next cycle, after which all engines
   // stop and fail their in-flight ops with "hora was shut down before ... completed". Waits for
   // this rank's thread (bounded by the transport's own timeout when peers are gone). Idempotent;
   // also called by the destructor.
-  void shutdown();
+  void shutdown() HORA_EXCLUDES(mu_);
 
   // Validates and queues an op (state->request describes it; buffers filled in). Throws
   // hora::UsageError for invalid arguments or a name already in flight on this rank.
-  Handle submit(std::shared_ptr<Handle::State> state);
+  Handle submit(std::shared_ptr<Handle::State> state) HORA_EXCLUDES(mu_);
 
   EngineStats stats() const { return counters_.snapshot(); }
   int rank() const { return rank_; }
@@ -102,30 +104,33 @@ class Engine {
     std::size_t bit = 0;
   };
 
-  void loop();
+  void loop() HORA_EXCLUDES(cycle_mu_, mu_);
   // Runs one cycle on this thread (which holds cycle_mu_); on its end (a shutdown agreed by all
   // ranks, or a failure) stops the engine. False when the engine has stopped.
-  bool run_cycle();
-  bool cycle();  // false: stop
-  // Whether the engine thread should run a cycle now (mu_ held): a tick came, or a thread asks.
-  bool cycle_due(Clock::time_point now) const;
+  bool run_cycle() HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
+  bool cycle() HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);  // false: stop (end_why_ says why)
+  // Whether the engine thread should run a cycle now: a tick came, or a thread asks.
+  bool cycle_due(Clock::time_point now) const HORA_REQUIRES(mu_);
   // A thread waits for `waited` without a deadline: runs cycles here until it completes.
-  void drive(const Handle::State* waited);
-  void classify(const std::string& name);
-  void announce_later(const std::string& name);
-  void negotiate(std::vector<ReadyOp>& ready);
-  void finish(ReadyOp& op, std::exception_ptr error);
+  void drive(const Handle::State* waited) HORA_EXCLUDES(mu_);
+  void classify(const std::string& name) HORA_REQUIRES(cycle_mu_);
+  void announce_later(const std::string& name) HORA_REQUIRES(cycle_mu_);
+  void negotiate(std::vector<ReadyOp>& ready) HORA_REQUIRES(cycle_mu_);
+  void finish(ReadyOp& op, std::exception_ptr error) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   // Drops the op from in_flight_ and completes its handle (any thread).
-  void release(ReadyOp& op, std::exception_ptr error);
-  // A thread waits for one of this rank's ops: start the next cycle now.
+  void release(ReadyOp& op, std::exception_ptr error) HORA_EXCLUDES(mu_);
   // A thread waits for `waited` (an in-flight op): cycles run back to back, without waiting for
   // a tick, until that op completes.
-  void hurry(const Handle::State* waited);
+  void hurry(const Handle::State* waited) HORA_EXCLUDES(mu_);
   // A world of one: there is nobody to negotiate with, so the submitting thread runs the op at
-  // once (a local copy) and the engine thread only waits for shutdown.
-  void run_alone(const std::shared_ptr<Handle::State>& state);
-  void stop(std::exception_ptr cause, const std::string& why);
+  // once (a local copy) under cycle_mu_, and the engine thread only waits for shutdown.
+  void run_alone(const std::shared_ptr<Handle::State>& state) HORA_EXCLUDES(mu_);
+  void stop(std::exception_ptr cause, const std::string& why) HORA_REQUIRES(cycle_mu_)
+      HORA_EXCLUDES(mu_);
   void validate(const Handle::State& state) const;
+  // The executor's completion callbacks run inside executor_.run(), which this thread called
+  // with cycle_mu_ held; the analysis cannot follow a std::function, so they say it with this.
+  void cycle_mu_held() const HORA_ASSERT_HELD(cycle_mu_) {}
 
   Transport& transport_;
   const EngineOptions options_;
@@ -133,51 +138,61 @@ class Engine {
   const int size_;
   EngineCounters counters_;
 
-  // Shared with submitting threads, guarded by mu_.
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::unordered_map<std::string, std::shared_ptr<Handle::State>> in_flight_;
-  std::vector<std::shared_ptr<Handle::State>> incoming_;
-  bool shutdown_requested_ = false;
-  bool stopped_ = false;
-  std::exception_ptr stop_reason_;  // what later submissions fail with
-  std::string stop_why_;
-  std::thread thread_;
-  bool hurry_ = false;  // a thread waits for an op: the next cycle starts without a tick
+  const std::string who_;  // "rank R on HOST" for messages
+
+  // Held by the thread that runs a cycle (or, in a world of one, an op: run_alone()). Recursive:
+  // in a world of one a completion callback may submit, and its op runs at once on the same
+  // thread. A cycle's callbacks cannot start a cycle (tl_cycling).
+  RecursiveMutex cycle_mu_;
+  // Shared with submitting threads.
+  mutable Mutex mu_;
+  CondVar wake_;  // the engine thread's wait for its next cycle (or, alone, for shutdown)
+  std::unordered_map<std::string, std::shared_ptr<Handle::State>> in_flight_ HORA_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Handle::State>> incoming_ HORA_GUARDED_BY(mu_);
+  bool shutdown_requested_ HORA_GUARDED_BY(mu_) = false;
+  bool stopped_ HORA_GUARDED_BY(mu_) = false;
+  std::exception_ptr stop_reason_ HORA_GUARDED_BY(mu_);  // what later submissions fail with
+  std::string stop_why_ HORA_GUARDED_BY(mu_);
+  std::thread thread_ HORA_GUARDED_BY(mu_);
+  bool started_ HORA_GUARDED_BY(mu_) = false;  // start() started thread_ (it may be joined now)
+  CondVar stopped_cv_;                         // stopped_ became true
+  // A thread waits for an op: the next cycle starts without a tick.
+  bool hurry_ HORA_GUARDED_BY(mu_) = false;
   // The in-flight ops some thread waits for. While one is left, cycles run back to back: a
   // one-shot hurry could be spent on a cycle that completed nothing (the peers were one cycle
   // behind), and the engine then slept a whole tick with its caller waiting (100 ms steps at
   // HORA_CYCLE_TIME_MS=100).
-  std::set<const Handle::State*> waited_;
+  std::set<const Handle::State*> waited_ HORA_GUARDED_BY(mu_);
   // When the engine thread's next cycle is due (set by every cycle, whichever thread ran it).
-  Clock::time_point next_tick_{};
-  bool backoff_ = false;  // the next tick is a stretched idle one
+  Clock::time_point next_tick_ HORA_GUARDED_BY(mu_) = {};
+  bool backoff_ HORA_GUARDED_BY(mu_) = false;  // the next tick is a stretched idle one
   // What submitted ops' on_wait and drive reach the engine through; `engine` is cleared when it
   // stops (a Handle may outlive its engine), once no thread drives it any more.
   struct Alarm {
-    std::mutex mu;
-    std::condition_variable idle;
-    Engine* engine = nullptr;
-    int drivers = 0;  // threads inside drive()
+    Mutex mu;
+    CondVar idle;
+    Engine* engine HORA_GUARDED_BY(mu) = nullptr;
+    int drivers HORA_GUARDED_BY(mu) = 0;  // threads inside drive()
   };
   std::shared_ptr<Alarm> alarm_ = std::make_shared<Alarm>();
-  // A world of one: serializes run_alone() (recursive: a completion callback may submit).
-  std::recursive_mutex alone_mu_;
-  // Held by the thread that runs a cycle; everything below belongs to it.
-  std::mutex cycle_mu_;
 
-  ResponseCache cache_;
-  MessageTable table_;
-  Timeline timeline_;
-  StallInspector stall_;
-  Executor executor_;
-  std::unordered_map<std::string, Local> local_;  // this rank's ops not yet completed
-  std::map<std::size_t, std::string> hits_;       // cache bit -> name waiting on it
-  std::vector<std::string> to_announce_;          // in submission order
-  std::vector<std::string> abandon_;              // stall-shutdown proposals for the next round
-  std::vector<std::uint64_t> invalid_;            // this cycle's invalid bits (not inverted)
-  std::string who_;                               // "rank R on HOST" for messages
-  int idle_streak_ = 0;
+  // The cycles' state.
+  ResponseCache cache_ HORA_GUARDED_BY(cycle_mu_);
+  MessageTable table_ HORA_GUARDED_BY(cycle_mu_);
+  Timeline timeline_ HORA_GUARDED_BY(cycle_mu_);
+  StallInspector stall_ HORA_GUARDED_BY(cycle_mu_);
+  Executor executor_ HORA_GUARDED_BY(cycle_mu_);  // runs ops through transport_
+  // This rank's ops not yet completed.
+  std::unordered_map<std::string, Local> local_ HORA_GUARDED_BY(cycle_mu_);
+  // Cache bit -> name waiting on it.
+  std::map<std::size_t, std::string> hits_ HORA_GUARDED_BY(cycle_mu_);
+  std::vector<std::string> to_announce_ HORA_GUARDED_BY(cycle_mu_);  // in submission order
+  // Stall-shutdown proposals for the next round.
+  std::vector<std::string> abandon_ HORA_GUARDED_BY(cycle_mu_);
+  // This cycle's invalid bits (not inverted).
+  std::vector<std::uint64_t> invalid_ HORA_GUARDED_BY(cycle_mu_);
+  int idle_streak_ HORA_GUARDED_BY(cycle_mu_) = 0;
+  std::string end_why_ HORA_GUARDED_BY(cycle_mu_);  // why cycle() returned false, if it did
 };
 
 }  // namespace hora::detail::engine

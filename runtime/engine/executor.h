@@ -7,7 +7,8 @@
 // reduced with one Transport::allreduce, and unpacked. Every rank builds the same batches because
 // the list and the thresholds are the same everywhere (HORA_FUSION_THRESHOLD must agree).
 //
-// Threading: engine thread only.
+// Threading: called only by the thread that runs the engine's cycle (Engine::cycle_mu_ held;
+// the engine guards its Executor with it).
 #pragma once
 
 #include <chrono>

@@ -4,7 +4,7 @@ namespace hora {
 
 void Handle::State::complete(std::exception_ptr error) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Lock lock(mu_);
     if (done_) return;
     done_ = true;
     error_ = error;
@@ -21,14 +21,16 @@ void Handle::State::complete(std::exception_ptr error) {
 }
 
 bool Handle::State::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  Lock lock(mu_);
   return done_;
 }
 
 bool Handle::State::wait_until(std::chrono::steady_clock::time_point deadline) const {
   if (on_wait && !done()) on_wait();
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, deadline, [this] { return done_; });
+  Lock lock(mu_);
+  while (!done_ && cv_.wait_until(mu_, deadline)) {
+  }
+  return done_;
 }
 
 void Handle::State::wait() const {
@@ -39,12 +41,12 @@ void Handle::State::wait() const {
       on_wait();
     }
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return done_; });
+  Lock lock(mu_);
+  while (!done_) cv_.wait(mu_);
 }
 
 std::exception_ptr Handle::State::error() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  Lock lock(mu_);
   return error_;
 }
 

@@ -3,23 +3,22 @@
 //
 // Ownership and threading: the submitting call creates it and hands a shared_ptr to the Engine
 // (which keeps it until the op completes) and one to the user's Handle. Buffers and the callback
-// are written once before submission and then only read by the engine thread. The outcome
-// (done, error, received_counts) is written once by complete(), under mu, and read by any thread
-// through poll()/wait_until(); received_counts is written before done, so readers that saw done
-// may read it without the lock.
+// are written once before submission and then only read by the thread that runs the engine's
+// cycle. The outcome (done, error, received_counts) is written once by complete(), under mu_,
+// and read by any thread through poll()/wait_until(); received_counts is written before done, so
+// readers that saw done may read it without the lock.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <hora/async.h>
 
+#include "common/thread_annotations.h"
 #include "runtime/engine/request.h"
 
 namespace hora {
@@ -54,10 +53,10 @@ struct Handle::State {
   std::exception_ptr error() const;
 
  private:
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
+  mutable Mutex mu_;
+  mutable CondVar cv_;
+  bool done_ HORA_GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ HORA_GUARDED_BY(mu_);
 };
 
 }  // namespace hora

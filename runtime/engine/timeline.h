@@ -13,8 +13,9 @@
 // Cycle markers ("ph":"i", CYCLE_START) are written with HORA_TIMELINE_MARK_CYCLES=1, for cycles
 // that negotiated or ran something (idle cycles are skipped to keep the file small).
 //
-// Threading: only the engine thread calls it. The file is valid JSON once close() ran (Engine
-// shutdown, at the latest the runtime's atexit shutdown); until then it lacks the closing "]".
+// Threading: only the thread that runs the engine's cycle calls it (Engine::cycle_mu_ held). The
+// file is valid JSON once close() ran (Engine shutdown, at the latest the runtime's atexit
+// shutdown); until then it lacks the closing "]".
 #pragma once
 
 #include <chrono>

@@ -1,9 +1,13 @@
 // The seam between hora's async engine and a collective backend.
 //
-// The engine's background thread is the only caller of a Transport, so an implementation needs
-// no locking of its own. It must run on a communicator dedicated to the engine (for Gloo: its own
-// gloo::Context, or at least its own tag space), because the engine's calls interleave freely with
-// whatever the user's threads run through the blocking API.
+// A Transport is called only by the thread that runs the engine's current cycle, which holds the
+// engine's cycle mutex: the engine thread, or a user thread that drives the engine while it waits
+// for one of its ops (Engine::drive(); in a world of one, the submitting thread). The calls are
+// therefore one sequence, never concurrent, so an implementation needs no locking of its own, but
+// it must not tie anything to the calling thread (thread-local state, a thread id). It must run on
+// a communicator dedicated to the engine (for Gloo: its own gloo::Context, or at least its own tag
+// space), because the engine's calls interleave freely with whatever the user's threads run
+// through the blocking API.
 //
 // Every call is collective: all ranks of the engine's world call the same methods in the same
 // order (the engine guarantees this), and every call returns or throws on every rank. A call that

@@ -3,7 +3,8 @@
 // shares a Gloo context, its tags or its failure state with the user's blocking collectives.
 // In a world of one (no Gloo backend) every call is a local copy.
 //
-// Threading: called by the engine thread only (Transport's contract). Failures are hora::Error
+// Threading: one call at a time, by whichever thread runs the engine's cycle (Transport's
+// contract). Failures are hora::Error
 // subclasses from GlooBackend (PeerFailure, TimeoutError, AbortedError, ...).
 #pragma once
 

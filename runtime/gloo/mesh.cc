@@ -281,7 +281,6 @@ void connect_context(const WorldInfo& world, const char* scope, PendingContext& 
                             world.rank, world.hostname);
     }
   }
-  context.record_connected_peers();
 }
 
 // After connect_context(): the twin's pairs leave the device thread (mesh_context.h).
@@ -582,16 +581,28 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     }
   }
 
-  // Step 6: connect, in the same order on every rank.
+  // Step 6: connect, in the same order on every rank. Every context first, then the scans of
+  // /proc/self/fd (record_connected_peers(), make_sync()): Gloo's device thread accepts on, and
+  // then closes, the listening sockets of every context that is still connecting, and a scan
+  // then races those closes (ThreadSanitizer saw fstat() race close() in Pair::handleListening;
+  // a descriptor closed and reused in between could name the wrong socket). Once connect() has
+  // returned for every pair, the listening sockets are closed.
   connect_context(world, "global", global, abort, pair_timeout * 5);
   if (engine.context) connect_context(world, "engine", engine, abort, pair_timeout * 5);
   if (local.context) connect_context(world, "local", local, abort, pair_timeout * 5);
   if (cross.context) connect_context(world, "cross", cross, abort, pair_timeout * 5);
-  for (auto [pending, scope] :
-       {std::pair{&global_sync, "global sync"}, std::pair{&engine_sync, "engine sync"},
-        std::pair{&cross_sync, "cross sync"}}) {
+  const std::pair<PendingContext*, const char*> sync_contexts[] = {{&global_sync, "global sync"},
+                                                                   {&engine_sync, "engine sync"},
+                                                                   {&cross_sync, "cross sync"}};
+  for (auto [pending, scope] : sync_contexts) {
+    if (pending->context) connect_context(world, scope, *pending, abort, world.timeout * 5);
+  }
+  for (PendingContext* pending : {&global, &engine, &local, &cross}) {
+    if (pending->context) pending->context->record_connected_peers();
+  }
+  for (auto [pending, scope] : sync_contexts) {
     if (!pending->context) continue;
-    connect_context(world, scope, *pending, abort, world.timeout * 5);
+    pending->context->record_connected_peers();
     switch_to_sync(world, scope, *pending->context, mesh.sync, abort);
   }
   mesh.global_sync = global_sync.context;

@@ -1,12 +1,14 @@
 #include "runtime/gloo/mesh_context.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <thread>
 #include <utility>
@@ -128,7 +130,7 @@ void MeshContext::make_sync(bool busy_poll, std::chrono::milliseconds timeout) {
   }
 
   const auto sockets = connected_sockets();
-  std::vector<SyncSocket> found;
+  std::vector<UniqueFd> found;
   for (int i : peers) {
     const auto socket = socket_at(sockets, mine[i], &theirs[i]);
     if (!socket) {
@@ -139,7 +141,13 @@ void MeshContext::make_sync(bool busy_poll, std::chrono::milliseconds timeout) {
                       i, ::gloo::transport::tcp::Address(mine[i]).str(),
                       ::gloo::transport::tcp::Address(theirs[i]).str()));
     }
-    found.push_back({socket->fd, socket->inode});
+    UniqueFd copy(::fcntl(socket->fd, F_DUPFD_CLOEXEC, 0));
+    if (!copy) {
+      throw ::gloo::IoException(
+          fmt::format("cannot duplicate the descriptor of the sync pair for scope rank {}: {}", i,
+                      std::strerror(errno)));
+    }
+    found.push_back(std::move(copy));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   sync_sockets_ = std::move(found);
@@ -168,18 +176,13 @@ int MeshContext::peer_of(const std::string& message) const {
 }
 
 void MeshContext::fail(const std::string& reason) {
-  std::vector<SyncSocket> sockets;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || !transportContext_) return;
     failed_ = true;
-    sockets = sync_sockets_;
-  }
-  // A sync pair's reader holds the pair's lock inside recv(2) until data, EOF or SO_RCVTIMEO:
-  // shutdown(2) gives it EOF now (peers see the connection end too).
-  for (const SyncSocket& socket : sockets) {
-    struct stat st {};
-    if (::fstat(socket.fd, &st) == 0 && st.st_ino == socket.inode) ::shutdown(socket.fd, SHUT_RDWR);
+    // A sync pair's reader holds the pair's lock inside recv(2) until data, EOF or SO_RCVTIMEO:
+    // shutdown(2) gives it EOF now (peers see the connection end too). It never blocks.
+    for (const UniqueFd& socket : sync_sockets_) ::shutdown(socket.get(), SHUT_RDWR);
   }
   // Gloo has one public way to fail every operation of a transport context at once: a wait
   // that times out, which signals every pair ("Application timeout caused pair closure"),

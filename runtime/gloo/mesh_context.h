@@ -27,8 +27,10 @@
 #include <vector>
 
 #include <gloo/context.h>
+
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
+#include "common/unique_fd.h"
 
 namespace hora::detail::gloo {
 
@@ -90,13 +92,13 @@ class MeshContext : public ::gloo::Context {
   std::vector<std::vector<char>> own_addresses_;
   mutable std::mutex mutex_;  // guards members_ (names grow while errors are being matched)
   bool failed_ = false;
-  // Sync mode: each pair's descriptor (Gloo's) and the socket's inode, checked before a shutdown
-  // so that a descriptor Gloo closed and the process reused is left alone.
-  struct SyncSocket {
-    int fd = -1;
-    ino_t inode = 0;
-  };
-  std::vector<SyncSocket> sync_sockets_;  // guarded by mutex_ (the abort may come during make_sync)
+  // Sync mode: a duplicate of each pair's descriptor, for fail()'s shutdown(2), which acts on
+  // the socket whichever descriptor names it. Not Gloo's own descriptor: Gloo may close that on
+  // another thread (a failing operation) while fail() runs, and the number could then name
+  // another file (ThreadSanitizer reported fail()'s fstat() racing Gloo's close()). The
+  // duplicate keeps a socket Gloo closed open until this context is destroyed, as GlooBackend
+  // keeps a failed context's other connections open anyway (gloo_backend.cc).
+  std::vector<UniqueFd> sync_sockets_;  // guarded by mutex_ (the abort may come during make_sync)
 };
 
 }  // namespace hora::detail::gloo

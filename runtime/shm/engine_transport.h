@@ -3,7 +3,8 @@
 // ShmGroup (its own segment, never the one of the user's blocking collectives), a group of all
 // ranks in global rank order. The negotiation's bit-vector AND is then one small shm allreduce.
 //
-// Threading: called by the engine thread only (Transport's contract). Failures are hora::Error
+// Threading: one call at a time, by whichever thread runs the engine's cycle (Transport's
+// contract). Failures are hora::Error
 // subclasses from ShmGroup (PeerFailure, TimeoutError, AbortedError, MismatchError).
 #pragma once
 

@@ -154,6 +154,7 @@ ShmGroup::ShmGroup(const std::string& name, ShmOptions options, Clock::time_poin
   ranks_ = reinterpret_cast<RankState*>(static_cast<char*>(segment_.data()) + sizeof(Header));
   data_ = static_cast<char*>(segment_.data()) + data_offset;
   try {
+    Lock lock(op_mu_);
     attach(start_deadline);
   } catch (...) {
     Segment::unlink(name);
@@ -229,7 +230,7 @@ char* ShmGroup::region(int rank, int half) const {
 
 void ShmGroup::abort(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
+    Lock lock(abort_mutex_);
     if (aborted_.load()) return;
     abort_reason_ = reason;
     aborted_.store(true);
@@ -239,6 +240,7 @@ void ShmGroup::abort(const std::string& reason) {
 }
 
 void ShmGroup::close_abruptly() {
+  Lock lock(op_mu_);
   std::uint32_t expected = 0;
   header_->broken_rank.store(me_, std::memory_order_relaxed);
   header_->broken_kind.compare_exchange_strong(expected,
@@ -374,7 +376,7 @@ void ShmGroup::fail(const Op& op, int kind, const std::string& why, int peer) {
   if (kind == kAborted) {
     std::string reason;
     {
-      std::lock_guard<std::mutex> lock(abort_mutex_);
+      Lock lock(abort_mutex_);
       reason = abort_reason_;
     }
     // The same text as every other step's abort (error_translation.h's aborted_message).
@@ -403,6 +405,7 @@ void ShmGroup::allreduce(void* buffer, std::size_t count, DataType type, ReduceO
 
 void ShmGroup::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                          ReduceOp op, const char* group) {
+  Lock lock(op_mu_);
   const Op info{"allreduce", group, count, type, op};
   enter(info);
   const std::size_t e = size_of(type);
@@ -419,6 +422,7 @@ void ShmGroup::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, 
 
 void ShmGroup::allreduce_custom(void* buffer, std::size_t count, std::size_t element_size,
                                 ReduceFn reduce, const char* name, const char* group) {
+  Lock lock(op_mu_);
   const Op info{name, group};
   enter(info);
   reduce_all(info, static_cast<const char*>(buffer), static_cast<char*>(buffer), count,
@@ -504,6 +508,7 @@ void ShmGroup::reduce_all(const Op& info, const char* in, char* out, std::size_t
 
 void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                          const std::vector<std::size_t>& counts, DataType type, const char* group) {
+  Lock lock(op_mu_);
   const Op info{"allgather", group, count, type};
   enter(info);
   const std::size_t e = size_of(type);
@@ -546,6 +551,7 @@ void ShmGroup::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
 
 void ShmGroup::broadcast(void* buffer, std::size_t count, DataType type, int root,
                          const char* group) {
+  Lock lock(op_mu_);
   Op info{"broadcast", group, count, type};
   info.root = root;
   enter(info);
@@ -570,6 +576,7 @@ void ShmGroup::broadcast(void* buffer, std::size_t count, DataType type, int roo
 void ShmGroup::reducescatter(const void* sendbuf, void* recvbuf,
                              const std::vector<std::size_t>& blocks, DataType type, ReduceOp op,
                              const char* group) {
+  Lock lock(op_mu_);
   std::size_t count = 0;
   for (std::size_t b : blocks) count += b;
   const Op info{"reducescatter", group, count, type, op};
@@ -629,6 +636,7 @@ void ShmGroup::reducescatter(const void* sendbuf, void* recvbuf,
 void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
                         void* recvbuf, const std::vector<std::size_t>& recv_splits, DataType type,
                         const char* group) {
+  Lock lock(op_mu_);
   std::size_t sent = 0;
   std::size_t received = 0;
   for (std::size_t s : send_splits) sent += s;
@@ -693,6 +701,7 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
 }
 
 void ShmGroup::barrier(const char* group) {
+  Lock lock(op_mu_);
   const Op info{"barrier", group};
   enter(info);
   first_sync(info, next_half(), signature(5, DataType::kUInt8, 0, 0));

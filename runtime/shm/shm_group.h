@@ -21,7 +21,10 @@
 // waiting for are still alive (PeerWatch), and its deadline (options.timeout without progress).
 // The first failure breaks the group for this rank: later calls fail at once quoting it.
 //
-// Threading: one thread calls the collectives; abort() may be called from any thread.
+// Threading: the collectives (and close_abruptly()) run one at a time under op_mu_, whichever
+// thread calls them (the Backend contract: one op at a time; the engine's transport: the thread
+// that runs its cycle); a second caller waits, though its collective must still be the peers'
+// next one. abort() may be called from any thread and never waits for a collective.
 // Semantics match GlooBackend: kAverage reduces as kSum (the caller divides), the caller
 // validates arguments and never calls with a group of one.
 #pragma once
@@ -33,11 +36,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "runtime/core/reduce.h"
 #include "runtime/shm/layout.h"
 #include "runtime/shm/peer_watch.h"
@@ -85,53 +88,60 @@ class ShmGroup {
   int global_rank_of(int i) const;
 
   // `group` names the public scope in messages ("local", "global").
-  void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, const char* group);
+  void allreduce(void* buffer, std::size_t count, DataType type, ReduceOp op, const char* group)
+      HORA_EXCLUDES(op_mu_);
   // Out of place: sendbuf is only read (the in-place form above passes the same buffer twice).
   void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type, ReduceOp op,
-                 const char* group);
+                 const char* group) HORA_EXCLUDES(op_mu_);
   // In place with a reduction of the caller's over elements of element_size bytes (the
   // engine's bitwise AND); `name` names it in messages.
   void allreduce_custom(void* buffer, std::size_t count, std::size_t element_size, ReduceFn reduce,
-                        const char* name, const char* group);
+                        const char* name, const char* group) HORA_EXCLUDES(op_mu_);
   void allgather(const void* sendbuf, std::size_t count, void* recvbuf,
-                 const std::vector<std::size_t>& counts, DataType type, const char* group);
-  void broadcast(void* buffer, std::size_t count, DataType type, int root, const char* group);
+                 const std::vector<std::size_t>& counts, DataType type, const char* group)
+      HORA_EXCLUDES(op_mu_);
+  void broadcast(void* buffer, std::size_t count, DataType type, int root, const char* group)
+      HORA_EXCLUDES(op_mu_);
   // block_counts[i] elements of the reduction go to local rank i.
   void reducescatter(const void* sendbuf, void* recvbuf,
                      const std::vector<std::size_t>& block_counts, DataType type, ReduceOp op,
-                     const char* group);
+                     const char* group) HORA_EXCLUDES(op_mu_);
   void alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits, void* recvbuf,
-                const std::vector<std::size_t>& recv_splits, DataType type, const char* group);
-  void barrier(const char* group);
+                const std::vector<std::size_t>& recv_splits, DataType type, const char* group)
+      HORA_EXCLUDES(op_mu_);
+  void barrier(const char* group) HORA_EXCLUDES(op_mu_);
 
   // The launcher's abort: waits in progress and later calls throw hora::AbortedError quoting
   // the reason. Thread-safe, never blocks.
-  void abort(const std::string& reason);
+  void abort(const std::string& reason) HORA_EXCLUDES(abort_mutex_);
   // What peers see when this process dies, for tests of failure handling: their waits fail
   // naming this rank. Later calls here fail.
-  void close_abruptly();
+  void close_abruptly() HORA_EXCLUDES(op_mu_);
 
  private:
   struct Op;
 
-  void attach(std::chrono::steady_clock::time_point start_deadline);
+  void attach(std::chrono::steady_clock::time_point start_deadline) HORA_REQUIRES(op_mu_);
   // `in` may equal `out` (in place); otherwise they do not overlap.
   void reduce_all(const Op& info, const char* in, char* out, std::size_t count,
-                  std::size_t element_size, ReduceFn reduce, std::uint64_t signature);
+                  std::size_t element_size, ReduceFn reduce, std::uint64_t signature)
+      HORA_REQUIRES(op_mu_);
   // The next data half for a step.
-  int next_half() { return half_ ^= 1; }
+  int next_half() HORA_REQUIRES(op_mu_) { return half_ ^= 1; }
   char* region(int rank, int half) const;
   std::size_t half_bytes() const { return region_bytes_ * static_cast<std::size_t>(size_); }
   // Enters a collective: fails at once if broken or aborted.
-  void enter(const Op& op);
+  void enter(const Op& op) HORA_REQUIRES(op_mu_);
   // The first step's barrier, with the signature check.
-  void first_sync(const Op& op, int half, std::uint64_t signature);
-  void sync(const Op& op);
-  void wait(const Op& op, std::uint32_t barrier, std::uint32_t target);
-  void check_peers(const Op& op, std::uint32_t barrier);
-  [[noreturn]] void fail(const Op& op, int kind, const std::string& why, int peer);
-  [[noreturn]] void fail_broken(const Op& op);
+  void first_sync(const Op& op, int half, std::uint64_t signature) HORA_REQUIRES(op_mu_);
+  void sync(const Op& op) HORA_REQUIRES(op_mu_);
+  void wait(const Op& op, std::uint32_t barrier, std::uint32_t target) HORA_REQUIRES(op_mu_);
+  void check_peers(const Op& op, std::uint32_t barrier) HORA_REQUIRES(op_mu_);
+  [[noreturn]] void fail(const Op& op, int kind, const std::string& why, int peer)
+      HORA_REQUIRES(op_mu_) HORA_EXCLUDES(abort_mutex_);
+  [[noreturn]] void fail_broken(const Op& op) HORA_REQUIRES(op_mu_);
 
+  // Set by the constructor, read-only afterwards (the segment's fields that change are atomics).
   ShmOptions options_;
   std::string who_;
   int me_ = 0;
@@ -141,22 +151,26 @@ class ShmGroup {
   Header* header_ = nullptr;
   RankState* ranks_ = nullptr;
   char* data_ = nullptr;
-  PeerWatch peers_;
   std::vector<pid_t> pids_;
+
+  // The collectives' state.
+  Mutex op_mu_;
+  PeerWatch peers_ HORA_GUARDED_BY(op_mu_);
   // allreduce's partial sums, one reduce block, on cache lines as the output's slices are (the
   // kernels' 32-byte stores must not split).
   struct alignas(kCacheLine) CacheLine {
     char bytes[kCacheLine];
   };
-  std::vector<CacheLine> scratch_;
-  std::uint32_t barriers_ = 0;  // barriers this rank entered
-  int half_ = 1;
-  std::optional<std::string> broken_;  // the first failure's message
-  int broken_kind_ = 0;
+  std::vector<CacheLine> scratch_ HORA_GUARDED_BY(op_mu_);
+  std::uint32_t barriers_ HORA_GUARDED_BY(op_mu_) = 0;  // barriers this rank entered
+  int half_ HORA_GUARDED_BY(op_mu_) = 1;
+  std::optional<std::string> broken_ HORA_GUARDED_BY(op_mu_);  // the first failure's message
+  int broken_kind_ HORA_GUARDED_BY(op_mu_) = 0;
 
+  // The launcher's abort (any thread). aborted_ is read without the mutex by the waits.
   std::atomic<bool> aborted_{false};
-  mutable std::mutex abort_mutex_;
-  std::string abort_reason_;
+  mutable Mutex abort_mutex_;
+  std::string abort_reason_ HORA_GUARDED_BY(abort_mutex_);
 };
 
 }  // namespace hora::detail::shm

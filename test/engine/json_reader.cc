@@ -57,7 +57,7 @@ class Parser {
         std::string key = string();
         space();
         expect(':');
-        v.object.emplace_back(std::move(key), value());
+        v.object.push_back(JsonMember{std::move(key), value()});
         space();
         if (peek() == ',') {
           ++pos_;

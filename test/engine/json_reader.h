@@ -9,6 +9,10 @@
 
 namespace hora::test {
 
+// An object's member. Not std::pair<std::string, JsonValue>: a vector of that inside JsonValue
+// needs JsonValue complete under clang's libstdc++ instantiation (build-tsan).
+struct JsonMember;
+
 struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
@@ -16,10 +20,15 @@ struct JsonValue {
   double number = 0;
   std::string string;
   std::vector<JsonValue> array;
-  std::vector<std::pair<std::string, JsonValue>> object;
+  std::vector<JsonMember> object;
 
   // Object member by key, or nullptr.
   const JsonValue* find(const std::string& key) const;
+};
+
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 JsonValue parse_json(std::string_view text);
