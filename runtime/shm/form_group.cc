@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "rendezvous/client.h"
@@ -14,11 +15,18 @@ std::shared_ptr<ShmGroup> form_group(const WorldInfo& world, rdv::Client& client
                                      std::chrono::steady_clock::time_point deadline,
                                      const char* purpose) {
   using Clock = std::chrono::steady_clock;
-  const std::string key = fmt::format("hora/shm/{}/{}", world.host_index, purpose);
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
+  // A key of its own per init(): the store keeps a key's value, so a key shared by every init()
+  // would hand the later ones the first init()'s segment name, long unlinked. n counts the
+  // groups of this purpose that this local rank has formed through this rendezvous server: the
+  // job's, or the elastic round's (each round has a server of its own). Every local rank of a
+  // host forms each group together, so their counts agree without asking each other.
+  const std::string base = fmt::format("hora/shm/{}/{}", world.host_index, purpose);
+  const std::int64_t n = client.add(fmt::format("{}/formed/{}", base, world.local_rank), 1, left());
+  const std::string key = fmt::format("{}/{}", base, n);
   std::string name;
   if (world.local_rank == 0) {
     name = Segment::make_name(world.secret.data(), world.secret.size(), world.host_index);

@@ -1,7 +1,9 @@
 // Forming a host's shared-memory group at init: local rank 0 names the segment (from the job
 // secret's hash, the host index, its pid and a counter: segment.h) and publishes the name
-// through the rendezvous under "hora/shm/<host_index>/<purpose>"; the others read it and open
-// the segment (docs/shm.md). Throws hora::Error subclasses (TimeoutError past `deadline`).
+// through the rendezvous under "hora/shm/<host_index>/<purpose>/<n>", n counting the groups of
+// that purpose this local rank formed through this rendezvous server (a counter in its store),
+// so an init() after shutdown() never reads an earlier init()'s name; the others read it and
+// open the segment (docs/shm.md). Throws hora::Error subclasses (TimeoutError past `deadline`).
 #pragma once
 
 #include <chrono>

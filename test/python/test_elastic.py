@@ -227,21 +227,14 @@ def test_sampler_in_torch_state_is_saved_restored_and_synced():
     assert sampler.state_dict() == {'epoch': 0, 'processed_num': 4 * hvd.size()}
 
 
-# Known runtime bug: a second init() in the same job reads the first init's shared-memory
-# segment name from the rendezvous store (runtime/shm/form_group.cc sets the key
-# hora/shm/<host>/<purpose>, the same at every init, and local rank 0 makes a new name), so
-# local ranks > 0 open a segment that no longer exists. With HORA_SHM=0 the same re-init works
-# (test_elastic_local.py's test_shutdown_then_init_over_gloo). Elastic resets are not affected:
-# each round has its own rendezvous server.
-@pytest.mark.xfail(raises=hvd.HoraError, strict=False,
-                   reason='runtime: re-init reuses the shm key of the first init')
-def test_shutdown_then_init_joins_the_job_again(monkeypatch):
+# With shared memory on (the default) each init() forms new segments under keys of its own
+# (runtime/shm/form_group.cc); HORA_SHM=0: test_elastic_local.py's
+# test_shutdown_then_init_over_gloo.
+def test_shutdown_then_init_joins_the_job_again():
     first = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum)  # an unnamed op
     hvd.shutdown()
     assert not hvd.is_initialized()
-    monkeypatch.setenv('HORA_START_TIMEOUT', '10')  # fail fast while the bug above is there
     hvd.init()
-    monkeypatch.undo()
     assert hvd.is_initialized()
     assert hvd.size() >= 1 and 0 <= hvd.rank() < hvd.size()
     again = hvd.allreduce(torch.ones(3) * (hvd.rank() + 1), op=hvd.Sum)
