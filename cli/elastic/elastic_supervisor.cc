@@ -200,7 +200,21 @@ struct ElasticSupervisor::Impl {
       });
     }
     reset_interrupt = reset_interrupt || interrupt;
-    reset_events.push_back(std::move(event));
+    if (std::find(reset_events.begin(), reset_events.end(), event) == reset_events.end()) {
+      reset_events.push_back(std::move(event));
+    }
+    plan_when_settled();
+  }
+
+  // The next round is planned as soon as every worker being stopped has exited (a lost host's
+  // other workers end within milliseconds of SIGTERM), and at the latest when reset_settle
+  // passes.
+  void plan_when_settled() {
+    if (!reset_due || ending) return;
+    for (const auto& [id, w] : workers) {
+      if (w.stopping && running(w)) return;
+    }
+    asio::post(io, [this] { plan_next_round(); });
   }
 
   void plan_next_round() {
@@ -324,11 +338,7 @@ struct ElasticSupervisor::Impl {
     }
 
     // Workers that do not stay are stopped; those that stay are told their new place.
-    for (int id : round.plan.stopped) {
-      Worker& w = workers.at(id);
-      w.stopping = true;
-      if (running(w)) w.process->terminate();
-    }
+    for (int id : round.plan.stopped) stop_worker(workers.at(id));
     for (int r = 0; r < round.plan.size; ++r) {
       const PlannedRank& p = round.plan.ranks[static_cast<std::size_t>(r)];
       if (p.is_new) {
@@ -511,6 +521,25 @@ struct ElasticSupervisor::Impl {
     maybe_finish();
   }
 
+  // Asks a worker to end (SIGTERM to its process group through its guard); a worker whose host
+  // does not answer (cut off the network) is killed after the grace, which reports it lost
+  // once its agent stays silent (AgentRankProcess::kill).
+  void stop_worker(Worker& w) {
+    if (w.stopping || !running(w)) return;
+    w.stopping = true;
+    w.process->terminate();
+    const int id = w.id;
+    w.drop_timer =
+        std::make_unique<asio::steady_timer>(io, config.base.kill_grace + config.base.guard_slack);
+    w.drop_timer->async_wait([this, id](const boost::system::error_code& ec) {
+      if (ec) return;
+      Worker& late = workers.at(id);
+      if (!running(late)) return;
+      log->warn("{} did not end after SIGTERM; killing its guard", who(late));
+      late.process->kill();
+    });
+  }
+
   // A worker of the job failed: its host leaves the job (blacklisted), with its other workers.
   void lost_worker(Worker& w, const std::string& what) {
     if (!first_failure_code) first_failure_code = w.exit ? w.exit->exit_code() : 1;
@@ -519,10 +548,7 @@ struct ElasticSupervisor::Impl {
     log->warn("elastic: {}; blacklisting {}{}", what, w.host.address_for_display(),
               until ? fmt::format(" for {}", seconds_text(*until - now)) : "");
     for (auto& [id, other] : workers) {
-      if (id != w.id && running(other) && other.host.name == w.host.name && !other.stopping) {
-        other.stopping = true;
-        other.process->terminate();
-      }
+      if (id != w.id && other.host.name == w.host.name) stop_worker(other);
     }
     request_reset(what, true);
   }
@@ -534,6 +560,8 @@ struct ElasticSupervisor::Impl {
     log->info("{} {}", who(w), status.describe());
     if (!ending && !w.stopping && !status.success()) {
       lost_worker(w, fmt::format("{} {}", who(w), status.describe()));
+    } else {
+      plan_when_settled();
     }
     maybe_finish();
   }
@@ -595,8 +623,7 @@ struct ElasticSupervisor::Impl {
     // Hosts that run workers and are no longer listed are lost.
     for (auto& [id, w] : workers) {
       if (running(w) && !w.stopping && now_listed.count(w.host.name) == 0) {
-        w.stopping = true;
-        w.process->terminate();
+        stop_worker(w);
         request_reset(fmt::format("host {} is no longer listed by the discovery script",
                                   w.host.address_for_display()),
                       true);

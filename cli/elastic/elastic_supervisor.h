@@ -55,8 +55,8 @@ struct ElasticConfig {
   int np = 1;                                          // round 0's ranks
   std::vector<HostSpec> hosts;                         // the hosts known at the start, in order
   std::chrono::milliseconds discovery_interval{1000};  // Horovod's: about once a second
-  // A lost worker's events (its host's other workers exit too) are gathered this long before the
-  // next round is planned.
+  // A lost worker's events (its host's other workers exit too) are gathered until every worker
+  // being stopped has exited, and at most this long, before the next round is planned.
   std::chrono::milliseconds reset_settle{300};
 };
 

@@ -358,7 +358,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::tuple lost_bases = py::make_tuple(error, internal);
   static py::exception<hora::UsageError> usage(m, "HoraUsageError", error.ptr());
   static py::exception<hora::ConnectionError> connection(m, "HoraConnectionError", lost_bases);
-  static py::exception<hora::TimeoutError> timeout(m, "HoraTimeoutError", error.ptr());
+  // A collective that times out waits for a peer that is gone or cut off: also a lost rank.
+  static py::exception<hora::TimeoutError> timeout(m, "HoraTimeoutError", lost_bases);
   static py::exception<hora::PeerFailure> peer(m, "HoraPeerFailure", lost_bases);
   static py::exception<hora::MismatchError> mismatch(m, "HoraMismatchError", error.ptr());
   static py::exception<hora::AbortedError> aborted(m, "HoraAbortedError", lost_bases);

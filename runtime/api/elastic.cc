@@ -112,6 +112,12 @@ void run_loop(State& state, const std::function<void()>& call) {
       if (!enabled()) throw;
       state.restore();
       reset_first = true;
+    } catch (const TimeoutError&) {
+      // A peer that stopped answering (its host cut off the network): the launcher notices the
+      // lost host too (its rendezvous connections time out) and announces the next round.
+      if (!enabled()) throw;
+      state.restore();
+      reset_first = true;
     }
   }
 }

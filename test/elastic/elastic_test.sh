@@ -146,4 +146,49 @@ case_reset_limit() {
   ok "--reset-limit reached: ends naming the limit, with the lost worker's code"
 }
 
+# h2 drops off the network mid-job (its only interface goes down: no FIN, no RST). The
+# survivors' collectives time out or are interrupted; horarun notices the lost host through its
+# rendezvous connections' keepalive and treats it as dead: the job shrinks to h1 and finishes.
+case_network_cut() {
+  up 2
+  hosts h1:2 h2:2
+  start -np 4 --min-np 2 "$ELASTIC_TRAIN" --steps 1000 --step-ms 60
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  ip netns exec "hora$INDEX-h2" ip link set eth0 down || fail "cannot take h2's eth0 down"
+  # Discovery still lists h2: only the cut itself tells horarun.
+  finish 240
+  check_done 2
+  grep -q "elastic: round 1: .* on h2 lost its rendezvous connection .*; new size 2 on h1:2" err ||
+    fail "no reset line: $(cat err)"
+  ip netns exec "hora$INDEX-h2" ip link set eth0 up
+  wait_for 10 nothing_on h1 || fail "processes left on h1: $(pids_on h1)"
+  ok "a host cut off the network mid-job is treated as lost: the job finishes on h1 at size 2"
+}
+
+# The same with hora.torch: examples/pytorch_fashion_mnist_elastic.py (Horovod's elastic style,
+# TorchState, ElasticSampler) at 2x2; h2's workers die after the first epoch.
+case_shrink_torch() {
+  /usr/bin/python3 -c 'import hora.torch' 2>/dev/null || { echo "skip: hora.torch is not built"; exit 77; }
+  up 2
+  hosts h1:2 h2:2
+  start -np 4 --min-np 2 /usr/bin/python3 "$PY_ELASTIC" --epochs 2 --batches-per-epoch 150 \
+    --batches-per-commit 5 --batches-per-host-check 5
+  wait_for 240 grep -q "^\[0\]<stdout>:rank 0 epoch 1 (size 4)" out ||
+    fail "epoch 1 did not end at size 4: $(tail -5 err)"
+  hosts h1:2
+  kill -KILL $(pids_on h2 python3) || fail "no worker on h2"
+  finish 300
+  [ $rc -eq 0 ] || fail "horarun exited $rc: $(tail -5 err)"
+  grep -q "elastic: round 1: .* on h2 .*; new size 2 on h1:2" err || fail "no reset line: $(cat err)"
+  grep -q "rank [01]: reset, now 2 ranks" out || fail "the ranks did not reset: $(tail out)"
+  grep -q "^\[0\]<stdout>:rank 0 epoch 2 (size 2)" out || fail "epoch 2 did not run at size 2"
+  local sums
+  sums=$(grep -oE "parameter checksum crc32 [0-9a-f]+" out | sort | uniq -c)
+  [ "$(echo "$sums" | wc -l)" -eq 1 ] && echo "$sums" | grep -q "^ *2 " ||
+    fail "not 2 equal checksums: $sums"
+  wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
+  wait_for 10 no_segments || fail "shared memory left: $(new_segments)"
+  ok "hora.torch shrink: 2x2 -> 1x2 after epoch 1; epoch 2 at size 2, equal weights, exit 0"
+}
+
 "case_$CASE"

@@ -38,11 +38,12 @@ def test_exceptions_are_horovods():
     assert hvd.elastic.HostsUpdatedInterrupt is HostsUpdatedInterrupt
     assert issubclass(HorovodInternalError, RuntimeError)
     assert issubclass(HostsUpdatedInterrupt, RuntimeError)
-    # A lost rank or a reset: recoverable in an elastic job.
-    for cls in (hvd.HoraPeerFailure, hvd.HoraAbortedError, hvd.HoraConnectionError):
+    # A lost rank, one that stopped answering, or a reset: recoverable in an elastic job.
+    for cls in (hvd.HoraPeerFailure, hvd.HoraAbortedError, hvd.HoraConnectionError,
+                hvd.HoraTimeoutError):
         assert issubclass(cls, HorovodInternalError) and issubclass(cls, hvd.HoraError)
     # The program's own mistakes are not.
-    for cls in (hvd.HoraUsageError, hvd.HoraMismatchError, hvd.HoraTimeoutError):
+    for cls in (hvd.HoraUsageError, hvd.HoraMismatchError):
         assert issubclass(cls, hvd.HoraError) and not issubclass(cls, HorovodInternalError)
     e = hvd.HoraPeerFailure('peer rank 1 closed the connection')
     assert isinstance(e, RuntimeError) and 'rank 1' in str(e)

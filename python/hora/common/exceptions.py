@@ -3,7 +3,8 @@
     from hora.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 hora.torch's errors that mean "a rank was lost or the job is being reset" — HoraPeerFailure,
-HoraAbortedError, HoraConnectionError — are subclasses of HorovodInternalError, so elastic
+HoraAbortedError, HoraConnectionError, and HoraTimeoutError (a peer that stopped answering, e.g.
+its host cut off the network) — are subclasses of HorovodInternalError, so elastic
 run() (and a user's ``except HorovodInternalError``) catches them.
 """
 
