@@ -45,16 +45,7 @@ fi
 
 # One plain line per run from its testlog.json, whatever the runner printed above it.
 summarize() {
-  python3 - "$1/meson-logs/testlog.json" "$2" <<'PY' || true
-import json, sys
-counts = {"passed": 0, "failed": 0, "skipped": 0}
-for line in open(sys.argv[1]):
-    r = json.loads(line).get("result", "")
-    if r in ("OK", "EXPECTEDFAIL"): counts["passed"] += 1
-    elif r == "SKIP": counts["skipped"] += 1
-    else: counts["failed"] += 1
-print(f"{sys.argv[2]}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
-PY
+  python3 scripts/test_summary.py "$2" "$1/meson-logs/testlog.json" || true
 }
 
 status=0

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/strings.h"
 #include "common/unique_fd.h"
 #include "ssh/errors.h"
 #include "ssh/pattern.h"
@@ -24,13 +25,6 @@ constexpr int kMaxIncludeDepth = 16;  // as OpenSSH's READCONF_MAX_DEPTH
 // tree that fans out can cost before it is refused.
 constexpr std::size_t kMaxConfigFileBytes = 1u << 20;
 constexpr std::size_t kMaxConfigFiles = 256;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 

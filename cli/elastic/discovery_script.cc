@@ -1,4 +1,5 @@
 #include "cli/elastic/discovery_script.h"
+#include "common/strings.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -22,12 +23,6 @@ namespace hora::cli {
 namespace {
 
 constexpr std::string_view kLineForm = "host:slots";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // One line as -H takes one item (cli/hosts/host_list.h: the same host names, user@ and
 // [ipv6]), plus 0 slots; `slots` -1 when the line gives none. Returns why the line is not that,

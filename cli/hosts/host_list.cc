@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli/base/errors.h"
+#include "common/strings.h"
 #include "common/unique_fd.h"
 
 namespace hora::cli {
@@ -21,12 +22,6 @@ namespace {
 
 constexpr std::string_view kListForm = "host, host:slots, user@host:slots or [ipv6]:slots";
 constexpr std::string_view kFileForm = "'host slots=N' (e.g. 'server1 slots=4')";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';

@@ -1,4 +1,5 @@
 #include "cli/hosts/local_host.h"
+#include "common/strings.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -11,12 +12,6 @@
 
 namespace hora::cli {
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // The canonical text form of a literal IPv4/IPv6 address (zone id dropped), or "" if `text`
 // is not one.

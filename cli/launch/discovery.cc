@@ -18,6 +18,7 @@
 
 #include "cli/agent/stream_poll.h"
 #include "cli/network/probe.h"
+#include "common/strings.h"
 #include "common/unique_fd.h"
 #include "ssh/format.h"
 
@@ -116,14 +117,9 @@ bool pump_until(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_poin
   }
 }
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::string failure(const std::string& host, const std::string& step, const Probe& p) {
   std::string why = p.exit ? p.exit->describe() : "did not finish";
-  const std::string err = trimmed(p.err);
+  const std::string err(trim_end(p.err));
   if (!err.empty()) why += ": " + err;
   return fmt::format("{}: {} failed ({})", host, step, why);
 }

@@ -6,19 +6,12 @@
 #include <fmt/format.h>
 
 #include "cli/base/errors.h"
+#include "common/strings.h"
 
 namespace hora::cli {
 namespace {
 
 constexpr std::size_t kMaxInterfaceName = 15;  // IFNAMSIZ - 1
-
-std::string trim(const std::string& s) {
-  std::size_t b = 0;
-  std::size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 void add_unique(std::vector<std::string>& names, const std::string& name) {
   if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
@@ -60,7 +53,7 @@ NetworkSpec parse_network_spec(const std::vector<std::string>& items) {
     std::size_t start = 0;
     while (true) {
       const std::size_t comma = raw.find(',', start);
-      const std::string item = trim(raw.substr(start, comma - start));
+      const std::string item(trim(raw.substr(start, comma - start)));
       start = comma + 1;
       if (item.empty()) {
         throw UsageError(fmt::format("--network-interfaces '{}': empty item; {}", raw, kForms));
@@ -72,8 +65,8 @@ NetworkSpec parse_network_spec(const std::vector<std::string>& items) {
         }
         add_unique(spec.global, item);
       } else {
-        const std::string host = trim(item.substr(0, eq));
-        const std::string name = trim(item.substr(eq + 1));
+        const std::string host(trim(item.substr(0, eq)));
+        const std::string name(trim(item.substr(eq + 1)));
         if (host.empty()) {
           throw UsageError(fmt::format(
               "--network-interfaces '{}': no host before '='; write HOST=INTERFACE, e.g. "

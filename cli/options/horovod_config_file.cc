@@ -5,15 +5,13 @@
 #include <fstream>
 
 #include "cli/base/errors.h"
+#include "common/strings.h"
 
 namespace hora::cli {
 namespace {
 
-std::string trim(const std::string& s) {
-  const std::size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
+// YAML's blanks (space and tab) and the \r of a CRLF line; other whitespace is content.
+constexpr std::string_view kBlank = " \t\r";
 
 // Drops a `#` comment that is not inside quotes.
 std::string strip_comment(const std::string& line) {
@@ -47,9 +45,9 @@ std::map<std::string, std::string> read_horovod_config_file(const std::string& p
   std::string section, line;
   for (int number = 1; std::getline(in, line); ++number) {
     const std::string text = strip_comment(line);
-    if (trim(text).empty() || trim(text) == "---") continue;
+    if (trim(text, kBlank).empty() || trim(text, kBlank) == "---") continue;
     const bool indented = text[0] == ' ' || text[0] == '\t';
-    const std::string body = trim(text);
+    const std::string body(trim(text, kBlank));
     const std::size_t colon = body.find(':');
     if (colon == std::string::npos || colon == 0 || body.front() == '-') {
       throw UsageError(
@@ -57,8 +55,8 @@ std::map<std::string, std::string> read_horovod_config_file(const std::string& p
                       "got '{}'",
                       path, number, body));
     }
-    const std::string key = trim(body.substr(0, colon));
-    const std::string value = trim(body.substr(colon + 1));
+    const std::string key(trim(body.substr(0, colon), kBlank));
+    const std::string value(trim(body.substr(colon + 1), kBlank));
     if (!indented) {
       if (value.empty()) {
         section = key;

@@ -11,6 +11,7 @@
 #include "cli/base/errors.h"
 #include "cli/options/horovod_config_file.h"
 #include "common/job_environment.h"
+#include "common/strings.h"
 
 namespace hora::cli {
 namespace {
@@ -69,8 +70,7 @@ bool has(const EnvBlock& env, const std::string& name) {
 }
 
 bool parse_bool(const std::string& where, const std::string& v) {
-  std::string l = v;
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string l = lower(v);
   if (l == "true" || l == "yes" || l == "on" || l == "1") return true;
   if (l == "false" || l == "no" || l == "off" || l == "0") return false;
   throw UsageError(fmt::format("--config-file: {}: '{}' is not true or false", where, v));
@@ -163,8 +163,7 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
       hora_var(job_env::kTimeout);
     } else if (key == "logging.level") {
       if (options.log_level.empty()) {
-        std::string l = value;
-        for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::string l = lower(value);
         if (l == "fatal") l = "error";
         if (l == "warn") l = "warning";
         if (l != "trace" && l != "debug" && l != "info" && l != "warning" && l != "error") {

@@ -17,6 +17,7 @@
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/options/horovod_flags.h"
+#include "common/strings.h"
 
 namespace hora::cli {
 namespace {
@@ -317,17 +318,6 @@ Rewritten rewrite(const std::vector<std::string>& args) {
   return out;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  std::size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
 void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::string>>& out) {
   // The values are in range (the validators in make_app).
   if (!raw.timeline_filename.empty()) out.emplace_back("HORA_TIMELINE", raw.timeline_filename);
@@ -565,7 +555,7 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     options.ssh_strict_host_key_checking = mode;
   }
   auto add_interface = [&](const std::string& name, const char* flag) {
-    std::string n = trim(name);
+    std::string n(trim(name));
     if (n.empty()) {
       throw UsageError(fmt::format("{}: empty interface name; e.g. {} eth0", flag, flag));
     }

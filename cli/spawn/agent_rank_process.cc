@@ -9,6 +9,7 @@
 #include "cli/agent/pipe_stream.h"
 #include "cli/base/errors.h"
 #include "cli/output/log.h"
+#include "common/strings.h"
 #include "ssh/format.h"
 
 namespace hora::cli {
@@ -89,7 +90,7 @@ void AgentRankProcess::start(const GuardRequest& request, Events events) {
     if (!alive.expired()) finish(info);
   };
   if (agent_.closed()) {
-    throw SpawnError(fmt::format("rank {} on {}: {}", rank_, host_, agent_.error()));
+    throw SpawnError(fmt::format("{}: {}", rank_name(rank_, host_), agent_.error()));
   }
   // The arguments carry nothing but the mode; the request (environment, secret, working
   // directory) goes on stdin. The guard enters the directory itself, so a missing one is reported
@@ -104,7 +105,7 @@ void AgentRankProcess::finish(const ssh::ExitInfo& info) {
   exit_ = exit_status_from(info);
   if (!info.error.empty()) {
     // The supervisor reports "exited with code 255"; this says why.
-    launcher_log()->error("rank {} on {}: {}", rank_, host_, info.error);
+    launcher_log()->error("{}: {}", rank_name(rank_, host_), info.error);
   }
   // The agent sends a child's output before its EXIT, so both streams are complete.
   if (!output_closed_) {

@@ -24,6 +24,7 @@
 #include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/log_throttle.h"
+#include "common/strings.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -128,9 +129,7 @@ struct Supervisor::Impl {
     ranks.resize(static_cast<std::size_t>(table.size()));
   }
 
-  std::string who(int r) const {
-    return fmt::format("rank {} on {}", r, table.host_of(r).address_for_display());
-  }
+  std::string who(int r) const { return rank_name(r, table.host_of(r).address_for_display()); }
 
   Rank& at(int r) { return ranks.at(static_cast<std::size_t>(r)); }
 

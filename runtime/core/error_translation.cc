@@ -7,13 +7,12 @@
 #include <gloo/common/logging.h>
 #include <hora/error.h>
 
+#include "common/strings.h"
 #include "rendezvous/errors.h"
 
 namespace hora::detail {
 
-std::string who(const WorldInfo& world) {
-  return fmt::format("rank {} on {}", world.rank, world.hostname);
-}
+std::string who(const WorldInfo& world) { return rank_name(world.rank, world.hostname); }
 
 std::string aborted_message(const WorldInfo& world, const std::string& step,
                             const std::string& reason) {

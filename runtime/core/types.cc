@@ -7,6 +7,8 @@
 #include <hora/error.h>
 #include <hora/hora.h>
 
+#include "runtime/core/blocks.h"
+
 namespace hora {
 
 std::size_t size_of(DataType type) {
@@ -126,14 +128,13 @@ bfloat16 to_bfloat16(float value) {
   return {static_cast<std::uint16_t>(rounded >> 16)};
 }
 
-// Declared in <hora/hora.h>; here because backends split blocks with it too.
+// Declared in <hora/hora.h>: runtime/core/blocks.h's split, checked.
 std::size_t reducescatter_count(std::size_t count, int rank, int nranks) {
   if (nranks <= 0 || rank < 0 || rank >= nranks) {
     throw UsageError(fmt::format("hora::reducescatter_count: rank {} is not in 0..{} (nranks = {})",
                                  rank, nranks - 1, nranks));
   }
-  const std::size_t n = static_cast<std::size_t>(nranks);
-  return count / n + (static_cast<std::size_t>(rank) < count % n ? 1 : 0);
+  return detail::block_count(count, rank, nranks);
 }
 
 }  // namespace hora

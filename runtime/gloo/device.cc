@@ -19,6 +19,8 @@
 #include <gloo/transport/tcp/device.h>
 #include <hora/error.h>
 
+#include "runtime/core/error_translation.h"
+
 namespace hora::detail::gloo {
 namespace {
 
@@ -40,8 +42,8 @@ bool is_link_local_v6(const sockaddr* addr) {
 DeviceAddress from_interface(const WorldInfo& world) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) {
-    throw Error(fmt::format("rank {} on {}: cannot list network interfaces: {}", world.rank,
-                            world.hostname, std::strerror(errno)),
+    throw Error(fmt::format("{}: cannot list network interfaces: {}", who(world),
+                            std::strerror(errno)),
                 world.rank, world.hostname);
   }
   std::string v4;
@@ -72,14 +74,13 @@ DeviceAddress from_interface(const WorldInfo& world) {
     if (!addresses.empty()) available += fmt::format(" ({})", fmt::join(addresses, " "));
   }
   const bool exists = seen.count(world.iface) != 0;
-  throw UsageError(
-      fmt::format("rank {} on {}: HORA_IFACE={} {}; this host has: {}. Choose another with "
-                  "horarun --network-interfaces",
-                  world.rank, world.hostname, world.iface,
-                  exists ? "has no usable IPv4 or global IPv6 address"
-                         : "is not an interface of this host",
-                  available.empty() ? "no interfaces" : available),
-      world.rank, world.hostname);
+  throw UsageError(fmt::format("{}: HORA_IFACE={} {}; this host has: {}. Choose another with "
+                               "horarun --network-interfaces",
+                               who(world), world.iface,
+                               exists ? "has no usable IPv4 or global IPv6 address"
+                                      : "is not an interface of this host",
+                               available.empty() ? "no interfaces" : available),
+                   world.rank, world.hostname);
 }
 
 DeviceAddress from_route(const WorldInfo& world) {
@@ -91,8 +92,8 @@ DeviceAddress from_route(const WorldInfo& world) {
   const int rc = getaddrinfo(world.rendezvous_host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0) {
     throw ConnectionError(
-        fmt::format("rank {} on {}: cannot resolve the rendezvous host {} (HORA_RENDEZVOUS): {}",
-                    world.rank, world.hostname, world.rendezvous_host, gai_strerror(rc)),
+        fmt::format("{}: cannot resolve the rendezvous host {} (HORA_RENDEZVOUS): {}", who(world),
+                    world.rendezvous_host, gai_strerror(rc)),
         world.rank, world.hostname);
   }
   std::string last_error = "no address";
@@ -118,10 +119,9 @@ DeviceAddress from_route(const WorldInfo& world) {
   }
   freeaddrinfo(result);
   throw ConnectionError(
-      fmt::format("rank {} on {}: no route to the rendezvous server {}:{}: {}; set HORA_IFACE "
+      fmt::format("{}: no route to the rendezvous server {}:{}: {}; set HORA_IFACE "
                   "(horarun --network-interfaces) to the interface peers can reach",
-                  world.rank, world.hostname, world.rendezvous_host, world.rendezvous_port,
-                  last_error),
+                  who(world), world.rendezvous_host, world.rendezvous_port, last_error),
       world.rank, world.hostname);
 }
 
@@ -140,11 +140,10 @@ std::shared_ptr<::gloo::transport::Device> create_device(const WorldInfo& world,
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     // Gloo's EnforceNotMet is not a gloo::Exception; both end up here.
-    throw ConnectionError(
-        fmt::format("rank {} on {}: cannot create the Gloo TCP device on {} ({}): "
-                    "{}; set HORA_IFACE (horarun --network-interfaces)",
-                    world.rank, world.hostname, address.address, address.reason, e.what()),
-        world.rank, world.hostname);
+    throw ConnectionError(fmt::format("{}: cannot create the Gloo TCP device on {} ({}): "
+                                      "{}; set HORA_IFACE (horarun --network-interfaces)",
+                                      who(world), address.address, address.reason, e.what()),
+                          world.rank, world.hostname);
   }
 }
 

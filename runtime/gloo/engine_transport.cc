@@ -5,6 +5,7 @@
 
 #include <hora/error.h>
 
+#include "runtime/core/blocks.h"
 #include "runtime/core/reduce.h"
 
 namespace hora::detail::gloo {
@@ -90,10 +91,7 @@ void EngineTransport::reducescatter(const void* sendbuf, void* recvbuf, std::siz
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    blocks[r] = count / n + (static_cast<std::size_t>(r) < count % n ? 1 : 0);
-  }
+  const std::vector<std::size_t> blocks = block_counts(count, n);
   gloo_->reducescatter(sendbuf, recvbuf, blocks, type, op, kGroup);
   if (op == ReduceOp::kAverage) divide(recvbuf, blocks[world_.rank], type, n);
 }

@@ -14,9 +14,10 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 #include <hora/error.h>
-#include <hora/hora.h>
+#include <hora/types.h>
 
 #include "common/duration.h"
+#include "runtime/core/blocks.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
@@ -39,12 +40,6 @@ void with_element(std::size_t size, F&& f) {
     case 8: return f(std::uint64_t{});
     default: throw Error(fmt::format("internal: no element type of {} bytes", size));
   }
-}
-
-bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  const auto* x = static_cast<const unsigned char*>(a);
-  const auto* y = static_cast<const unsigned char*>(b);
-  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
 }  // namespace
@@ -237,7 +232,7 @@ void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbu
         const bool in_place = sendbuf == out + offset;
         std::vector<unsigned char> staged;
         const void* input = sendbuf;
-        if (!in_place && overlaps(sendbuf, count * element, recvbuf, total * element)) {
+        if (!in_place && overlap(sendbuf, count * element, recvbuf, total * element)) {
           staged.assign(static_cast<const unsigned char*>(sendbuf),
                         static_cast<const unsigned char*>(sendbuf) + count * element);
           input = staged.data();
@@ -295,7 +290,7 @@ void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& 
         // overlaps the output (in place included).
         std::vector<unsigned char> staged;
         const void* input = sendbuf;
-        if (overlaps(sendbuf, sent * element, recvbuf, received * element)) {
+        if (overlap(sendbuf, sent * element, recvbuf, received * element)) {
           staged.assign(static_cast<const unsigned char*>(sendbuf),
                         static_cast<const unsigned char*>(sendbuf) + sent * element);
           input = staged.data();
@@ -410,8 +405,7 @@ void GlooBackend::reducescatter(const void* sendbuf, std::size_t count, void* re
                                 DataType type, ReduceOp op, Scope scope, void* /*stream*/) {
   if (count == 0) return;
   const int n = size_of_scope(scope);
-  std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) blocks[i] = reducescatter_count(count, i, n);
+  const std::vector<std::size_t> blocks = block_counts(count, n);
   reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
   const int me = scope == Scope::kGlobal  ? world_.rank
                  : scope == Scope::kLocal ? world_.local_rank

@@ -20,6 +20,7 @@
 #include "common/duration.h"
 #include "common/job_environment.h"
 #include "rendezvous/client.h"
+#include "runtime/core/blocks.h"
 #include "runtime/nccl/unique_id.h"
 
 namespace hora::detail::nccl {
@@ -74,29 +75,10 @@ bool contains(const std::string& text, const char* needle) {
   return text.find(needle) != std::string::npos;
 }
 
-std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  if (a_bytes == 0 || b_bytes == 0) return false;
-  return address(a) < address(b) + b_bytes && address(b) < address(a) + a_bytes;
-}
-
 const char* byte_ptr(const void* p, std::size_t offset) {
   return static_cast<const char*>(p) + offset;
 }
 char* byte_ptr(void* p, std::size_t offset) { return static_cast<char*>(p) + offset; }
-
-// Horovod's split of `count` elements into n blocks: the first count % n get one more.
-std::size_t block_count(std::size_t count, int r, int n) {
-  auto nn = static_cast<std::size_t>(n);
-  auto rr = static_cast<std::size_t>(r);
-  return count / nn + (rr < count % nn ? 1 : 0);
-}
-std::size_t block_offset(std::size_t count, int r, int n) {
-  auto nn = static_cast<std::size_t>(n);
-  auto rr = static_cast<std::size_t>(r);
-  return rr * (count / nn) + std::min(rr, count % nn);
-}
 
 // Makes `device` current for the calling thread and restores the caller's device afterwards, so
 // a training loop that keeps another device current is not disturbed.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <hora/error.h>
 
+#include "common/strings.h"
 #include "rendezvous/client.h"
 #include "rendezvous/errors.h"
 
@@ -63,8 +64,7 @@ std::string describe(const CommGroup& group) {
 }
 
 std::string who(const WorldInfo& world) {
-  if (world.hostname.empty()) return fmt::format("rank {} of {}", world.rank, world.size);
-  return fmt::format("rank {} of {} on {}", world.rank, world.size, world.hostname);
+  return rank_name(world.rank, world.size, world.hostname);
 }
 
 UniqueId exchange_unique_id(rdv::Client* client, const WorldInfo& world, const CommGroup& group,

@@ -8,7 +8,9 @@
 #include <hora/error.h>
 #include <hora/hora.h>
 
+#include "common/strings.h"
 #include "rendezvous/client.h"
+#include "runtime/core/blocks.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
@@ -439,8 +441,7 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
   check_type("reducescatter", type);
   check_op("reducescatter", op);
   const int me = rank(scope);
-  std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) blocks[i] = reducescatter_count(count, i, n);
+  const std::vector<std::size_t> blocks = block_counts(count, n);
   check_buffer(world_, "reducescatter", "sendbuf", sendbuf, count);
   check_buffer(world_, "reducescatter", "recvbuf", recvbuf, blocks[me]);
   if (count == 0) return;
@@ -490,7 +491,7 @@ std::shared_ptr<Backend> Runtime::route(const char* what, std::initializer_list<
 namespace {
 // "rank 2 of 4 on server1": how <hora/cuda.h>'s routing errors have always named the rank.
 std::string who_of(const WorldInfo& world) {
-  return fmt::format("rank {} of {} on {}", world.rank, world.size, world.hostname);
+  return rank_name(world.rank, world.size, world.hostname);
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "runtime/core/blocks.h"
 #include "runtime/core/reduce.h"
 #include "runtime/shm/shm_backend.h"
 
@@ -71,7 +72,7 @@ void EngineTransport::alltoallv(const void* sendbuf, std::span<const std::size_t
 void EngineTransport::reducescatter(const void* sendbuf, void* recvbuf, std::size_t count,
                                     DataType type, ReduceOp op) {
   if (count == 0) return;
-  const auto blocks = scatter_blocks(count, group_->size());
+  const auto blocks = block_counts(count, group_->size());
   group_->reducescatter(sendbuf, recvbuf, blocks, type, op, kGroup);
   if (op == ReduceOp::kAverage) {
     divide(recvbuf, blocks[static_cast<std::size_t>(group_->rank())], type, group_->size());

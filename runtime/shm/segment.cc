@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/fnv.h"
 #include "common/unique_fd.h"
 
 namespace hora::detail::shm {
@@ -34,15 +35,8 @@ void* map(int fd, std::size_t bytes, const std::string& name) {
 std::string Segment::make_name(const void* secret, std::size_t secret_size, int host_index) {
   // FNV-1a, 64 bits: names need to differ between jobs, not to be secret (the segment's mode
   // keeps other users out; 64 bits of a 256-bit secret reveal nothing useful about it).
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  auto mix = [&hash](const unsigned char* p, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      hash ^= p[i];
-      hash *= 0x100000001b3ULL;
-    }
-  };
-  mix(static_cast<const unsigned char*>(secret), secret_size);
-  mix(reinterpret_cast<const unsigned char*>(&host_index), sizeof host_index);
+  const std::uint64_t hash =
+      Fnv1a64().bytes(secret, secret_size).bytes(&host_index, sizeof host_index).value();
   static std::atomic<unsigned> counter{0};
   return fmt::format("/hora-{:016x}-{}-{}", hash, ::getpid(), counter.fetch_add(1));
 }

@@ -1,18 +1,11 @@
 #include "runtime/shm/shm_backend.h"
 
-#include <hora/hora.h>
-
 #include <cstring>
 
+#include "runtime/core/blocks.h"
 #include "runtime/core/reduce.h"
 
 namespace hora::detail::shm {
-
-std::vector<std::size_t> scatter_blocks(std::size_t count, int n) {
-  std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) blocks[r] = reducescatter_count(count, r, n);
-  return blocks;
-}
 
 ShmBackend::ShmBackend(std::shared_ptr<ShmGroup> group, bool global)
     : group_(std::move(group)), global_(global) {}
@@ -42,7 +35,7 @@ void ShmBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& s
 
 void ShmBackend::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
                                ReduceOp op, Scope scope, void*) {
-  const auto blocks = scatter_blocks(count, group_->size());
+  const auto blocks = block_counts(count, group_->size());
   group_->reducescatter(sendbuf, recvbuf, blocks, type, op, name_of(scope));
   if (op == ReduceOp::kAverage) {
     divide(recvbuf, blocks[static_cast<std::size_t>(group_->rank())], type, group_->size());

@@ -52,7 +52,4 @@ class ShmBackend : public Backend {
   bool global_;
 };
 
-// blocks[i] = hora::reducescatter_count(count, i, n): rank i's block of `count` over n ranks.
-std::vector<std::size_t> scatter_blocks(std::size_t count, int n);
-
 }  // namespace hora::detail::shm

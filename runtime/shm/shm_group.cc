@@ -12,6 +12,9 @@
 #include <thread>
 
 #include "common/duration.h"
+#include "common/fnv.h"
+#include "common/strings.h"
+#include "runtime/core/blocks.h"
 #include "runtime/core/copy.h"
 #include "runtime/core/reduce.h"
 #include "runtime/shm/futex.h"
@@ -55,33 +58,24 @@ std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to *
 
 // A collective's identity, compared across ranks after its first barrier.
 std::uint64_t signature(int kind, DataType type, int op, std::uint64_t detail) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::uint64_t v : {std::uint64_t(kind), std::uint64_t(type), std::uint64_t(op), detail}) {
-    h ^= v;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
+  return Fnv1a64()
+      .word(static_cast<std::uint64_t>(kind))
+      .word(static_cast<std::uint64_t>(type))
+      .word(static_cast<std::uint64_t>(op))
+      .word(detail)
+      .value();
 }
 
 std::uint64_t hash_counts(const std::vector<std::size_t>& counts) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::size_t c : counts) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
+  Fnv1a64 h;
+  for (std::size_t c : counts) h.word(c);
+  return h.value();
 }
 
 std::vector<std::size_t> displacements(const std::vector<std::size_t>& counts) {
   std::vector<std::size_t> d(counts.size(), 0);
   for (std::size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
   return d;
-}
-
-bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  auto pa = reinterpret_cast<std::uintptr_t>(a);
-  auto pb = reinterpret_cast<std::uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 }  // namespace
@@ -118,7 +112,7 @@ std::size_t ShmGroup::segment_bytes(int size, std::size_t region_bytes) {
 
 ShmGroup::ShmGroup(const std::string& name, ShmOptions options, Clock::time_point start_deadline)
     : options_(std::move(options)),
-      who_(fmt::format("rank {} on {}", options_.global_rank, options_.host)),
+      who_(rank_name(options_.global_rank, options_.host)),
       me_(options_.local_rank),
       size_(options_.local_size),
       region_bytes_(
