@@ -86,10 +86,11 @@ void run_loop(State& state, const std::function<void()>& call);
 }  // namespace detail
 
 // Runs fn(state) until it returns. In an elastic job: a PeerFailure, AbortedError,
-// ConnectionError or TimeoutError inside it (a rank was lost or stopped answering) restores the last commit, resets to the
-// launcher's next round and calls fn again after sync(); HostsUpdatedInterrupt resets without
-// restoring. Other exceptions pass through. Throws TimeoutError when the launcher sends no new
-// round within HORA_ELASTIC_TIMEOUT (horarun's --elastic-timeout).
+// ConnectionError or TimeoutError inside it (a rank was lost or stopped answering) restores the
+// last commit, resets to the launcher's next round and calls fn again after sync();
+// HostsUpdatedInterrupt resets without restoring. Other exceptions pass through. Throws
+// TimeoutError when the launcher sends no new round within HORA_ELASTIC_TIMEOUT (horarun's
+// --elastic-timeout).
 template <class S, class F>
 void run(S& state, F&& fn) {
   detail::run_loop(state, [&] { fn(state); });
