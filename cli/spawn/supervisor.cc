@@ -25,6 +25,7 @@
 #include "common/endpoint.h"
 #include "common/log_throttle.h"
 #include "common/strings.h"
+#include "common/thread_annotations.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
@@ -65,6 +66,9 @@ std::string signal_name(int sig) {
 }  // namespace
 
 struct Supervisor::Impl {
+  // Every member but the references and the logger is the io thread's (the one that calls
+  // run()): handlers assert it, methods require it (common/thread_annotations.h).
+  hora::ThreadRole io_thread_;
   struct Rank {
     std::unique_ptr<RankProcess> process;
     std::array<LineSplitter, 2> splitters;
@@ -81,29 +85,32 @@ struct Supervisor::Impl {
   Output& output;
   std::shared_ptr<spdlog::logger> log = launcher_log();
 
-  std::unique_ptr<rdv::Server> server;
-  std::unique_ptr<HorovodRendezvous> horovod;  // Horovod's HTTP rendezvous (on by default)
-  std::vector<Rank> ranks;
-  asio::signal_set signals{io, SIGINT, SIGTERM};
-  asio::steady_timer start_timer{io};
-  asio::steady_timer end_timer{io};  // abort grace, then kill grace
-  asio::steady_timer drain_timer{io};
-  asio::steady_timer stall_timer{io};  // the launcher's stall check of local ranks
+  std::unique_ptr<rdv::Server> server HORA_GUARDED_BY(io_thread_);
+  std::unique_ptr<HorovodRendezvous> horovod
+      HORA_GUARDED_BY(io_thread_);  // Horovod's HTTP rendezvous (on by default)
+  std::vector<Rank> ranks HORA_GUARDED_BY(io_thread_);
+  asio::signal_set signals HORA_GUARDED_BY(io_thread_){io, SIGINT, SIGTERM};
+  asio::steady_timer start_timer HORA_GUARDED_BY(io_thread_){io};
+  asio::steady_timer end_timer HORA_GUARDED_BY(io_thread_){io};  // abort grace, then kill grace
+  asio::steady_timer drain_timer HORA_GUARDED_BY(io_thread_){io};
+  asio::steady_timer stall_timer HORA_GUARDED_BY(io_thread_){
+      io};  // the launcher's stall check of local ranks
   // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
   // warned about.
-  std::map<int, std::pair<Clock::time_point, bool>> stuck_since;
-  hora::LogThrottle throttle;  // repeated rejection warnings: one line per host per second
-  asio::steady_timer throttle_timer{io};
-  bool throttle_armed = false;
-  bool ending = false;
+  std::map<int, std::pair<Clock::time_point, bool>> stuck_since HORA_GUARDED_BY(io_thread_);
+  hora::LogThrottle throttle
+      HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
+  asio::steady_timer throttle_timer HORA_GUARDED_BY(io_thread_){io};
+  bool throttle_armed HORA_GUARDED_BY(io_thread_) = false;
+  bool ending HORA_GUARDED_BY(io_thread_) = false;
   // The first rank that exited 0 while others were still running (-1: none), and whether it had
   // reached the rendezvous.
-  int early_exit = -1;
-  bool early_exit_reached_rendezvous = false;
+  int early_exit HORA_GUARDED_BY(io_thread_) = -1;
+  bool early_exit_reached_rendezvous HORA_GUARDED_BY(io_thread_) = false;
   // The order in which ranks dropped their rendezvous connection uncleanly (a rank that dies
   // drops it at once; the peers it takes down drop theirs later, after noticing), ranks that
   // had exited included.
-  std::map<int, int> drop_order;
+  std::map<int, int> drop_order HORA_GUARDED_BY(io_thread_);
   // A failure's verdict waits a moment (config.verdict_settle) while other ranks still run:
   // what happened in one order can be heard in another (an agent reports the exits it reaped
   // together; a socket already readable is read first), and the cause is the rank that dropped
@@ -113,15 +120,17 @@ struct Supervisor::Impl {
     int rank;
     ExitStatus status;
   };
-  std::vector<Failure> failures;  // not empty: the verdict is settling
-  asio::steady_timer settle_timer{io};
-  bool settled = false;  // verdict_settle has passed since the first failure
-  int awaited = -1;      // a running rank that dropped before every failed one: its exit decides
-  bool draining = false;
-  bool finished = false;
-  std::string cause;  // printed at the end; empty on success
-  int exit_code = 0;
-  std::optional<Clock::time_point> first_signal;
+  std::vector<Failure> failures HORA_GUARDED_BY(io_thread_);  // not empty: the verdict is settling
+  asio::steady_timer settle_timer HORA_GUARDED_BY(io_thread_){io};
+  bool settled HORA_GUARDED_BY(io_thread_) =
+      false;  // verdict_settle has passed since the first failure
+  int awaited HORA_GUARDED_BY(io_thread_) =
+      -1;  // a running rank that dropped before every failed one: its exit decides
+  bool draining HORA_GUARDED_BY(io_thread_) = false;
+  bool finished HORA_GUARDED_BY(io_thread_) = false;
+  std::string cause HORA_GUARDED_BY(io_thread_);  // printed at the end; empty on success
+  int exit_code HORA_GUARDED_BY(io_thread_) = 0;
+  std::optional<Clock::time_point> first_signal HORA_GUARDED_BY(io_thread_);
 
   Impl(asio::io_context& io_, const RankTable& table_, SupervisorConfig config_,
        RankProcessFactory& factory_, Output& output_)
@@ -131,12 +140,12 @@ struct Supervisor::Impl {
 
   std::string who(int r) const { return rank_name(r, table.host_of(r).address_for_display()); }
 
-  Rank& at(int r) { return ranks.at(static_cast<std::size_t>(r)); }
+  Rank& at(int r) HORA_REQUIRES(io_thread_) { return ranks.at(static_cast<std::size_t>(r)); }
 
-  bool running(int r) { return at(r).started && !at(r).exit; }
+  bool running(int r) HORA_REQUIRES(io_thread_) { return at(r).started && !at(r).exit; }
 
   // The ranks that reached hora's rendezvous (hora::init()) or Horovod's (hvd.init()).
-  std::set<int> ranks_seen() const {
+  std::set<int> ranks_seen() const HORA_REQUIRES(io_thread_) {
     std::set<int> seen = server ? server->ranks_seen() : std::set<int>{};
     if (horovod) seen.insert(horovod->ranks_seen().begin(), horovod->ranks_seen().end());
     return seen;
@@ -144,7 +153,7 @@ struct Supervisor::Impl {
 
   // ---- start ---------------------------------------------------------------------------
 
-  void start_server(const rdv::Secret& secret) {
+  void start_server(const rdv::Secret& secret) HORA_REQUIRES(io_thread_) {
     rdv::ServerOptions options;
     options.bind_address = config.bind_address;
     options.port = 0;
@@ -159,12 +168,15 @@ struct Supervisor::Impl {
                                             config.facts.start_timeout);
     rdv::ServerEvents events;
     events.on_connected = [this](int rank, const std::string& peer) {
+      io_thread_.assert_held();
       log->info("rank {} reached the rendezvous from {}", rank, peer);
     };
     events.on_disconnected = [this](int rank, bool clean, const std::string& reason) {
+      io_thread_.assert_held();
       on_disconnected(rank, clean, reason);
     };
     events.on_rejected = [this](const std::string& peer, const std::string& reason) {
+      io_thread_.assert_held();
       on_rejected(peer, reason);
     };
     try {
@@ -175,7 +187,7 @@ struct Supervisor::Impl {
     }
   }
 
-  void launch() {
+  void launch() HORA_REQUIRES(io_thread_) {
     const rdv::Secret secret = rdv::generate_secret();
     start_server(secret);
     JobFacts facts = config.facts;
@@ -195,6 +207,7 @@ struct Supervisor::Impl {
     // The server logs "rendezvous server listening on ADDRESS:PORT" itself (--verbose).
 
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      io_thread_.assert_held();
       if (!ec) on_signal(sig);
     });
 
@@ -217,9 +230,19 @@ struct Supervisor::Impl {
       try {
         rank.process = factory.create(r, table.host_of(r));
         RankProcess::Events events;
-        events.on_output = [this, r](Stream s, std::string_view data) { on_output(r, s, data); };
-        events.on_output_closed = [this, r](Stream s) { on_output_closed(r, s); };
-        events.on_exit = [this, r](const ExitStatus& st) { on_exit(r, st); };
+        // RankProcess's events run on the io thread (cli/spawn/rank_process.h).
+        events.on_output = [this, r](Stream s, std::string_view data) {
+          io_thread_.assert_held();
+          on_output(r, s, data);
+        };
+        events.on_output_closed = [this, r](Stream s) {
+          io_thread_.assert_held();
+          on_output_closed(r, s);
+        };
+        events.on_exit = [this, r](const ExitStatus& st) {
+          io_thread_.assert_held();
+          on_exit(r, st);
+        };
         rank.open = {true, true};
         rank.process->start(request, std::move(events));
         rank.started = true;
@@ -235,6 +258,7 @@ struct Supervisor::Impl {
     arm_stall_check();
     start_timer.expires_after(config.facts.start_timeout);
     start_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (!ec) on_start_timeout();
     });
     maybe_finish();
@@ -242,14 +266,15 @@ struct Supervisor::Impl {
 
   // ---- events --------------------------------------------------------------------------
 
-  void on_output(int r, Stream s, std::string_view data) {
+  void on_output(int r, Stream s, std::string_view data) HORA_REQUIRES(io_thread_) {
     output.raw(r, s, data);  // --output-filename: the bytes as written, before line splitting
-    at(r).splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line) {
-      output.line(r, s, line);
-    });
+    at(r).splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line)
+                                                                HORA_REQUIRES(io_thread_) {
+                                                                  output.line(r, s, line);
+                                                                });
   }
 
-  void on_output_closed(int r, Stream s) {
+  void on_output_closed(int r, Stream s) HORA_REQUIRES(io_thread_) {
     Rank& rank = at(r);
     const auto i = static_cast<std::size_t>(s);
     rank.splitters[i].finish([&](std::string_view line) { output.line(r, s, line); });
@@ -257,7 +282,7 @@ struct Supervisor::Impl {
     maybe_finish();
   }
 
-  void on_exit(int r, const ExitStatus& status) {
+  void on_exit(int r, const ExitStatus& status) HORA_REQUIRES(io_thread_) {
     Rank& rank = at(r);
     rank.exit = status;
     if (rank.drop_timer) rank.drop_timer->cancel();
@@ -278,10 +303,14 @@ struct Supervisor::Impl {
       if (failures.size() == 1) {
         settle_timer.expires_after(config.verdict_settle);
         settle_timer.async_wait([this](const boost::system::error_code& ec) {
+          io_thread_.assert_held();
           if (ec) return;
           settled = true;
           // Posted: events read in the same wake-up as the timer are handled first.
-          asio::post(io, [this] { decide(); });
+          asio::post(io, [this] {
+            io_thread_.assert_held();
+            decide();
+          });
         });
       }
     }
@@ -292,7 +321,7 @@ struct Supervisor::Impl {
   // A running local rank other than `except` whose process is stopped or traced, or in
   // uninterruptible sleep since an earlier look of the stall check (a moment of D is only disk
   // I/O) (process_state.h), with what the kernel says; nullopt if none.
-  std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) {
+  std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) HORA_REQUIRES(io_thread_) {
     const auto stuck = stuck_ranks();
     for (const auto& [r, p] : stuck) {
       if (r != except && (p.state != 'D' || stuck_since.count(r) != 0)) {
@@ -303,7 +332,7 @@ struct Supervisor::Impl {
   }
 
   // Every running local rank whose process is stuck, by rank (one pass over /proc).
-  std::map<int, StuckProcess> stuck_ranks() {
+  std::map<int, StuckProcess> stuck_ranks() HORA_REQUIRES(io_thread_) {
     std::map<pid_t, int> rank_of_guard;
     for (int r = 0; r < table.size(); ++r) {
       const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
@@ -320,17 +349,18 @@ struct Supervisor::Impl {
   // looked at; one stopped, traced or in D for the stall warning time (HORA_STALL_CHECK_SECONDS,
   // 60 s) is named in a warning, and for the shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when
   // above 0) it ends the job. Remote ranks are not looked at (docs/launcher.md).
-  void arm_stall_check() {
+  void arm_stall_check() HORA_REQUIRES(io_thread_) {
     if (!config.stall.enabled) return;
     stall_timer.expires_after(std::chrono::seconds(1));
     stall_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (ec || ending || finished) return;
       check_stalls();
       if (!ending) arm_stall_check();
     });
   }
 
-  void check_stalls() {
+  void check_stalls() HORA_REQUIRES(io_thread_) {
     const auto warn_after = std::chrono::duration<double>(config.stall.warning_seconds);
     const double shutdown_s = config.stall.shutdown_seconds;
     const auto now = Clock::now();
@@ -367,7 +397,7 @@ struct Supervisor::Impl {
 
   // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
   // left early and another rank (`failed`) then failed; empty otherwise.
-  std::string early_exit_note(int failed) const {
+  std::string early_exit_note(int failed) const HORA_REQUIRES(io_thread_) {
     if (early_exit < 0 || early_exit == failed || ranks_seen().empty()) return "";
     return fmt::format(
         "; {} had already exited with code 0 {}, and the others still needed it: a rank that "
@@ -378,7 +408,7 @@ struct Supervisor::Impl {
   }
 
   // Whether rank a dropped its rendezvous connection before rank b did (or b did not).
-  bool dropped_before(int a, int b) const {
+  bool dropped_before(int a, int b) const HORA_REQUIRES(io_thread_) {
     const auto da = drop_order.find(a);
     if (da == drop_order.end()) return false;
     const auto db = drop_order.find(b);
@@ -389,7 +419,7 @@ struct Supervisor::Impl {
   // the failed rank that dropped its rendezvous connection first (one that did not drop comes
   // after one that did; among equals, the one heard first). A rank still running that dropped
   // before it is awaited instead: its exit decides (its drop timer bounds the wait).
-  void decide() {
+  void decide() HORA_REQUIRES(io_thread_) {
     if (failures.empty() || ending) return;
     bool others_running = false;
     for (int q = 0; q < table.size(); ++q) others_running |= running(q);
@@ -422,7 +452,7 @@ struct Supervisor::Impl {
     }
   }
 
-  void on_disconnected(int r, bool clean, const std::string& reason) {
+  void on_disconnected(int r, bool clean, const std::string& reason) HORA_REQUIRES(io_thread_) {
     if (clean || r < 0 || r >= table.size() || ending) return;
     drop_order.emplace(r, static_cast<int>(drop_order.size()));
     if (!running(r)) return;
@@ -431,6 +461,7 @@ struct Supervisor::Impl {
     Rank& rank = at(r);
     rank.drop_timer = std::make_unique<asio::steady_timer>(io, config.drop_grace);
     rank.drop_timer->async_wait([this, r, reason](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (ec || !running(r) || ending) return;
       end_job(fmt::format("{} lost its rendezvous connection ({}) and was still running {} "
                           "later; treating it as failed",
@@ -440,7 +471,7 @@ struct Supervisor::Impl {
   }
 
   // A flood of junk connections costs one line per host per second, with a count.
-  void on_rejected(const std::string& peer, const std::string& reason) {
+  void on_rejected(const std::string& peer, const std::string& reason) HORA_REQUIRES(io_thread_) {
     const std::string host = hora::endpoint_host(peer);
     if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
           return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s", n,
@@ -452,12 +483,13 @@ struct Supervisor::Impl {
   }
 
   // Summaries of throttled warnings are written when their window ends.
-  void arm_throttle() {
+  void arm_throttle() HORA_REQUIRES(io_thread_) {
     const auto next = throttle.next_flush();
     if (throttle_armed || !next) return;
     throttle_armed = true;
     throttle_timer.expires_at(*next);
     throttle_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       throttle_armed = false;
       if (ec) return;
       for (const std::string& line : throttle.flush(Clock::now())) log->warn("{}", line);
@@ -465,7 +497,7 @@ struct Supervisor::Impl {
     });
   }
 
-  void on_start_timeout() {
+  void on_start_timeout() HORA_REQUIRES(io_thread_) {
     if (ending) return;
     const std::set<int> seen = ranks_seen();
     // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
@@ -490,7 +522,7 @@ struct Supervisor::Impl {
             1);
   }
 
-  void on_signal(int sig) {
+  void on_signal(int sig) HORA_REQUIRES(io_thread_) {
     const auto now = Clock::now();
     if (!ending) {
       first_signal = now;
@@ -504,13 +536,14 @@ struct Supervisor::Impl {
       kill_all();
     }
     signals.async_wait([this](const boost::system::error_code& ec, int s) {
+      io_thread_.assert_held();
       if (!ec) on_signal(s);
     });
   }
 
   // ---- ending --------------------------------------------------------------------------
 
-  void end_job(std::string reason, int code) {
+  void end_job(std::string reason, int code) HORA_REQUIRES(io_thread_) {
     if (ending) return;
     ending = true;
     cause = std::move(reason);
@@ -526,19 +559,21 @@ struct Supervisor::Impl {
     }
     end_timer.expires_after(config.abort_grace);
     end_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (ec) return;
       for (int r = 0; r < table.size(); ++r) {
         if (running(r)) at(r).process->terminate();
       }
       end_timer.expires_after(config.kill_grace + config.guard_slack);
       end_timer.async_wait([this](const boost::system::error_code& ec2) {
+        io_thread_.assert_held();
         if (!ec2) kill_all();
       });
     });
     maybe_finish();
   }
 
-  void kill_all() {
+  void kill_all() HORA_REQUIRES(io_thread_) {
     for (int r = 0; r < table.size(); ++r) {
       if (running(r)) {
         log->warn("{} did not end after SIGTERM; killing its guard", who(r));
@@ -547,7 +582,7 @@ struct Supervisor::Impl {
     }
   }
 
-  void maybe_finish() {
+  void maybe_finish() HORA_REQUIRES(io_thread_) {
     if (finished) return;
     bool all_exited = true;
     bool all_closed = true;
@@ -568,6 +603,7 @@ struct Supervisor::Impl {
         draining = true;
         drain_timer.expires_after(config.drain_timeout);
         drain_timer.async_wait([this](const boost::system::error_code& ec) {
+          io_thread_.assert_held();
           if (ec) return;
           for (int r = 0; r < table.size(); ++r) {
             Rank& rank = at(r);
@@ -597,7 +633,7 @@ struct Supervisor::Impl {
     io.stop();
   }
 
-  int run() {
+  int run() HORA_REQUIRES(io_thread_) {
     launch();
     if (!finished) io.run();
     if (!cause.empty()) output.launcher_message(cause);
@@ -611,7 +647,10 @@ Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table, Supe
 
 Supervisor::~Supervisor() = default;
 
-int Supervisor::run() { return impl_->run(); }
+int Supervisor::run() {
+  impl_->io_thread_.assert_held();  // run()'s caller's thread is the io thread from now on
+  return impl_->run();
+}
 
 const std::string& Supervisor::cause() const { return impl_->cause; }
 

@@ -3,7 +3,9 @@
 //
 // Threading: everything happens on one Boost.Asio io_context, on the thread that calls run():
 // the rendezvous server's handlers, the ranks' pipes and exit watchers, the timers and the
-// SIGINT/SIGTERM signal_set. No locks.
+// SIGINT/SIGTERM signal_set. No locks: the state is guarded by the io thread's role
+// (hora::ThreadRole, common/thread_annotations.h), which every handler asserts and every method
+// requires; clang's -Wthread-safety checks it in every clang build.
 //
 // Ending a job: the first rank to exit non-zero or die of a signal, a lost rendezvous
 // connection of a rank that keeps running, ranks missing at --start-timeout, or SIGINT/SIGTERM
