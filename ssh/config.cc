@@ -12,7 +12,7 @@
 #include <cstring>
 #include <map>
 
-#include "common/strings.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 #include "ssh/errors.h"
 #include "ssh/pattern.h"

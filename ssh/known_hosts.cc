@@ -17,7 +17,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "common/strings.h"
+#include "common/text.h"
 #include "ssh/errors.h"
 #include "ssh/pattern.h"
 

@@ -1,5 +1,5 @@
 #include "cli/elastic/discovery_script.h"
-#include "common/strings.h"
+#include "common/text.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli/base/errors.h"
-#include "common/strings.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 
 namespace hora::cli {

@@ -1,5 +1,5 @@
 #include "cli/hosts/local_host.h"
-#include "common/strings.h"
+#include "common/text.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -18,7 +18,7 @@
 
 #include "cli/agent/stream_poll.h"
 #include "cli/network/probe.h"
-#include "common/strings.h"
+#include "common/text.h"
 #include "common/unique_fd.h"
 #include "ssh/format.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/base/errors.h"
-#include "common/strings.h"
+#include "common/text.h"
 
 namespace hora::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "cli/base/errors.h"
-#include "common/strings.h"
+#include "common/text.h"
 
 namespace hora::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "cli/base/errors.h"
 #include "cli/options/horovod_config_file.h"
 #include "common/job_environment.h"
-#include "common/strings.h"
+#include "common/text.h"
 
 namespace hora::cli {
 namespace {

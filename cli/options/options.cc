@@ -17,7 +17,7 @@
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/options/horovod_flags.h"
-#include "common/strings.h"
+#include "common/text.h"
 
 namespace hora::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "cli/agent/pipe_stream.h"
 #include "cli/base/errors.h"
 #include "cli/output/log.h"
-#include "common/strings.h"
+#include "common/text.h"
 #include "ssh/format.h"
 
 namespace hora::cli {

@@ -24,7 +24,7 @@
 #include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/log_throttle.h"
-#include "common/strings.h"
+#include "common/text.h"
 #include "common/thread_annotations.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"

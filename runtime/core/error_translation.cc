@@ -7,7 +7,7 @@
 #include <gloo/common/logging.h>
 #include <hora/error.h>
 
-#include "common/strings.h"
+#include "common/text.h"
 #include "rendezvous/errors.h"
 
 namespace hora::detail {

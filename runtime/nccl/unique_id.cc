@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <hora/error.h>
 
-#include "common/strings.h"
+#include "common/text.h"
 #include "rendezvous/client.h"
 #include "rendezvous/errors.h"
 

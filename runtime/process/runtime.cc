@@ -8,7 +8,7 @@
 #include <hora/error.h>
 #include <hora/hora.h>
 
-#include "common/strings.h"
+#include "common/text.h"
 #include "rendezvous/client.h"
 #include "runtime/core/blocks.h"
 #include "runtime/core/error_translation.h"

@@ -13,7 +13,7 @@
 
 #include "common/duration.h"
 #include "common/fnv.h"
-#include "common/strings.h"
+#include "common/text.h"
 #include "runtime/core/blocks.h"
 #include "runtime/core/copy.h"
 #include "runtime/core/reduce.h"

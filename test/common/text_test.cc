@@ -1,4 +1,4 @@
-#include "common/strings.h"
+#include "common/text.h"
 
 #include <catch2/catch.hpp>
 
