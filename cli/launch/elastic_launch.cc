@@ -132,7 +132,8 @@ std::vector<HostSpec> first_hosts(const Options& options, const LaunchContext& c
       run_discovery_script(e.discovery_script, e.slots_per_host,
                            std::chrono::steady_clock::now() + kFirstDiscovery);
   if (!r.ok) {
-    throw UsageError(fmt::format("--host-discovery-script {}: {}", e.discovery_script, r.error));
+    // r.error names the script and what went wrong ("... exited with code 127; its stderr ...").
+    throw UsageError(fmt::format("{}; the job cannot start without its hosts", r.error));
   }
   return r.hosts;
 }

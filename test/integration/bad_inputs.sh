@@ -23,6 +23,7 @@ mkdir adir
 mkfifo fifo
 printf 'localhost\0slots=2\n' >nul_bytes
 printf '#!/nonexistent/python9\n' >no_interpreter.sh && chmod +x no_interpreter.sh
+printf '#!/bin/sh\necho localhost:x\n' >bad_discovery.sh && chmod +x bad_discovery.sh
 awk 'BEGIN { for (i = 0; i < 32769; i++) printf "h%d slots=65536\n", i }' >huge_hostfile
 
 ROWS=(
@@ -60,6 +61,8 @@ ROWS=(
   '--min-np 0          | 2   | --min-np;from 1 to 1048576              | -np 1 --min-np 0 -H localhost:1 true $M'
   'cooldown 100 10     | 2   | --blacklist-cooldown-range 100 10;give MIN MAX | -np 1 -H localhost:1 --min-np 1 --blacklist-cooldown-range 100 10 true $M'
   'script and -H       | 2   | --host-discovery-script and -H/--hosts both given | -np 1 --host-discovery-script ./d.sh -H localhost:1 true $M'
+  'missing script      | 2   | --host-discovery-script;./no-such-script.sh;exited with code 127;cannot start without its hosts | -np 1 --host-discovery-script ./no-such-script.sh true $M'
+  'script prints junk  | 2   | line 1;localhost:x;is not host:slots;cannot start without its hosts | -np 1 --host-discovery-script ./bad_discovery.sh true $M'
 )
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
