@@ -60,7 +60,7 @@ class AgentElasticHosts : public ElasticHosts {
       RemotePlan plan;
       try {
         targets = resolve_remote_hosts(hosts, local_, ro_);
-        plan = prepare_remote_hosts(hosts, targets, ro_);
+        plan = prepare_remote_hosts(targets, ro_);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -159,7 +159,7 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
     }
     hora::write_all(ctx.stdout_fd, text);
   }
-  RemotePlan plan = prepare_remote_hosts(hosts, remote, ro);
+  RemotePlan plan = prepare_remote_hosts(remote, ro);
   if (options.dry_run) return 0;
 
   ElasticConfig config;

@@ -306,7 +306,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // so it shows what a launch would use, and stops before any rank starts.
   RemotePlan plan = options.slurm ? prepare_slurm_hosts(table.hosts(), local, ro.horarun_path,
                                                         ro.command_check, options.start_timeout)
-                                  : prepare_remote_hosts(table.hosts(), remote, ro);
+                                  : prepare_remote_hosts(remote, ro);
   const JobNetwork network = choose_job_network(table, plan, resolved.spec, options.start_timeout);
   if (options.verbose && network.reach) {
     hora::write_all(ctx.stdout_fd, "network: reachability measured by the probes:\n" +

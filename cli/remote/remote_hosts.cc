@@ -268,8 +268,7 @@ void prepare_relayed_hosts(RemotePlan& plan, const std::map<int, std::vector<int
 
 }  // namespace
 
-RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
-                                const std::map<int, ssh::Target>& targets,
+RemotePlan prepare_remote_hosts(const std::map<int, ssh::Target>& targets,
                                 const RemoteOptions& options) {
   RemotePlan plan;
   if (targets.empty()) return plan;

@@ -117,12 +117,11 @@ std::string judge_probe(const ssh::RunResult& run, bool started, const std::stri
 // values: the hosts each relays, in order. Pure; exposed for tests.
 std::map<int, std::vector<int>> plan_fanout(const std::vector<int>& remote, int fanout);
 
-// Preflights `targets` (resolve_remote_hosts() of `hosts`): one SSH connection and one exec
-// channel per remote host, on which the agent then keeps running; past options.ssh_fanout hosts,
-// the direct hosts' agents make the other connections (plan_fanout). Throws PreflightError naming
-// every failing host.
-RemotePlan prepare_remote_hosts(const std::vector<HostSpec>& hosts,
-                                const std::map<int, ssh::Target>& targets,
+// Preflights `targets` (resolve_remote_hosts() of the job's hosts, by host index): one SSH
+// connection and one exec channel per remote host, on which the agent then keeps running; past
+// options.ssh_fanout hosts, the direct hosts' agents make the other connections (plan_fanout).
+// Throws PreflightError naming every failing host.
+RemotePlan prepare_remote_hosts(const std::map<int, ssh::Target>& targets,
                                 const RemoteOptions& options);
 
 }  // namespace hora::cli
