@@ -130,6 +130,8 @@ inline constexpr char kGlooSync[] = "HORA_GLOO_SYNC";
 inline constexpr char kGlooSyncBytes[] = "HORA_GLOO_SYNC_BYTES";
 // runtime/nccl/backend.cc:
 inline constexpr char kCudaDevice[] = "HORA_CUDA_DEVICE";
+// python/src/torch_ops.cc (hora.torch): nccl or host, the path of CUDA tensors.
+inline constexpr char kGpuOperations[] = "HORA_GPU_OPERATIONS";
 // runtime/engine/engine_options.cc (the async engine):
 inline constexpr char kCycleTimeMs[] = "HORA_CYCLE_TIME_MS";
 inline constexpr char kCacheCapacity[] = "HORA_CACHE_CAPACITY";
@@ -150,6 +152,7 @@ inline constexpr std::string_view kSettings[] = {
     kGlooSync,
     kGlooSyncBytes,
     kCudaDevice,
+    kGpuOperations,
     kCycleTimeMs,
     kCacheCapacity,
     kFusionThreshold,

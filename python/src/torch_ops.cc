@@ -6,6 +6,16 @@
 //
 // Memory: a contiguous CPU tensor is passed to the engine as is (no copy); a non-contiguous one
 // is staged in a contiguous copy and the result is copied back into it by synchronize().
+//
+// CUDA tensors take one of two paths, chosen by HORA_GPU_OPERATIONS (docs/gpu.md):
+//  - nccl (the default where libhora was built with NCCL): the op runs on the tensor's memory
+//    through <hora/cuda.h>, ordered after the work on torch's current stream, and has completed
+//    when the submitting call returns (allgather and alltoall first agree on the sizes through
+//    the async engine, on host memory). Every rank must then submit its CUDA ops in one order.
+//  - host (the default without NCCL, or where ranks share a GPU): the tensor is copied to host
+//    memory, the op runs on the engine like a CPU tensor's, and synchronize() copies the result
+//    back to the input's device, as Horovod does for ops it has no GPU implementation of.
+// Either way the result lives on the input's device.
 // Handles are small integers (as in Horovod); a handle's record, with the tensors it keeps alive,
 // is dropped when synchronize() returns or throws.
 #include <ATen/ATen.h>
@@ -17,9 +27,12 @@
 #include <hora/types.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -81,19 +94,48 @@ std::vector<int64_t> shape_with_rows(const at::Tensor& t, int64_t rows) {
   return shape;
 }
 
-// GPU tensors: libhora routes device buffers to NCCL only when it was built with it.
-void check_device(const at::Tensor& t, const char* op) {
-  if (t.device().is_cpu()) return;
+// How the CUDA tensors of this process travel (HORA_GPU_OPERATIONS; see the top of this file).
+enum class GpuPath { kNccl, kHost };
+
+GpuPath gpu_path(const char* op) {
+  const char* env = std::getenv("HORA_GPU_OPERATIONS");
+  std::string value = env ? env : "";
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value.empty()) return hora::cuda_built() ? GpuPath::kNccl : GpuPath::kHost;
+  if (value == "host") return GpuPath::kHost;
+  if (value == "nccl") {
+    if (!hora::cuda_built()) {
+      throw py::value_error(std::string("hora.torch.") + op +
+                            ": HORA_GPU_OPERATIONS=nccl, but this libhora was built without NCCL "
+                            "(rebuild with meson -Dnccl=enabled, or set HORA_GPU_OPERATIONS=host "
+                            "to stage CUDA tensors through host memory)");
+    }
+    return GpuPath::kNccl;
+  }
+  throw py::value_error(std::string("hora.torch.") + op + ": HORA_GPU_OPERATIONS=\"" +
+                        (env ? env : "") +
+                        "\" is not a path for CUDA tensors: use nccl (GPU collectives) or host "
+                        "(staged through host memory)");
+}
+
+// True for a CUDA tensor; throws for devices hora has no path for (CPU: false).
+bool on_gpu(const at::Tensor& t, const char* op) {
+  if (t.device().is_cpu()) return false;
   if (!t.is_cuda()) {
     throw py::value_error(std::string("hora.torch.") + op + ": tensors on device " +
                           t.device().str() + " are not supported (use CPU or CUDA tensors)");
   }
-  if (!hora::cuda_built()) {
-    throw py::value_error(std::string("hora.torch.") + op +
-                          ": a CUDA tensor was given, but this libhora was built without NCCL "
-                          "(rebuild with meson -Dnccl=enabled, or move the tensor to the CPU)");
-  }
+  return true;
 }
+
+// torch's current stream on the tensor's device, which NCCL work is ordered after.
+void* current_stream(const at::Tensor& t) {
+  py::object stream = py::module_::import("torch.cuda").attr("current_stream")(t.device().index());
+  return reinterpret_cast<void*>(stream.attr("cuda_stream").cast<std::uintptr_t>());
+}
+
+// A host copy of a CUDA tensor (contiguous; the copy has completed when this returns).
+at::Tensor to_host(const at::Tensor& t) { return t.to(at::kCPU).contiguous(); }
 
 // One submitted op: what it keeps alive and how its result is delivered.
 struct Record {
@@ -104,7 +146,9 @@ struct Record {
   std::shared_ptr<at::Tensor> allocated;  // allgather/alltoall: allocated on the engine thread
   int64_t row = 1;                        // elements per first-dimension slice (allgather/alltoall)
   bool want_counts = false;
-  bool completed = false;  // the blocking GPU path completes at submission
+  bool completed = false;              // the NCCL path completes at submission
+  std::vector<int64_t> rows_received;  // allgather/alltoall on the NCCL path: rows from each rank
+  std::optional<at::Device> device;    // host-staged allgather/alltoall: the input's device
 };
 
 class Registry {
@@ -160,7 +204,8 @@ at::Tensor writable(const at::Tensor& out, bool keep_data, Record& r) {
 int allreduce_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
                     int op) {
   at::NoGradGuard no_grad;  // hora writes tensors' memory; autograd must not record the copies
-  check_device(tensor, "allreduce");
+  const bool gpu = on_gpu(tensor, "allreduce");
+  const GpuPath path = gpu ? gpu_path("allreduce") : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   hora::ReduceOp rop = reduce_op(op);
   if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
@@ -168,12 +213,19 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
   }
   Record r;
   bool in_place = output.is_same(tensor);
-  r.input = tensor.contiguous();
-  r.output = in_place ? writable(output, true, r) : writable(output, false, r);
-  if (in_place) r.input = r.output;
-  if (tensor.is_cuda()) {
+  if (gpu && path == GpuPath::kHost) {
+    r.input = to_host(tensor);
+    r.output = in_place ? r.input : at::empty(output.sizes(), output.options().device(at::kCPU));
+    r.target = output;  // synchronize() copies the result back to the GPU
+  } else {
+    r.input = tensor.contiguous();
+    r.output = in_place ? writable(output, true, r) : writable(output, false, r);
+    if (in_place) r.input = r.output;
+  }
+  if (gpu && path == GpuPath::kNccl) {
+    void* stream = current_stream(tensor);
     py::gil_scoped_release nogil;
-    hora::allreduce(r.input.data_ptr(), r.output.data_ptr(), tensor.numel(), type, rop);
+    hora::allreduce(r.input.data_ptr(), r.output.data_ptr(), tensor.numel(), type, rop, stream);
     r.completed = true;
   } else {
     r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(), tensor.numel(),
@@ -185,7 +237,8 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
 int broadcast_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
                     int root) {
   at::NoGradGuard no_grad;
-  check_device(tensor, "broadcast");
+  const bool gpu = on_gpu(tensor, "broadcast");
+  const GpuPath path = gpu ? gpu_path("broadcast") : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
     throw py::value_error("hora.torch.broadcast: output does not match the input tensor");
@@ -193,13 +246,21 @@ int broadcast_async(const std::string& name, const at::Tensor& tensor, const at:
   Record r;
   bool in_place = output.is_same(tensor);
   bool is_root = hora::is_initialized() && hora::rank() == root;
-  r.output = writable(output, in_place, r);
-  // Out of place, only the root's data travels: only the root fills the output first.
-  if (!in_place && is_root) r.output.copy_(tensor.reshape(r.output.sizes()));
   r.input = tensor;
-  if (tensor.is_cuda()) {
+  if (gpu && path == GpuPath::kHost) {
+    // Only the root's data travels: the others receive into an empty host buffer.
+    r.output = in_place || is_root ? to_host(tensor).reshape(output.sizes()).contiguous()
+                                   : at::empty(output.sizes(), output.options().device(at::kCPU));
+    r.target = output;
+  } else {
+    r.output = writable(output, in_place, r);
+    // Out of place, only the root's data travels: only the root fills the output first.
+    if (!in_place && is_root) r.output.copy_(tensor.reshape(r.output.sizes()));
+  }
+  if (gpu && path == GpuPath::kNccl) {
+    void* stream = current_stream(tensor);
     py::gil_scoped_release nogil;
-    hora::broadcast(r.output.data_ptr(), tensor.numel(), type, root);
+    hora::broadcast(r.output.data_ptr(), tensor.numel(), type, root, stream);
     r.completed = true;
   } else {
     r.handle = hora::broadcast_async(name, r.output.data_ptr(), tensor.numel(), type, root);
@@ -225,35 +286,80 @@ hora::OutputAllocator allocate_rows(const at::Tensor& like, int64_t row,
   };
 }
 
-// allgather, alltoall and reducescatter run on CPU tensors only (the engine's host path).
-void require_cpu(const at::Tensor& t, const char* op) {
-  if (t.device().is_cpu()) return;
-  check_device(t, op);
-  throw py::value_error(std::string("hora.torch.") + op +
-                        ": CUDA tensors are not supported yet (move the tensor to the CPU)");
+// Waits for an engine op with the GIL released; defined below.
+void wait(const hora::Handle& handle);
+
+// The NCCL path's size agreement: every rank's `values` (one int64 per entry) exchanged through
+// the async engine on host memory, under `name`. allgather: each rank sends one value and
+// receives all; alltoall: rank i receives values[i] of every rank.
+std::vector<int64_t> exchange_sizes(const std::string& name, const std::vector<int64_t>& values,
+                                    bool all_to_all) {
+  auto received = std::make_shared<std::vector<int64_t>>();
+  hora::OutputAllocator out = [received](std::size_t count) -> void* {
+    received->resize(count);
+    return received->data();
+  };
+  hora::Handle h =
+      all_to_all
+          ? hora::alltoall_async(name, values.data(), std::vector<std::size_t>(values.size(), 1),
+                                 hora::DataType::kInt64, out)
+          : hora::allgather_async(name, values.data(), values.size(), hora::DataType::kInt64, out);
+  wait(h);
+  return *received;
 }
 
-// allgather/alltoall: the output is allocated once the engine knows how much arrives.
-Record gathering_record(const at::Tensor& tensor, const char* op) {
-  require_cpu(tensor, op);
+// allgather/alltoall: the output is allocated once the engine knows how much arrives. A CUDA
+// tensor on the host path sends a host copy; `gpu` tells the NCCL path to run at submission.
+Record gathering_record(const at::Tensor& tensor, const char* op, bool& nccl) {
+  const bool gpu = on_gpu(tensor, op);
+  nccl = gpu && gpu_path(op) == GpuPath::kNccl;
   Record r;
-  r.input = tensor.contiguous();
+  r.input = gpu && !nccl ? to_host(tensor) : tensor.contiguous();
+  if (gpu && !nccl) r.device = tensor.device();
   r.row = row_elements(tensor);
   r.allocated = std::make_shared<at::Tensor>();
   r.want_counts = true;
   return r;
 }
 
+// The NCCL path of allgather/alltoall once r.rows_received holds the rows from each rank:
+// allocates the output on the input's GPU and moves the data with
+// `collective(output, elements from each rank, stream)`, which completes before it returns.
+template <typename Collective>
+void gather_on_gpu(Record& r, const at::Tensor& tensor, Collective&& collective) {
+  int64_t rows = 0;
+  std::vector<std::size_t> counts;
+  for (int64_t n : r.rows_received) {
+    rows += n;
+    counts.push_back(static_cast<std::size_t>(n * r.row));
+  }
+  *r.allocated = at::empty(shape_with_rows(tensor, rows), tensor.options());
+  void* stream = current_stream(tensor);
+  py::gil_scoped_release nogil;
+  collective(r.allocated->data_ptr(), counts, stream);
+  r.completed = true;
+}
+
 int allgather_async(const std::string& name, const at::Tensor& tensor) {
-  Record r = gathering_record(tensor, "allgather");
-  r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.numel(), hora_type(tensor),
-                                   allocate_rows(tensor, r.row, r.allocated));
+  bool nccl = false;
+  Record r = gathering_record(tensor, "allgather", nccl);
+  hora::DataType type = hora_type(tensor);
+  if (nccl) {
+    r.rows_received = exchange_sizes(name + ".rows", {tensor.dim() ? tensor.size(0) : 1}, false);
+    gather_on_gpu(r, tensor, [&](void* out, const std::vector<std::size_t>& counts, void* stream) {
+      hora::allgather(r.input.data_ptr(), r.input.numel(), out, counts, type, stream);
+    });
+  } else {
+    r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.numel(), type,
+                                     allocate_rows(r.input, r.row, r.allocated));
+  }
   return registry().add(std::move(r));
 }
 
 int alltoall_async(const std::string& name, const at::Tensor& tensor,
                    const std::vector<int64_t>& split_rows) {
-  Record r = gathering_record(tensor, "alltoall");
+  bool nccl = false;
+  Record r = gathering_record(tensor, "alltoall", nccl);
   std::vector<std::size_t> splits;
   int64_t total = 0;
   for (int64_t s : split_rows) {
@@ -266,8 +372,20 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
                           " but the tensor's first dimension is " +
                           std::to_string(tensor.dim() ? tensor.size(0) : 0));
   }
-  r.handle = hora::alltoall_async(name, r.input.data_ptr(), splits, hora_type(tensor),
-                                  allocate_rows(tensor, r.row, r.allocated));
+  hora::DataType type = hora_type(tensor);
+  if (nccl) {
+    if (static_cast<int>(split_rows.size()) != hora::size()) {
+      throw py::value_error("hora.torch.alltoall: " + std::to_string(split_rows.size()) +
+                            " splits given for " + std::to_string(hora::size()) + " ranks");
+    }
+    r.rows_received = exchange_sizes(name + ".splits", split_rows, true);
+    gather_on_gpu(r, tensor, [&](void* out, const std::vector<std::size_t>& counts, void* stream) {
+      hora::alltoall(r.input.data_ptr(), splits, out, counts, type, stream);
+    });
+  } else {
+    r.handle = hora::alltoall_async(name, r.input.data_ptr(), splits, type,
+                                    allocate_rows(r.input, r.row, r.allocated));
+  }
   return registry().add(std::move(r));
 }
 
@@ -275,13 +393,31 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
 // `out_rows` slices of the input's trailing shape (the Python side checks that they divide).
 int reducescatter_async(const std::string& name, const at::Tensor& tensor, int op,
                         int64_t out_rows) {
-  require_cpu(tensor, "reducescatter");
+  at::NoGradGuard no_grad;
+  const bool gpu = on_gpu(tensor, "reducescatter");
+  const GpuPath path = gpu ? gpu_path("reducescatter") : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
+  hora::ReduceOp rop = reduce_op(op);
   Record r;
-  r.input = tensor.contiguous();
-  r.output = at::empty(shape_with_rows(tensor, out_rows), tensor.options());
-  r.handle = hora::reducescatter_async(name, r.input.data_ptr(), r.output.data_ptr(),
-                                       r.input.numel(), type, reduce_op(op));
+  const std::vector<int64_t> shape = shape_with_rows(tensor, out_rows);
+  if (gpu && path == GpuPath::kHost) {
+    r.input = to_host(tensor);
+    r.output = at::empty(shape, tensor.options().device(at::kCPU));
+    r.target = at::empty(shape, tensor.options());
+  } else {
+    r.input = tensor.contiguous();
+    r.output = at::empty(shape, tensor.options());
+  }
+  if (gpu && path == GpuPath::kNccl) {
+    void* stream = current_stream(tensor);
+    py::gil_scoped_release nogil;
+    hora::reducescatter(r.input.data_ptr(), r.input.numel(), r.output.data_ptr(), type, rop,
+                        stream);
+    r.completed = true;
+  } else {
+    r.handle = hora::reducescatter_async(name, r.input.data_ptr(), r.output.data_ptr(),
+                                         r.input.numel(), type, rop);
+  }
   return registry().add(std::move(r));
 }
 
@@ -323,10 +459,13 @@ py::object synchronize(int id) {
   }
   Record r = registry().take(id);
   if (r.want_counts) {
-    std::vector<int64_t> rows;
-    for (std::size_t c : hora::received_counts(r.handle)) {
-      rows.push_back(r.row > 0 ? static_cast<int64_t>(c) / r.row : 0);
+    std::vector<int64_t> rows = r.rows_received;
+    if (r.handle.valid()) {
+      for (std::size_t c : hora::received_counts(r.handle)) {
+        rows.push_back(r.row > 0 ? static_cast<int64_t>(c) / r.row : 0);
+      }
     }
+    if (r.device) return py::make_tuple(r.allocated->to(*r.device), rows);
     return py::make_tuple(*r.allocated, rows);
   }
   if (r.target.defined()) {

@@ -43,7 +43,9 @@ int select_device(int local_rank, const char* hora_cuda_device_env, int device_c
     if (local_rank >= device_count) {
       throw UsageError(fmt::format(
           "local rank {} would use CUDA device {}, but {}; start at most {} ranks per host "
-          "(-H host:{}), or set HORA_CUDA_DEVICE (a device, or one per local rank: \"0,1\")",
+          "(-H host:{}), or set HORA_CUDA_DEVICE (a device, or one per local rank: \"0,1\"); "
+          "hora.torch can instead stage CUDA tensors through host memory: "
+          "HORA_GPU_OPERATIONS=host",
           local_rank, local_rank, visible(device_count), device_count, device_count));
     }
     return local_rank;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs hora.torch's pytest files: `run_pytest.sh NP FILE...` under `horarun -np NP` (every rank
 # runs the same tests, so their collectives match), or in one plain process with NP 0.
-# Exit 77 (skipped) when hora.torch is not importable (built with -Dtorch=disabled, or no torch).
+# Exit 77 (skipped) when hora.torch is not importable (built with -Dtorch=disabled, or no torch),
+# and with NEEDS_GPU=1 also when torch sees no GPU.
 # Environment (test/python/meson.build sets it): PYTHON, PYTHONPATH (build/python), HORARUN.
 set -u
 np=$1
@@ -9,6 +10,11 @@ shift
 py=${PYTHON:-/usr/bin/python3}
 if ! "$py" -c 'import hora.torch' >/dev/null 2>&1; then
   echo "skipped: hora.torch is not importable with PYTHONPATH=${PYTHONPATH:-}" >&2
+  exit 77
+fi
+if [ "${NEEDS_GPU:-0}" = 1 ] && ! "$py" -c 'import sys, torch
+sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  echo "skipped: torch sees no GPU (torch.cuda.is_available() is false)" >&2
   exit 77
 fi
 cd "$(dirname "$0")" || exit 1
