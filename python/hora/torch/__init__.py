@@ -28,4 +28,5 @@ from hora.torch.mpi_ops import (
     barrier, join, poll, synchronize,
 )
 from hora.torch.optimizer import DistributedOptimizer
+from hora.torch.sync_batch_norm import SyncBatchNorm
 from hora.torch import elastic

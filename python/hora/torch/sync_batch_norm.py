@@ -28,6 +28,8 @@ Differences from Horovod 0.28.1, which calls PyTorch's CUDA-only kernels
   reset, and each name always carries tensors of one shape, so hora's response cache keeps them.
 """
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
@@ -64,7 +66,10 @@ class SyncBatchNorm(_BatchNorm):
 
         # The same bookkeeping as torch.nn.BatchNorm*d, so that momentum=None and
         # num_batches_tracked behave as there.
-        average_factor = 0.0 if self.momentum is None else self.momentum
+        if self.momentum is None:
+            average_factor = 0.0
+        else:
+            average_factor = self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:
@@ -74,13 +79,20 @@ class SyncBatchNorm(_BatchNorm):
         running_mean = self.running_mean if not self.training or self.track_running_stats else None
         running_var = self.running_var if not self.training or self.track_running_stats else None
 
-        if not use_batch_stats or mpi_ops.size() == 1:
+        if not use_batch_stats:
             return F.batch_norm(input, running_mean, running_var, self.weight, self.bias,
-                                use_batch_stats, average_factor, self.eps)
-        return self._sync_batch_norm(input, running_mean, running_var, average_factor)
+                                False, average_factor, self.eps)
+        return self._maybe_sync_batch_norm(input, running_mean, running_var, average_factor)
 
+    # Out of TorchScript's sight (as in Horovod): a scripted module runs eval mode, where it is
+    # plain batch norm, and raises if asked for batch statistics.
     @torch.jit.unused
-    def _sync_batch_norm(self, input, running_mean, running_var, average_factor):
+    def _maybe_sync_batch_norm(self, input: torch.Tensor, running_mean: Optional[torch.Tensor],
+                               running_var: Optional[torch.Tensor],
+                               average_factor: float) -> torch.Tensor:
+        if mpi_ops.size() == 1:
+            return F.batch_norm(input, running_mean, running_var, self.weight, self.bias,
+                                True, average_factor, self.eps)
         return _SyncBatchNormFunction.apply(input, self.weight, self.bias, running_mean,
                                             running_var, self.eps, average_factor)
 
@@ -124,8 +136,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
 
         # Chan et al.: the global M2 is every rank's M2 plus its count times the squared distance
         # of its mean from the global mean; this avoids the cancellation of E[x^2] - E[x]^2.
-        total = counts.sum()
-        total_count = int(total.item())
+        total_count = int(counts.sum().item())  # exact: float64 holds counts up to 2**53
         if total_count == 1:
             # What torch.nn.BatchNorm*d says for the concatenated batch; every rank sees the same
             # total, so every rank raises.
