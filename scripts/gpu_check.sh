@@ -228,6 +228,7 @@ EOF
     "$python" -c 'import hora.torch as hvd; print("hora.torch imports; nccl_built:", hvd.nccl_built())'
   }
   export -f build_ext
+  export REQUIRE_HORA_TORCH=1
   run_check "hora.torch extension (c++ against this torch)" 180 build_ext
 fi
 

@@ -19,6 +19,7 @@
 // Handles are small integers (as in Horovod); a handle's record, with the tensors it keeps alive,
 // is dropped when synchronize() returns or throws.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <hora/async.h>
 #include <hora/cuda.h>
 #include <hora/elastic.h>
@@ -203,7 +204,7 @@ at::Tensor writable(const at::Tensor& out, bool keep_data, Record& r) {
 
 int allreduce_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
                     int op) {
-  at::NoGradGuard no_grad;  // hora writes tensors' memory; autograd must not record the copies
+  c10::NoGradGuard no_grad;  // hora writes tensors' memory; autograd must not record the copies
   const bool gpu = on_gpu(tensor, "allreduce");
   const GpuPath path = gpu ? gpu_path("allreduce") : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
@@ -236,7 +237,7 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
 
 int broadcast_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
                     int root) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const bool gpu = on_gpu(tensor, "broadcast");
   const GpuPath path = gpu ? gpu_path("broadcast") : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
@@ -393,7 +394,7 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
 // `out_rows` slices of the input's trailing shape (the Python side checks that they divide).
 int reducescatter_async(const std::string& name, const at::Tensor& tensor, int op,
                         int64_t out_rows) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const bool gpu = on_gpu(tensor, "reducescatter");
   const GpuPath path = gpu ? gpu_path("reducescatter") : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
@@ -469,7 +470,7 @@ py::object synchronize(int id) {
     return py::make_tuple(*r.allocated, rows);
   }
   if (r.target.defined()) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     r.target.copy_(r.output);
     return py::cast(r.target);
   }
