@@ -258,7 +258,7 @@ run_check "bench/torch_cuda_bench.py -np 1: hora.torch vs torch.distributed nccl
     sed "s/^\[0\]<stdout>://" | tee "$work/torch.table"'
 
 pytest_gpu() {  # NP FILE...: test/python's runner, skipped (77) where torch sees no GPU
-  NEEDS_GPU=1 PYTEST_ADDOPTS="-rs" test/python/run_pytest.sh "$@"
+  NEEDS_GPU=1 PYTEST_ADDOPTS="-rs --tb=short" test/python/run_pytest.sh "$@"
 }
 export -f pytest_gpu
 run_check "hora.torch CUDA -np 1 (default path)" 180 \
