@@ -223,8 +223,10 @@ EOF
       -DTORCH_EXTENSION_NAME=_hora_torch -I"$bundle/include" -isystem "$pyinc" \
       -isystem "$tdir/include" -isystem "$tdir/include/torch/csrc/api/include" \
       python/src/torch_ops.cc -o "$work/python/hora/torch/_hora_torch$suffix" \
-      -L"$bundle/lib" -lhora -L"$tdir/lib" -ltorch -ltorch_cpu -lc10 -ltorch_python \
+      -L"$bundle/lib" -L"$bundle/deps" -Wl,--no-as-needed -lhora -l:libgloo.so.0 \
+      -L"$tdir/lib" -ltorch -ltorch_cpu -lc10 -ltorch_python \
       -Wl,-rpath,"$bundle/lib" || return 1
+    readelf -d "$work"/python/hora/torch/_hora_torch*.so | grep NEEDED
     "$python" -c 'import hora.torch as hvd; print("hora.torch imports; nccl_built:", hvd.nccl_built())'
   }
   export -f build_ext

@@ -9,6 +9,26 @@ and is launched with ``horarun -np 4 python3 train.py``. See docs/pytorch.md.
 
 import torch as _torch  # loads libtorch before the extension that links it
 
+
+def _load_extension():
+    """Imports the C++ extension so that libhora binds to its own Gloo. pip's torch links a
+    Gloo of its own into libtorch_cpu and exports it; a libhora bound to that one (a different
+    version) fails at init(). The extension lists libhora and libgloo before torch's libraries,
+    and RTLD_DEEPBIND makes the libraries it brings in look there before the symbols already
+    loaded."""
+    import os
+    import sys
+    flags = sys.getdlopenflags()
+    if hasattr(os, 'RTLD_DEEPBIND'):
+        sys.setdlopenflags(flags | os.RTLD_DEEPBIND)
+    try:
+        from hora.torch import _hora_torch  # noqa: F401
+    finally:
+        sys.setdlopenflags(flags)
+
+
+_load_extension()
+
 from hora.torch.compression import Compression
 from hora.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                   broadcast_parameters)
