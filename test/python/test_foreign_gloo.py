@@ -1,0 +1,35 @@
+"""hora.torch next to another Gloo. pip's torch links a Gloo of its own into libtorch_cpu and
+exports its symbols; on the GPU machine libhora bound to that copy and init() failed (docs/gpu.md).
+Here a library exporting Gloo's tcp::CreateDevice ($FOREIGN_GLOO, test/python/foreign_gloo/) is
+preloaded into a two-rank job, ahead of every library the job loads later: the job must form
+its Gloo mesh with libhora's own libgloo, and the foreign function must never run."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+HORARUN = os.environ.get('HORARUN')
+PYTHON = sys.executable
+
+PROGRAM = '''
+    import torch
+    import hora.torch as hvd
+    hvd.init()
+    out = hvd.allreduce(torch.ones(3), op=hvd.Sum, name='x')
+    assert out.tolist() == [2.0, 2.0, 2.0], out
+    hvd.shutdown()
+    print('ok')
+'''
+
+
+def test_libhora_binds_its_own_gloo():
+    env = dict(os.environ, LD_PRELOAD=os.environ['FOREIGN_GLOO'])
+    p = subprocess.run([HORARUN, '-np', '2', PYTHON, '-c', textwrap.dedent(PROGRAM)],
+                       capture_output=True, text=True, timeout=240, env=env)
+    out = p.stdout + p.stderr
+    print(out)
+    assert out.count('foreign_gloo: loaded') >= 2  # the preload reached both ranks
+    assert 'called a foreign Gloo' not in out
+    assert p.returncode == 0
+    assert out.count('ok') == 2
