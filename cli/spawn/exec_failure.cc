@@ -1,6 +1,7 @@
 #include "cli/spawn/exec_failure.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -53,6 +54,20 @@ bool is_directory(const std::string& file) {
   return ::stat(file.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool is_regular(const std::string& file) {
+  struct stat st {};
+  return ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// How to run `command` through an interpreter: "python3 train.py" for a Python script, else a
+// generic hint.
+std::string with_interpreter(const std::string& command) {
+  const bool python = command.size() > 3 && command.compare(command.size() - 3, 3, ".py") == 0;
+  return python ? fmt::format("give its interpreter first (horarun ... python3 {})", command)
+                : fmt::format("give its interpreter first (horarun ... bash {}, python3 {}, ...)",
+                              command, command);
+}
+
 }  // namespace
 
 std::string exec_failure_message(const std::string& command, int err, const std::string& path) {
@@ -75,6 +90,19 @@ std::string exec_failure_message(const std::string& command, int err, const std:
         "cannot run '{}': {} exists, but the loader it needs does not (a program built for "
         "another system?)",
         command, *file);
+  }
+  if (!file && err == ENOENT && command.find('/') == std::string::npos && is_regular(command)) {
+    // `horarun -np 2 train.py`: there, but a command without a '/' is looked up in PATH only.
+    return fmt::format(
+        "cannot run '{}': a command without a '/' is looked up in PATH, and '{}' is in the "
+        "current directory; write ./{} (if it is executable, with a #! line), or {}",
+        command, command, command, with_interpreter(command));
+  }
+  if (file && err == EACCES && is_regular(*file) && ::access(file->c_str(), X_OK) != 0) {
+    return fmt::format(
+        "cannot run '{}': {}: {} is not executable; {}, or make it executable (chmod +x, with a "
+        "#! line)",
+        command, std::strerror(err), *file, with_interpreter(command));
   }
   return fmt::format("cannot run '{}': {}{}", command, std::strerror(err),
                      err == ENOENT ? "; check the command and PATH" : "");

@@ -93,11 +93,31 @@ TEST_CASE("a command that does not exist keeps the PATH hint and exit code 127")
   CHECK(exec_failure_exit_code("no-such-command-xyz", ENOENT, "/usr/bin:/bin") == 127);
 }
 
-TEST_CASE("a file without execute permission keeps the system's reason") {
+TEST_CASE("a file without execute permission keeps the system's reason and says how to run it") {
   TempDir dir;
-  const std::string file = dir.path + "/data.txt";
-  std::ofstream(file) << "x\n";
+  const std::string file = dir.path + "/train.py";
+  std::ofstream(file) << "print(1)\n";
   const int err = exec_errno(file);
   REQUIRE(err == EACCES);
-  CHECK_THAT(exec_failure_message(file, err, ""), Contains("Permission denied"));
+  const std::string msg = exec_failure_message(file, err, "");
+  CHECK_THAT(msg, Contains("Permission denied"));
+  CHECK_THAT(msg, Contains("is not executable; give its interpreter first (horarun ... python3 " +
+                           file + ")"));
+  CHECK_THAT(msg, Contains("chmod +x"));
+}
+
+TEST_CASE("a script in the current directory named without ./ says PATH is searched") {
+  // `horarun -np 2 train.py`, as users type it.
+  TempDir dir;
+  char old[4096];
+  REQUIRE(::getcwd(old, sizeof old) != nullptr);
+  REQUIRE(::chdir(dir.path.c_str()) == 0);
+  std::ofstream("train.py") << "print(1)\n";
+  const std::string msg = exec_failure_message("train.py", ENOENT, "/usr/bin:/bin");
+  const int code = exec_failure_exit_code("train.py", ENOENT, "/usr/bin:/bin");
+  REQUIRE(::chdir(old) == 0);
+  CHECK_THAT(msg, Contains("a command without a '/' is looked up in PATH, and 'train.py' is in "
+                           "the current directory; write ./train.py"));
+  CHECK_THAT(msg, Contains("horarun ... python3 train.py"));
+  CHECK(code == 127);
 }
