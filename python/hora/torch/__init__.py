@@ -30,10 +30,11 @@ def _load_extension():
 _load_extension()
 
 from hora.torch.compression import Compression
+from hora.torch import mpi_ops
 from hora.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                   broadcast_parameters)
 from hora.torch.mpi_ops import (
-    Average, Sum, Min, Max, Product,
+    Average, Sum, Adasum, Min, Max, Product, check_extension,
     HoraError, HoraUsageError, HoraConnectionError, HoraTimeoutError, HoraPeerFailure,
     HoraMismatchError, HoraAbortedError, HorovodInternalError,
     init, shutdown, is_initialized, rank, size, local_rank, local_size, cross_rank, cross_size,
@@ -41,12 +42,31 @@ from hora.torch.mpi_ops import (
     ccl_built, ddl_built, rocm_built, is_homogeneous, global_process_set,
     allreduce, allreduce_, allreduce_async, allreduce_async_,
     grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
-    allgather, allgather_async,
+    allgather, allgather_async, grouped_allgather, grouped_allgather_async,
     broadcast, broadcast_, broadcast_async, broadcast_async_,
     alltoall, alltoall_async,
-    reducescatter, reducescatter_async,
+    reducescatter, reducescatter_async, grouped_reducescatter, grouped_reducescatter_async,
     barrier, join, poll, synchronize,
 )
-from hora.torch.optimizer import DistributedOptimizer
+from hora.torch import optimizer as _optimizer
+
+
+def _refuse_unsupported_op(make):
+    """DistributedOptimizer checks ``op`` when it is built (Adasum: NotImplementedError), not at
+    the first gradient's allreduce inside backward()."""
+    import functools
+    import inspect
+    default_op = inspect.signature(make).parameters['op'].default
+
+    @functools.wraps(make)
+    def wrapper(*args, **kwargs):
+        bound = inspect.signature(make).bind(*args, **kwargs)
+        mpi_ops._check_op(bound.arguments.get('op', default_op))
+        return make(*args, **kwargs)
+    return wrapper
+
+
+DistributedOptimizer = _refuse_unsupported_op(_optimizer.DistributedOptimizer)
+from hora.torch import sync_batch_norm  # a module, as horovod.torch.sync_batch_norm is
 from hora.torch.sync_batch_norm import SyncBatchNorm
 from hora.torch import elastic

@@ -42,44 +42,84 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix='Parameter.', model=N
         optimizer.load_state_dict(state)
 
 
-def _dumps(obj):
-    b = io.BytesIO()
-    pickle.dump(obj, b, protocol=pickle.HIGHEST_PROTOCOL)
-    return torch.frombuffer(bytearray(b.getvalue()), dtype=torch.uint8)
+# Objects travel as cloudpickle's bytes (as in Horovod), so lambdas, closures and classes defined
+# in __main__ work too; plain pickle where cloudpickle is not installed.
+try:
+    import cloudpickle as _pickler
+except ImportError:  # pragma: no cover (Debian's python3-cloudpickle is a dependency)
+    _pickler = pickle
+
+# A header says, per rank, how many bytes follow and whether they are the object (_OK) or the
+# text of the error that serializing it raised (_FAILED), so that every rank reports that error
+# instead of waiting for a collective the failed rank never submits.
+_OK = 0
+_FAILED = 1
+
+
+def _bytes_tensor(data):
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def _serialize(obj):
+    """Returns (status, uint8 tensor): the pickled object, or the error's text."""
+    try:
+        b = io.BytesIO()
+        _pickler.dump(obj, b, protocol=pickle.HIGHEST_PROTOCOL)
+        return _OK, _bytes_tensor(b.getvalue())
+    except Exception as e:  # any error the pickler raises (PicklingError, TypeError, ...)
+        text = '%s: %s' % (type(e).__name__, e)
+        return _FAILED, _bytes_tensor(text.encode('utf-8', 'replace'))
 
 
 def _loads(t):
-    return pickle.loads(t.numpy().tobytes())
+    return _pickler.loads(t.numpy().tobytes())
+
+
+def _text(t):
+    return t.numpy().tobytes().decode('utf-8', 'replace')
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
-    """Returns root_rank's ``obj`` (any picklable object) on every rank."""
+    """Returns root_rank's ``obj`` on every rank; anything cloudpickle serializes (lambdas and
+    closures too). If the root cannot serialize it, every rank raises pickle.PicklingError with
+    the root's error."""
     _check_process_set(process_set)
     name = name or type(obj).__name__
-    if rank() == root_rank:
-        payload = _dumps(obj)
-        length = torch.tensor([payload.numel()], dtype=torch.int64)
+    root = rank() == root_rank
+    if root:
+        status, payload = _serialize(obj)
+        header = torch.tensor([payload.numel(), status], dtype=torch.int64)
     else:
-        length = torch.zeros(1, dtype=torch.int64)
-    broadcast_(length, root_rank, name + '.len')
-    if rank() != root_rank:
-        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+        header = torch.zeros(2, dtype=torch.int64)
+    broadcast_(header, root_rank, name + '.len')
+    length, status = (int(v) for v in header.tolist())
+    if not root:
+        payload = torch.empty(length, dtype=torch.uint8)
     broadcast_(payload, root_rank, name + '.data')
-    if rank() == root_rank:
+    if status != _OK:
+        raise pickle.PicklingError('broadcast_object %r: the root rank %d failed to serialize '
+                                   'the object: %s' % (name, root_rank, _text(payload)))
+    if root:
         return obj
     return _loads(payload)
 
 
 def allgather_object(obj, name=None, process_set=None):
-    """Returns the list of every rank's ``obj`` (picklable), in rank order."""
+    """Returns the list of every rank's ``obj`` (anything cloudpickle serializes), in rank
+    order. If a rank cannot serialize its object, every rank raises pickle.PicklingError naming
+    the ranks that failed and their errors."""
     _check_process_set(process_set)
     name = name or type(obj).__name__
-    payload = _dumps(obj)
-    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64),
+    status, payload = _serialize(obj)
+    headers = allgather(torch.tensor([[payload.numel(), status]], dtype=torch.int64),
                         name=name + '.len').tolist()
     data = allgather(payload, name=name + '.data')
-    out, offset = [], 0
-    for n in lengths:
-        out.append(_loads(data[offset:offset + n]))
+    parts, offset = [], 0
+    for n, _ in headers:
+        parts.append(data[offset:offset + n])
         offset += n
-    return out
+    failed = [(r, _text(p)) for r, ((_, st), p) in enumerate(zip(headers, parts)) if st != _OK]
+    if failed:
+        raise pickle.PicklingError('allgather_object %r: %s' % (name, '; '.join(
+            'rank %d failed to serialize its object: %s' % f for f in failed)))
+    return [_loads(p) for p in parts]

@@ -8,6 +8,7 @@ kept alive until the handle is synchronized; non-contiguous tensors go through a
 """
 
 import itertools
+import operator
 import threading
 import time
 
@@ -17,12 +18,38 @@ from hora.common.exceptions import HorovodInternalError  # noqa: F401 (hora.torc
 from hora.torch import _hora_torch as _C
 from hora.torch.compression import Compression
 
-# Reduction ops (the values are hora::ReduceOp's).
-Average = _C.AVERAGE
-Sum = _C.SUM
-Min = _C.MIN
-Max = _C.MAX
-Product = _C.PRODUCT
+# Reduction ops, with Horovod's numbers (horovod/common/basics.py: horovod_reduce_op_*), so
+# that code passing op=1 or comparing with horovod.torch.Sum behaves the same. The extension
+# takes hora::ReduceOp's numbers (_C.SUM, ...): _hora_op() translates wherever an op reaches _C.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_HORA_OPS = {Average: _C.AVERAGE, Sum: _C.SUM, Min: _C.MIN, Max: _C.MAX, Product: _C.PRODUCT}
+
+
+def _check_op(op):
+    """Raises for what hora cannot reduce with: Adasum (NotImplementedError) or an unknown op
+    (ValueError). Returns ``op`` (Horovod's number)."""
+    try:
+        number = None if isinstance(op, bool) else operator.index(op)  # ints, numpy ints
+    except TypeError:
+        number = None
+    if number == Adasum:
+        raise NotImplementedError('hora.torch has no Adasum reduction yet: use op=hvd.Average '
+                                  '(or Sum, Min, Max, Product)')
+    if number not in _HORA_OPS:
+        raise ValueError('hora.torch: unknown reduce op %r (use hvd.Average, hvd.Sum, hvd.Min, '
+                         'hvd.Max or hvd.Product)' % (op,))
+    return number
+
+
+def _hora_op(op):
+    """Horovod's op number -> hora::ReduceOp's, as the extension takes it."""
+    return _HORA_OPS[_check_op(op)]
 
 # hora's errors, all HoraError (a RuntimeError). Those that mean "a rank was lost or the job is
 # being reset" (HoraPeerFailure, HoraAbortedError, HoraConnectionError) are also Horovod's
@@ -81,6 +108,12 @@ def rocm_built():
 def is_homogeneous():
     """True when every host runs the same number of ranks."""
     return size() == local_size() * cross_size()
+
+
+def check_extension(ext_name, ext_env_var, pkg_path, *args):
+    """Horovod's check that a framework extension was built (horovod.common.util). hora.torch's
+    extension is loaded when hora.torch is imported, so this succeeds (returns None)."""
+    return None
 
 
 def init(*args, **kwargs):
@@ -218,7 +251,7 @@ def _resolve_op(op, average, default=Average):
         if average is None:
             return default
         return Average if average else Sum
-    return op
+    return _check_op(op)
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
@@ -228,7 +261,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
             tensor.mul_(prescale_factor)
         else:
             tensor = tensor * prescale_factor
-    hid = _C.allreduce_async(name, tensor, output, op)
+    hid = _C.allreduce_async(name, tensor, output, _hora_op(op))
     return _register([hid], _scaled(postscale_factor), _describe('allreduce', name, tensor))
 
 
@@ -292,7 +325,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
                 t.mul_(prescale_factor)
             else:
                 t = t * prescale_factor
-        ids.append(_C.allreduce_async('%s.%d' % (name, i), t, o, op))
+        ids.append(_C.allreduce_async('%s.%d' % (name, i), t, o, _hora_op(op)))
 
     def finish(results):
         if postscale_factor != 1.0:
@@ -388,6 +421,40 @@ def allgather(tensor, name=None, process_set=None):
     """Returns every rank's ``tensor`` concatenated along the first dimension, in rank order."""
     _check_process_set(process_set)
     return _Allgather.apply(tensor, name)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=None):
+    """Starts an allgather of every tensor of the list; returns one handle, whose synchronize()
+    gives the list of gathered tensors."""
+    _check_process_set(process_set)
+    name = _auto_name('grouped_allgather', name)
+    ids = [_C.allgather_async('%s.%d' % (name, i), t) for i, t in enumerate(tensors)]
+    return _register(ids, lambda results: [r[0] for r in results],
+                     "grouped_allgather '%s' of %d tensors" % (name, len(ids)))
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.dims = [t.shape[0] if t.dim() else 1 for t in tensors]
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=Sum)
+        dims = allgather(torch.tensor([ctx.dims], dtype=torch.int64))  # [size(), len(tensors)]
+        offsets = dims[:rank()].sum(0).tolist()
+        return (None,) + tuple(g.narrow(0, int(o), d)
+                               for g, o, d in zip(grads, offsets, ctx.dims))
+
+
+def grouped_allgather(tensors, name=None, process_set=None):
+    """Returns, for every tensor of the list, every rank's tensor concatenated along the first
+    dimension in rank order (as allgather() does for one). Differentiable, like allgather."""
+    _check_process_set(process_set)
+    if not tensors:
+        return []
+    return list(_GroupedAllgather.apply(name, *tensors))
 
 
 # --- broadcast ------------------------------------------------------------------------------
@@ -491,34 +558,40 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
 
 # --- reducescatter --------------------------------------------------------------------------
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
-                        postscale_factor=1.0):
-    """Starts reducing ``tensor`` over all ranks; rank r receives its block of first-dimension
-    slices (split evenly, the first ``rows % size()`` ranks one more). Returns a handle."""
-    _check_process_set(process_set)
-    name = _auto_name('reducescatter', name)
+def _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor):
+    """Submits one reducescatter under ``name``; returns (engine handle id, function turning
+    its engine result into this rank's block)."""
     if prescale_factor != 1.0:
         tensor = tensor * prescale_factor
     n, me = size(), rank()
     rows = tensor.shape[0] if tensor.dim() else 1
     out_rows = rows // n + (1 if me < rows % n else 0)
     row = tensor[0].numel() if tensor.dim() and rows else 1
-    describe = _describe('reducescatter', name, tensor)
-    if row == 1 or rows % n == 0:
-        # hora splits elements the same way: this rank's block is whole slices.
-        hid = _C.reducescatter_async(name, tensor, op, out_rows)
-        return _register([hid], _scaled(postscale_factor), describe)
-    # Slices would straddle hora's element blocks: reduce everything, keep this rank's slices.
-    start = me * (rows // n) + min(me, rows % n)
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    hid = _C.allreduce_async(name, tensor, output, op)
 
-    def finish(results):
-        out = results[0].narrow(0, start, out_rows).clone()
+    def scaled(out):
         if postscale_factor != 1.0:
             out.mul_(postscale_factor)
         return out
-    return _register([hid], finish, describe)
+    if row == 1 or rows % n == 0:
+        # hora splits elements the same way: this rank's block is whole slices.
+        return _C.reducescatter_async(name, tensor, _hora_op(op), out_rows), scaled
+    # Slices would straddle hora's element blocks: reduce everything, keep this rank's slices.
+    start = me * (rows // n) + min(me, rows % n)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    hid = _C.allreduce_async(name, tensor, output, _hora_op(op))
+    return hid, lambda out: scaled(out.narrow(0, start, out_rows).clone())
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing ``tensor`` over all ranks; rank r receives its block of first-dimension
+    slices (split evenly, the first ``rows % size()`` ranks one more). Returns a handle."""
+    _check_process_set(process_set)
+    op = _check_op(op)
+    name = _auto_name('reducescatter', name)
+    describe = _describe('reducescatter', name, tensor)
+    hid, finish = _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor)
+    return _register([hid], lambda results: finish(results[0]), describe)
 
 
 class _Reducescatter(torch.autograd.Function):
@@ -540,9 +613,56 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
                   prescale_factor=1.0, postscale_factor=1.0):
     """Returns this rank's block of ``tensor`` reduced over all ranks (default: average)."""
     _check_process_set(process_set)
+    op = _check_op(op)
     compressed, cctx = compression.compress(tensor)
     reduced = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
     return compression.decompress(reduced, cctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter of every tensor of the list (each split as reducescatter_async
+    splits one); returns one handle, whose synchronize() gives the list of this rank's blocks."""
+    _check_process_set(process_set)
+    op = _check_op(op)
+    name = _auto_name('grouped_reducescatter', name)
+    ids, finishes = [], []
+    for i, t in enumerate(tensors):
+        hid, finish = _reducescatter_submit(t, '%s.%d' % (name, i), op, prescale_factor,
+                                            postscale_factor)
+        ids.append(hid)
+        finishes.append(finish)
+    return _register(ids, lambda results: [f(r) for f, r in zip(finishes, results)],
+                     "grouped_reducescatter '%s' of %d tensors" % (name, len(ids)))
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op = op
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, None,
+                                                             prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allgather([g.contiguous() for g in grad_outputs])
+        if ctx.op == Average:
+            grads = [g / size() for g in grads]
+        return (None, None, None, None) + tuple(grads)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Returns the list of this rank's blocks of every tensor reduced over all ranks (default:
+    average), as reducescatter() gives for each; the inputs are unchanged."""
+    _check_process_set(process_set)
+    op = _check_op(op)
+    if not tensors:
+        return []
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    reduced = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
+                                          *compressed)
+    return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
 
 
 # --- barrier and join -----------------------------------------------------------------------
