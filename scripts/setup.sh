@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package hora's build, tests, examples and benchmarks need.
+# Installs every Debian package hora's build, tests, examples and benchmarks need (with --demo:
+# only those scripts/demo.sh needs).
 # Idempotent: runs `apt-get update` only when something is missing, installs only what is missing.
 set -euo pipefail
 
@@ -19,6 +20,15 @@ PACKAGES=(
   # slurmctld and slurmds with their own config, key and sockets under a state dir).
   slurmctld slurmd slurm-client munge
 )
+
+# `setup.sh --demo`: only what scripts/demo.sh builds and runs (no tests, Python, MPI or Slurm).
+if [ "${1:-}" = --demo ]; then
+  PACKAGES=(
+    meson ninja-build pkg-config g++
+    libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev
+    libssl-dev zlib1g-dev dataset-fashion-mnist procps
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
