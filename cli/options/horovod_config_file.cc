@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <sstream>
 
 #include "cli/base/errors.h"
+#include "cli/options/option_file.h"
 #include "common/text.h"
 
 namespace hora::cli {
 namespace {
+
+// A config file lists a few dozen settings; 1 MiB is the bound of an ssh_config (ssh/config.cc).
+constexpr std::size_t kMaxBytes = 1u << 20;
 
 // YAML's blanks (space and tab) and the \r of a CRLF line; other whitespace is content.
 constexpr std::string_view kBlank = " \t\r";
@@ -39,8 +43,9 @@ std::string unquote(const std::string& v) {
 }  // namespace
 
 std::map<std::string, std::string> read_horovod_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("--config-file {}: cannot read the file", path));
+  std::istringstream in(read_option_file("--config-file", path, kMaxBytes,
+                                         "horovodrun's YAML config file (a few KiB of "
+                                         "'section:' and 'key: value' lines)"));
   std::map<std::string, std::string> out;
   std::string section, line;
   for (int number = 1; std::getline(in, line); ++number) {

@@ -10,6 +10,9 @@
 #include "cli/base/environment.h"
 #include "cli/base/errors.h"
 #include "cli/options/horovod_config_file.h"
+#include "cli/options/number_range.h"
+#include "cli/options/range_validator.h"
+#include "cli/options/tuning_flags.h"
 #include "common/job_environment.h"
 #include "common/text.h"
 
@@ -76,48 +79,40 @@ bool parse_bool(const std::string& where, const std::string& v) {
   throw UsageError(fmt::format("--config-file: {}: '{}' is not true or false", where, v));
 }
 
-double parse_number(const std::string& where, const std::string& v) {
-  try {
-    std::size_t used = 0;
-    const double d = std::stod(v, &used);
-    if (used == v.size() && std::isfinite(d)) return d;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(fmt::format("--config-file: {}: '{}' is not a number", where, v));
-}
+// --autotune-gaussian-process-noise and its config key.
+constexpr NumberRange kNoiseRange{0, 1, false, false, "a noise level"};
 
-std::string number_text(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v))) {
-    return std::to_string(static_cast<long long>(v));
+// A number from the config file: the range and words of the flag it stands for, naming the key.
+double config_number(const std::string& path, const std::string& key, const std::string& v,
+                     const NumberRange& range, const char* flag) {
+  std::string error;
+  const auto n = parse_in_range(v, range, &error);
+  if (!n) {
+    throw UsageError(fmt::format("--config-file {}: {}: {} (as {}); fix the value in the file",
+                                 path, key, error, flag));
   }
-  return fmt::format("{}", v);
+  return *n;
 }
 
 // Settings from the config file, for what the command line did not give (as horovodrun).
 void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& options) {
   EnvBlock& t = options.tuning;
   for (const auto& [key, value] : read_horovod_config_file(path)) {
-    auto hora_var = [&, &key = key, &value = value](const char* name, double scale = 1) {
-      const double n = parse_number(key, value);
-      non_negative(("--config-file " + key).c_str(), n);
-      if (!has(t, name)) t.emplace_back(name, number_text(n * scale));
-    };
     auto opt_bool = [&, &key = key, &value = value](std::optional<bool>& target) {
       if (!target) target = parse_bool(key, value);
     };
-    auto opt_count = [&, &key = key, &value = value](std::optional<long long>& target) {
-      if (!target) target = static_cast<long long>(parse_number(key, value));
+    auto opt_count = [&, &key = key, &value = value](std::optional<long long>& target,
+                                                     const char* flag) {
+      const double n = config_number(path, key, value, kCountRange, flag);
+      if (!target) target = static_cast<long long>(n);
     };
-    if (key == "controller") {
+    if (const TuningFlag* f = tuning_flag_for_key(key)) {
+      const double n = config_number(path, key, value, f->range, f->flag);
+      if (!has(t, f->variable)) t.emplace_back(f->variable, tuning_value(*f, n));
+    } else if (key == "controller") {
       if (value != "gloo" && value != "Gloo" && value != "GLOO") {
         throw UsageError(fmt::format("--config-file {}: controller: {}: {}", path, value, kNoMpi));
       }
-    } else if (key == "params.fusion_threshold_mb") {
-      hora_var(job_env::kFusionThreshold, 1048576.0);
-    } else if (key == "params.cycle_time_ms") {
-      hora_var(job_env::kCycleTimeMs);
-    } else if (key == "params.cache_capacity") {
-      hora_var(job_env::kCacheCapacity);
     } else if (key == "params.hierarchical_allreduce") {
       opt_bool(raw.hierarchical_allreduce);
     } else if (key == "params.hierarchical_allgather") {
@@ -129,15 +124,15 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
     } else if (key == "autotune.log_file") {
       if (raw.autotune_log_file.empty()) raw.autotune_log_file = value;
     } else if (key == "autotune.warmup_samples") {
-      opt_count(raw.autotune_warmup_samples);
+      opt_count(raw.autotune_warmup_samples, "--autotune-warmup-samples");
     } else if (key == "autotune.steps_per_sample") {
-      opt_count(raw.autotune_steps_per_sample);
+      opt_count(raw.autotune_steps_per_sample, "--autotune-steps-per-sample");
     } else if (key == "autotune.bayes_opt_max_samples") {
-      opt_count(raw.autotune_bayes_opt_max_samples);
+      opt_count(raw.autotune_bayes_opt_max_samples, "--autotune-bayes-opt-max-samples");
     } else if (key == "autotune.gaussian_process_noise") {
-      if (!raw.autotune_gaussian_process_noise) {
-        raw.autotune_gaussian_process_noise = parse_number(key, value);
-      }
+      const double n =
+          config_number(path, key, value, kNoiseRange, "--autotune-gaussian-process-noise");
+      if (!raw.autotune_gaussian_process_noise) raw.autotune_gaussian_process_noise = n;
     } else if (key == "timeline.filename") {
       if (!has(t, job_env::kTimeline)) t.emplace_back(job_env::kTimeline, value);
     } else if (key == "timeline.mark_cycles") {
@@ -149,18 +144,12 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
       if (!has(t, job_env::kStallCheckDisable) && !raw.stall_check && !parse_bool(key, value)) {
         t.emplace_back(job_env::kStallCheckDisable, "1");
       }
-    } else if (key == "stall_check.warning_time_seconds") {
-      hora_var(job_env::kStallCheckSeconds);
-    } else if (key == "stall_check.shutdown_time_seconds") {
-      hora_var(job_env::kStallShutdownSeconds);
     } else if (key == "library_options.mpi_threads_disable") {
       opt_bool(raw.mpi_threads_disable);
     } else if (key == "library_options.num_nccl_streams") {
-      opt_count(raw.num_nccl_streams);
+      opt_count(raw.num_nccl_streams, "--num-nccl-streams");
     } else if (key == "library_options.thread_affinity") {
-      opt_count(raw.thread_affinity);
-    } else if (key == "library_options.gloo_timeout_seconds") {
-      hora_var(job_env::kTimeout);
+      opt_count(raw.thread_affinity, "--thread-affinity");
     } else if (key == "logging.level") {
       if (options.log_level.empty()) {
         std::string l = lower(value);
@@ -214,17 +203,23 @@ void add_horovod_flags(CLI::App& app, HorovodRawFlags& raw) {
              fmt::format("Horovod's autotuning ({})", job_env::kHorovodAutotune));
   app.add_option("--autotune-log-file", raw.autotune_log_file, job_env::kHorovodAutotuneLog);
   app.add_option("--autotune-warmup-samples", raw.autotune_warmup_samples,
-                 job_env::kHorovodAutotuneWarmupSamples);
+                 job_env::kHorovodAutotuneWarmupSamples)
+      ->check(in_range(kCountRange));
   app.add_option("--autotune-steps-per-sample", raw.autotune_steps_per_sample,
-                 job_env::kHorovodAutotuneStepsPerSample);
+                 job_env::kHorovodAutotuneStepsPerSample)
+      ->check(in_range(kCountRange));
   app.add_option("--autotune-bayes-opt-max-samples", raw.autotune_bayes_opt_max_samples,
-                 job_env::kHorovodAutotuneBayesOptMaxSamples);
+                 job_env::kHorovodAutotuneBayesOptMaxSamples)
+      ->check(in_range(kCountRange));
   app.add_option("--autotune-gaussian-process-noise", raw.autotune_gaussian_process_noise,
-                 fmt::format("{} (0..1)", job_env::kHorovodAutotuneGaussianProcessNoise));
+                 fmt::format("{} (0..1)", job_env::kHorovodAutotuneGaussianProcessNoise))
+      ->check(in_range(kNoiseRange));
   add_switch(app, "mpi-threads-disable", raw.mpi_threads_disable,
              fmt::format("{} (passed on; hora has no MPI)", job_env::kHorovodMpiThreadsDisable));
-  app.add_option("--num-nccl-streams", raw.num_nccl_streams, job_env::kHorovodNumNcclStreams);
-  app.add_option("--thread-affinity", raw.thread_affinity, job_env::kHorovodThreadAffinity);
+  app.add_option("--num-nccl-streams", raw.num_nccl_streams, job_env::kHorovodNumNcclStreams)
+      ->check(in_range(kCountRange));
+  app.add_option("--thread-affinity", raw.thread_affinity, job_env::kHorovodThreadAffinity)
+      ->check(in_range(kCountRange));
   add_switch(app, "log-with-timestamp", raw.log_with_timestamp,
              fmt::format("Horovod's log lines with (or without) a timestamp ({})",
                          job_env::kHorovodLogHideTime));
@@ -304,13 +299,6 @@ void apply_horovod_flags(const HorovodRawFlags& given, const Environment& /*env*
   };
   count("--num-nccl-streams", job_env::kHorovodNumNcclStreams, raw.num_nccl_streams);
   count("--thread-affinity", job_env::kHorovodThreadAffinity, raw.thread_affinity);
-  if (raw.autotune_gaussian_process_noise) {
-    const double n = *raw.autotune_gaussian_process_noise;
-    if (!(n >= 0 && n <= 1)) {
-      throw UsageError(
-          fmt::format("--autotune-gaussian-process-noise {}: give a number in [0, 1]", n));
-    }
-  }
   // As horovodrun: the autotune parameters are passed on only with --autotune.
   if (raw.autotune == true) {
     put(t, job_env::kHorovodAutotune, "1");

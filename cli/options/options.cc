@@ -1,13 +1,10 @@
 #include "cli/options/options.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
-#include <cerrno>
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
 #include <memory>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <spdlog/common.h>
@@ -17,6 +14,11 @@
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/options/horovod_flags.h"
+#include "cli/options/number_range.h"
+#include "cli/options/option_mistakes.h"
+#include "cli/options/range_validator.h"
+#include "cli/options/tuning_flags.h"
+#include "common/job_environment.h"
 #include "common/text.h"
 
 namespace hora::cli {
@@ -51,13 +53,9 @@ struct RawOptions {
   std::string horarun_path;
   std::string timeline_filename;
   bool timeline_mark_cycles = false;
-  std::optional<double> fusion_threshold_mb;
-  std::optional<double> cycle_time_ms;
-  std::optional<long long> cache_capacity;
+  // kTuningFlags' values, in the table's order.
+  std::array<std::optional<double>, kTuningFlags.size()> tuning_numbers;
   bool no_stall_check = false;
-  std::optional<double> stall_warning_seconds;
-  std::optional<double> stall_shutdown_seconds;
-  std::optional<double> gloo_timeout_seconds;
   // Elastic (ElasticOptions) and --max-restarts.
   std::optional<int> min_np;
   std::optional<int> max_np;
@@ -70,22 +68,10 @@ struct RawOptions {
   HorovodRawFlags horovod;
 };
 
-// Decimal text of a number for a variable: integers without a fraction.
-std::string number_text(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v))) {
-    return std::to_string(static_cast<long long>(v));
-  }
-  return fmt::format("{}", v);
-}
-
-// Limits of the numbers horarun passes on (the runtime's own limits where it has them,
-// docs/environment.md): every number is checked where it is parsed, so a mistake names the flag
-// and never reaches the ranks as an overflowed variable.
-constexpr double kMaxSeconds = 30.0 * 24 * 3600;  // 30 days: any timeout or stall time
-constexpr double kMaxCycleTimeMs = 60'000;        // HORA_CYCLE_TIME_MS's limit
-constexpr long long kMaxCacheCapacity = 1 << 16;  // HORA_CACHE_CAPACITY's limit
-constexpr double kMaxFusionMb = 1 << 20;          // 1 TiB of fusion buffer, in MiB
-constexpr int kMaxResets = 1'000'000;             // --reset-limit, --max-restarts
+// Every number is checked where it is parsed (number_range.h; the tuning flags' ranges in
+// tuning_flags.h), so a mistake names the flag and never reaches the ranks as an overflowed
+// variable.
+constexpr int kMaxResets = 1'000'000;  // --reset-limit, --max-restarts
 
 // CLI11 validators; CLI11 puts the flag's name in front of the message ("--cycle-time-ms: ...").
 CLI::Validator not_empty(const char* what) {
@@ -99,34 +85,7 @@ CLI::Validator not_empty(const char* what) {
 
 // An integer in [lo, hi]; `what` says what the number counts.
 CLI::Validator integer_in(long long lo, long long hi, const char* what) {
-  return CLI::Validator(
-      [=](std::string& value) -> std::string {
-        if (value.empty()) return fmt::format("the value is empty; give {}", what);
-        long long v = 0;
-        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-        if (ec == std::errc() && end == value.data() + value.size() && v >= lo && v <= hi) {
-          return {};
-        }
-        return fmt::format("'{}' is not {} from {} to {}", value, what, lo, hi);
-      },
-      "", "integer range");
-}
-
-// A finite number in [lo, hi], or in (lo, hi] when `above_lo`.
-CLI::Validator number_in(double lo, double hi, bool above_lo, const char* what) {
-  return CLI::Validator(
-      [=](std::string& value) -> std::string {
-        if (value.empty()) return fmt::format("the value is empty; give {}", what);
-        errno = 0;
-        char* end = nullptr;
-        const double v = std::strtod(value.c_str(), &end);
-        const bool parsed = errno == 0 && end == value.c_str() + value.size() && std::isfinite(v);
-        if (parsed && v <= hi && (above_lo ? v > lo : v >= lo)) return {};
-        return fmt::format("'{}' is not {} {} {} and at most {}", value, what,
-                           above_lo ? "greater than" : "of at least", number_text(lo),
-                           number_text(hi));
-      },
-      "", "number range");
+  return in_range({static_cast<double>(lo), static_cast<double>(hi), false, true, what});
 }
 
 // A timeout in whole seconds from horovodrun's variable `name` (1 to kMaxSeconds); nullopt when
@@ -135,15 +94,12 @@ std::optional<std::chrono::seconds> seconds_from_env(const Environment& env, con
                                                      const char* flag) {
   const auto it = env.find(name);
   if (it == env.end() || it->second.empty()) return std::nullopt;
-  int seconds = 0;
-  const std::string& v = it->second;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
-  if (ec != std::errc() || end != v.data() + v.size() || seconds < 1 || seconds > kMaxSeconds) {
-    throw UsageError(
-        fmt::format("{}='{}' is not a number of seconds from 1 to {}; fix or unset it, or pass {}",
-                    name, v, number_text(kMaxSeconds), flag));
-  }
-  return std::chrono::seconds(seconds);
+  std::string error;
+  const auto seconds =
+      parse_in_range(it->second, {1, kMaxSeconds, false, true, "a number of seconds"}, &error);
+  if (!seconds)
+    throw UsageError(fmt::format("{}={}; fix or unset it, or pass {}", name, error, flag));
+  return std::chrono::seconds(static_cast<long long>(*seconds));
 }
 
 // horovodrun's elastic flags (docs/elastic.md) and torchrun's --max-restarts; apply_elastic()
@@ -209,7 +165,8 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
       ->check(integer_in(1, static_cast<long long>(kMaxSeconds), "a number of seconds"));
   app->add_flag("--verbose", raw.verbose, "print the rank table and the launch steps");
   app->add_option("--output-filename", raw.output_filename,
-                  "also write each rank's output to DIR/rank.N/stdout and stderr");
+                  "also write each rank's output to DIR/rank.N/stdout and stderr")
+      ->check(not_empty("a directory for the ranks' output files, or leave --output-filename out"));
   app->add_flag("--prefix-output-with-timestamp", raw.prefix_timestamp,
                 "-prefix-timestamp: prefix each output line with the time it was received");
   app->add_option("--log-level", raw.log_level,
@@ -253,26 +210,12 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                   "write a Chrome trace of the collectives (HORA_TIMELINE)");
   app->add_flag("--timeline-mark-cycles", raw.timeline_mark_cycles,
                 "mark engine cycles in the timeline (HORA_TIMELINE_MARK_CYCLES)");
-  app->add_option("--fusion-threshold-mb", raw.fusion_threshold_mb,
-                  "tensor fusion buffer in MiB, 0 disables (HORA_FUSION_THRESHOLD; default 128)")
-      ->check(number_in(0, kMaxFusionMb, false, "a size in MiB"));
-  app->add_option("--cycle-time-ms", raw.cycle_time_ms,
-                  "engine cycle in milliseconds (HORA_CYCLE_TIME_MS; default 5)")
-      ->check(number_in(0, kMaxCycleTimeMs, true, "a number of milliseconds"));
-  app->add_option("--cache-capacity", raw.cache_capacity,
-                  "response cache entries, 0 disables (HORA_CACHE_CAPACITY; default 1024)")
-      ->check(integer_in(0, kMaxCacheCapacity, "a number of entries (0: no cache)"));
+  for (std::size_t i = 0; i < kTuningFlags.size(); ++i) {
+    const TuningFlag& f = kTuningFlags[i];
+    app->add_option(f.flag, raw.tuning_numbers[i], f.help)->check(in_range(f.range));
+  }
   app->add_flag("--no-stall-check", raw.no_stall_check,
                 "disable the stall check (HORA_STALL_CHECK_DISABLE=1)");
-  app->add_option("--stall-check-warning-time-seconds", raw.stall_warning_seconds,
-                  "warn about tensors some ranks did not submit after this long (default 60)")
-      ->check(number_in(0, kMaxSeconds, true, "a number of seconds"));
-  app->add_option("--stall-check-shutdown-time-seconds", raw.stall_shutdown_seconds,
-                  "fail the job after a stall this long, 0 = never (default 0)")
-      ->check(number_in(0, kMaxSeconds, false, "a number of seconds (0: never)"));
-  app->add_option("--gloo-timeout-seconds", raw.gloo_timeout_seconds,
-                  "how long a collective may make no progress (HORA_TIMEOUT_SECONDS; default 30)")
-      ->check(number_in(0, kMaxSeconds, true, "a number of seconds"));
   add_elastic_flags(*app, raw);
   add_horovod_flags(*app, raw.horovod);
   return app;
@@ -322,23 +265,14 @@ void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::s
   // The values are in range (the validators in make_app).
   if (!raw.timeline_filename.empty()) out.emplace_back("HORA_TIMELINE", raw.timeline_filename);
   if (raw.timeline_mark_cycles) out.emplace_back("HORA_TIMELINE_MARK_CYCLES", "1");
-  if (raw.fusion_threshold_mb) {
-    out.emplace_back("HORA_FUSION_THRESHOLD",
-                     std::to_string(static_cast<long long>(*raw.fusion_threshold_mb * 1048576.0)));
-  }
-  if (raw.cycle_time_ms) out.emplace_back("HORA_CYCLE_TIME_MS", number_text(*raw.cycle_time_ms));
-  if (raw.cache_capacity) {
-    out.emplace_back("HORA_CACHE_CAPACITY", std::to_string(*raw.cache_capacity));
-  }
-  if (raw.no_stall_check) out.emplace_back("HORA_STALL_CHECK_DISABLE", "1");
-  if (raw.stall_warning_seconds) {
-    out.emplace_back("HORA_STALL_CHECK_SECONDS", number_text(*raw.stall_warning_seconds));
-  }
-  if (raw.stall_shutdown_seconds) {
-    out.emplace_back("HORA_STALL_SHUTDOWN_SECONDS", number_text(*raw.stall_shutdown_seconds));
-  }
-  if (raw.gloo_timeout_seconds) {
-    out.emplace_back("HORA_TIMEOUT_SECONDS", number_text(*raw.gloo_timeout_seconds));
+  for (std::size_t i = 0; i < kTuningFlags.size(); ++i) {
+    const TuningFlag& f = kTuningFlags[i];
+    // The stall check's switch goes before its times, as it always has.
+    if (raw.no_stall_check && std::string_view(f.variable) == job_env::kStallCheckSeconds) {
+      out.emplace_back(job_env::kStallCheckDisable, "1");
+    }
+    if (raw.tuning_numbers[i])
+      out.emplace_back(f.variable, tuning_value(f, *raw.tuning_numbers[i]));
   }
   if (!raw.bind_to.empty()) out.emplace_back("HORA_BIND_TO", raw.bind_to);
 }
@@ -354,6 +288,8 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
   Parsed out;
   const Rewritten rewritten = rewrite(args);
   std::unique_ptr<CLI::App> app = make_app(out.raw);
+  count_single_values(*app);
+  const OptionArgs option_args{rewritten.args, rewritten.origin, args};
   try {
     std::vector<std::string> reversed(rewritten.args.rbegin(), rewritten.args.rend());
     app->parse(reversed);  // CLI11 consumes a reversed vector
@@ -361,7 +297,9 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
     out.help_text = app->help();
     return out;
   } catch (const CLI::ParseError& e) {
-    throw UsageError(fmt::format("{}; {}", e.what(), kUsageHint));
+    auto mistake = missing_value(*app, option_args);
+    if (!mistake) mistake = repeated_option(*app, option_args, rewritten.args.size());
+    throw UsageError(fmt::format("{}; {}", mistake ? *mistake : e.what(), kUsageHint));
   }
   // remaining() is the tail of the arguments from the command on (with a leading `--`), unless
   // an unknown option came first: CLI11 sets those aside and goes on parsing.
@@ -388,6 +326,9 @@ Parsed parse_command_line(const std::vector<std::string>& args) {
         "variable that expanded to nothing?); {}",
         args[rewritten.origin[i]], args[rewritten.origin[i + 1]], args[rewritten.origin[i]],
         kUsageHint));
+  }
+  if (auto repeated = repeated_option(*app, option_args, options_end)) {
+    throw UsageError(fmt::format("{}; {}", *repeated, kUsageHint));
   }
   out.split.options.assign(rewritten.args.begin(),
                            rewritten.args.begin() + static_cast<std::ptrdiff_t>(options_end));
@@ -599,6 +540,13 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
             name, name, name));
       }
       value = it->second;
+    }
+    // The runtime's duration and size variables take the ranges of the flags that set them.
+    const TuningFlag* flag = tuning_flag_for_variable(name);
+    std::string error;
+    if (flag != nullptr && flag->scale == 1 && !parse_in_range(value, flag->range, &error)) {
+      throw UsageError(fmt::format("-x {}={}: {} (as {}); give {} a value in that range", name,
+                                   value, error, flag->flag, name));
     }
     options.env_forward.emplace_back(std::move(name), std::move(value));
   }

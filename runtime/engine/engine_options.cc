@@ -12,6 +12,10 @@
 namespace hora::detail::engine {
 namespace {
 
+// The longest stall check or stall shutdown time (as horarun's flags): longer would overflow the
+// milliseconds it is kept in, and no job waits a month for a tensor.
+constexpr double kMaxStallSeconds = 2592000;
+
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
@@ -74,12 +78,18 @@ EngineOptions EngineOptions::from_environment() {
     o.stall_check = !flag(job_env::kStallCheckDisable, *v);
   if (auto v = env(job_env::kStallCheckSeconds)) {
     double s = non_negative_number(job_env::kStallCheckSeconds, *v, "a positive number of seconds");
-    if (s <= 0) bad(job_env::kStallCheckSeconds, *v, "a positive number of seconds");
+    if (s <= 0 || s > kMaxStallSeconds) {
+      bad(job_env::kStallCheckSeconds, *v, "a positive number of seconds up to 2592000 (30 days)");
+    }
     o.stall_warning_time = std::chrono::milliseconds(std::llround(s * 1000));
   }
   if (auto v = env(job_env::kStallShutdownSeconds)) {
     double s =
         non_negative_number(job_env::kStallShutdownSeconds, *v, "a number of seconds (0 = never)");
+    if (s > kMaxStallSeconds) {
+      bad(job_env::kStallShutdownSeconds, *v,
+          "a number of seconds up to 2592000 (30 days; 0 = never)");
+    }
     o.stall_shutdown_time = std::chrono::milliseconds(std::llround(s * 1000));
   }
   if (auto v = env(job_env::kTimeline)) o.timeline_path = *v;

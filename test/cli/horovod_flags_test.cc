@@ -102,9 +102,13 @@ TEST_CASE("--autotune and its parameters, passed on only with --autotune (as hor
                                            {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.5"}});
   CHECK(tuning({"-np", "2", "--autotune-warmup-samples", "2"}).empty());
   CHECK(tuning({"-np", "2", "--autotune", "--no-autotune"}).empty());
+  // The ranges' words (cli/options/number_range.h), never CLI11's "Could not convert".
   CHECK_THROWS_WITH(parse({"-np", "2", "--autotune-gaussian-process-noise", "2"}),
-                    Contains("[0, 1]"));
-  CHECK_THROWS_WITH(parse({"-np", "2", "--num-nccl-streams", "-1"}), Contains("at least 0"));
+                    Contains("'2' is not a noise level of at least 0 and at most 1"));
+  CHECK_THROWS_WITH(parse({"-np", "2", "--num-nccl-streams", "-1"}),
+                    Contains("--num-nccl-streams: '-1' is not a whole number from 0 to"));
+  CHECK_THROWS_WITH(parse({"-np", "2", "--autotune-warmup-samples", "abc"}),
+                    Contains("--autotune-warmup-samples: 'abc' is not a whole number"));
 }
 
 TEST_CASE("flags accepted with horovodrun's meaning") {

@@ -343,6 +343,9 @@ TEST_CASE("EngineOptions::from_environment reads every variable with defaults", 
                                                         {"HORA_STALL_CHECK_SECONDS", "0"},
                                                         {"HORA_STALL_CHECK_DISABLE", "maybe"},
                                                         {"HORA_STALL_SHUTDOWN_SECONDS", "-5"},
+                                                        // would overflow the milliseconds
+                                                        {"HORA_STALL_CHECK_SECONDS", "1e300"},
+                                                        {"HORA_STALL_SHUTDOWN_SECONDS", "1e300"},
                                                         {"HORA_TIMELINE_MARK_CYCLES", "2"}}) {
     ScopedEnv env({{var, value}});
     CHECK_THROWS_AS(EngineOptions::from_environment(), hora::UsageError);

@@ -25,6 +25,7 @@ printf 'localhost\0slots=2\n' >nul_bytes
 printf '#!/nonexistent/python9\n' >no_interpreter.sh && chmod +x no_interpreter.sh
 printf '#!/bin/sh\necho localhost:x\n' >bad_discovery.sh && chmod +x bad_discovery.sh
 awk 'BEGIN { for (i = 0; i < 32769; i++) printf "h%d slots=65536\n", i }' >huge_hostfile
+printf 'params:\n  fusion_threshold_mb: 1e300\n' >big.yaml
 
 ROWS=(
   # name | rc | words | args
@@ -63,6 +64,14 @@ ROWS=(
   'script and -H       | 2   | --host-discovery-script and -H/--hosts both given | -np 1 --host-discovery-script ./d.sh -H localhost:1 true $M'
   'missing script      | 2   | --host-discovery-script;./no-such-script.sh;exited with code 127;cannot start without its hosts | -np 1 --host-discovery-script ./no-such-script.sh true $M'
   'script prints junk  | 2   | line 1;localhost:x;is not host:slots;cannot start without its hosts | -np 1 --host-discovery-script ./bad_discovery.sh true $M'
+  'config-file /dev/zero | 2 | --config-file /dev/zero: is a device    | -np 1 --config-file /dev/zero true $M'
+  'config-file FIFO    | 2   | --config-file fifo: is a FIFO           | -np 1 --config-file fifo true $M'
+  'config-file dir     | 2   | --config-file adir: is a directory      | -np 1 --config-file adir true $M'
+  'config 1e300        | 2   | params.fusion_threshold_mb;(as --fusion-threshold-mb) | -np 1 --config-file big.yaml true $M'
+  '-x stall 1e300      | 2   | (as --stall-check-warning-time-seconds) | -np 1 -x HORA_STALL_CHECK_SECONDS=1e300 true $M'
+  '-np twice           | 2   | -np is given 2 times (-np 2, -np 3)     | -np 2 -np 3 true $M'
+  '-x without a value  | 2   | -x (--env) has no value                 | -x M=$M -np 1 -x'
+  '--output-filename "" | 2  | --output-filename: the value is empty   | -np 1 --output-filename "" true $M'
 )
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
