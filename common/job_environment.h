@@ -132,6 +132,8 @@ inline constexpr char kGlooSyncBytes[] = "HORA_GLOO_SYNC_BYTES";
 inline constexpr char kCudaDevice[] = "HORA_CUDA_DEVICE";
 // python/src/torch_ops.cc (hora.torch): nccl or host, the path of CUDA tensors.
 inline constexpr char kGpuOperations[] = "HORA_GPU_OPERATIONS";
+// python/hora/torch/__init__.py: 0 imports the extension without RTLD_DEEPBIND.
+inline constexpr char kTorchDeepbind[] = "HORA_TORCH_DEEPBIND";
 // runtime/engine/engine_options.cc (the async engine):
 inline constexpr char kCycleTimeMs[] = "HORA_CYCLE_TIME_MS";
 inline constexpr char kCacheCapacity[] = "HORA_CACHE_CAPACITY";
@@ -153,6 +155,7 @@ inline constexpr std::string_view kSettings[] = {
     kGlooSyncBytes,
     kCudaDevice,
     kGpuOperations,
+    kTorchDeepbind,
     kCycleTimeMs,
     kCacheCapacity,
     kFusionThreshold,

@@ -33,3 +33,19 @@ def test_libhora_binds_its_own_gloo():
     assert 'called a foreign Gloo' not in out
     assert p.returncode == 0
     assert out.count('ok') == 2
+
+
+def test_extension_lists_libgloo_before_torch():
+    # Without DEEPBIND (HORA_TORCH_DEEPBIND=0) this order is what keeps libhora on its own Gloo:
+    # the extension's libraries are searched breadth-first, its own list first.
+    import glob
+    import hora.torch
+    ext = glob.glob(os.path.join(os.path.dirname(hora.torch.__file__), '_hora_torch*.so'))[0]
+    needed = [line.split('[')[1].rstrip(']') for line in subprocess.run(
+        ['readelf', '-d', ext], capture_output=True, text=True, check=True).stdout.splitlines()
+        if '(NEEDED)' in line]
+    print(needed)
+    gloo = next(i for i, n in enumerate(needed) if n.startswith('libgloo'))
+    torch_libs = [i for i, n in enumerate(needed) if n.startswith(('libtorch', 'libc10'))]
+    assert torch_libs and gloo < min(torch_libs)
+    assert needed.index('libhora.so.0') < gloo

@@ -14,12 +14,15 @@ def _load_extension():
     """Imports the C++ extension so that libhora binds to its own Gloo. pip's torch links a
     Gloo of its own into libtorch_cpu and exports it; a libhora bound to that one (a different
     version) fails at init(). The extension lists libhora and libgloo before torch's libraries,
-    and RTLD_DEEPBIND makes the libraries it brings in look there before the symbols already
-    loaded."""
+    which is enough while torch's libraries are not in the global scope; RTLD_DEEPBIND also
+    covers a Gloo that is (preloaded, or torch imported with RTLD_GLOBAL). HORA_TORCH_DEEPBIND=0
+    leaves DEEPBIND out, for a process whose allocator is preloaded (jemalloc, tcmalloc), which
+    DEEPBIND would let libhora bypass (docs/gpu.md)."""
     import os
     import sys
     flags = sys.getdlopenflags()
-    if hasattr(os, 'RTLD_DEEPBIND'):
+    deepbind = os.environ.get('HORA_TORCH_DEEPBIND', '1') != '0'
+    if deepbind and hasattr(os, 'RTLD_DEEPBIND'):
         sys.setdlopenflags(flags | os.RTLD_DEEPBIND)
     try:
         from hora.torch import _hora_torch  # noqa: F401
