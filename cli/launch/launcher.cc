@@ -32,6 +32,7 @@
 #include "cli/launch/job_network.h"
 #include "cli/network/choice.h"
 #include "cli/network/spec.h"
+#include "cli/options/option_file.h"
 #include "cli/output/log.h"
 #include "cli/output/log_sink.h"
 #include "cli/output/output.h"
@@ -86,20 +87,8 @@ std::string self_path() {
 // directory, a device or a FIFO is a mistake worth saying at once, like a bad --hostfile.
 void check_ssh_config_file(const std::string& path) {
   if (path.empty() || path == "/dev/null") return;
-  hora::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0) {
-    throw UsageError(fmt::format("--ssh-config {}: cannot open the file ({}); check the path", path,
-                                 std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw UsageError(fmt::format(
-        "--ssh-config {}: is {}, not a regular file; give an ssh_config file (or /dev/null)", path,
-        S_ISDIR(st.st_mode)    ? "a directory"
-        : S_ISFIFO(st.st_mode) ? "a FIFO"
-        : S_ISSOCK(st.st_mode) ? "a socket"
-                               : "a device"));
-  }
+  open_option_file("--ssh-config", path, "an ssh_config file (or /dev/null)",
+                   "cannot open the file");
 }
 
 // `remote`: resolve_remote_hosts()'s answer (empty under Slurm).

@@ -1,10 +1,9 @@
-// A small text file named by a flag (--config-file), with the checks --ssh-config gets
-// (cli/launch/launcher.cc, ssh/config.cc), here for any flag of cli/options/ and above. Opened
-// without blocking (a FIFO cannot hang horarun), only a regular file is read (a directory, a FIFO,
-// a socket or a device is refused by name; /dev/null reads as an empty file), at most `max_bytes`
-// of it (/dev/zero or a huge file cannot grow horarun's memory), and no NUL bytes. Every error
-// names the flag, the path and what to give instead. Header-only (no source added to
-// cli/meson.build).
+// A small file named by a flag (--config-file, --ssh-config) and the checks it gets. Opened
+// without blocking (a FIFO cannot hang horarun), only a regular file is accepted (a directory, a
+// FIFO, a socket or a device is refused by name; /dev/null reads as an empty file);
+// read_option_file reads at most `max_bytes` of it (/dev/zero or a huge file cannot grow horarun's
+// memory), and no NUL bytes. Every error names the flag, the path and what to give instead.
+// Header-only.
 #pragma once
 
 #include <fcntl.h>
@@ -30,21 +29,30 @@ inline const char* file_kind(mode_t mode) {
                                           : "not a regular file";
 }
 
-// The text of `path`, given with `flag`; `give` says what the flag wants ("horovodrun's YAML
-// config file"). Throws UsageError.
-inline std::string read_option_file(const char* flag, const std::string& path,
-                                    std::size_t max_bytes, const char* give) {
-  if (path == "/dev/null") return {};
+// `path`, given with `flag`, opened for reading once it is known to be a regular file; `give`
+// says what the flag wants ("horovodrun's YAML config file"). `open_failure` starts the message
+// when it cannot be opened. Throws UsageError.
+inline UniqueFd open_option_file(const char* flag, const std::string& path, const char* give,
+                                 const char* open_failure = "cannot read the file") {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0) {
-    throw UsageError(fmt::format("{} {}: cannot read the file ({}); check the path, and give {}",
-                                 flag, path, std::strerror(errno), give));
+    throw UsageError(fmt::format("{} {}: {} ({}); check the path, and give {}", flag, path,
+                                 open_failure, std::strerror(errno), give));
   }
   if (!S_ISREG(st.st_mode)) {
     throw UsageError(fmt::format("{} {}: is {}, not a regular file; give {}", flag, path,
                                  file_kind(st.st_mode), give));
   }
+  return fd;
+}
+
+// The text of `path`, given with `flag` (open_option_file's checks, then at most `max_bytes`
+// and no NUL bytes). Throws UsageError.
+inline std::string read_option_file(const char* flag, const std::string& path,
+                                    std::size_t max_bytes, const char* give) {
+  if (path == "/dev/null") return {};
+  UniqueFd fd = open_option_file(flag, path, give);
   std::string text;
   char buf[65536];
   for (;;) {
