@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include <openssl/evp.h>
@@ -277,6 +278,10 @@ void KnownHosts::add(const std::string& file, std::string_view name, const HostK
     throw Error("cannot record the host key of " + std::string(name) + " in " + file + ": " +
                 (n < 0 ? std::strerror(err) : "short write"));
   }
+  remember(file, name, key);
+}
+
+void KnownHosts::remember(const std::string& file, std::string_view name, const HostKey& key) {
   Line line;
   line.file = file;
   line.line = 0;
@@ -284,6 +289,24 @@ void KnownHosts::add(const std::string& file, std::string_view name, const HostK
   line.key = key;
   // Line numbers of appended entries are not tracked (0); a later check() reports them as file:0.
   lines_.push_back(std::move(line));
+}
+
+std::string KnownHosts::add_or_remember(const std::string& file, std::string_view name,
+                                        const HostKey& key) {
+  try {
+    add(file, name, key);
+    return "";
+  } catch (const Error& e) {
+    remember(file, name, key);
+    return e.what();
+  }
+}
+
+bool first_unwritable_report(const std::string& file) {
+  static std::mutex mu;
+  static std::set<std::string> reported;
+  std::lock_guard<std::mutex> lock(mu);
+  return reported.insert(file).second;
 }
 
 }  // namespace hora::ssh

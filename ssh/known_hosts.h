@@ -53,6 +53,10 @@ std::string known_hosts_name(std::string_view host, int port);
 std::string base64_encode(std::string_view bytes);
 std::string base64_decode(std::string_view text);
 
+// True the first time this process asks about `file`, false afterwards: a known_hosts file that
+// cannot be written is warned about once, not once per host.
+bool first_unwritable_report(const std::string& file);
+
 class KnownHosts {
  public:
   enum class Status {
@@ -89,6 +93,12 @@ class KnownHosts {
   // Also adds the entry to this object. Throws Error naming the file when it cannot be written.
   void add(const std::string& file, std::string_view name, const HostKey& key);
 
+  // add(), except that a file that cannot be written (a read-only mount such as a Kubernetes
+  // Secret at ~/.ssh) does not stop the connection, as in OpenSSH ("Failed to add the host to the
+  // list of known hosts"): the entry is kept in this object only. Returns "" when the file was
+  // written, else why not (the file and the system's reason).
+  std::string add_or_remember(const std::string& file, std::string_view name, const HostKey& key);
+
   const std::vector<std::string>& files() const { return files_; }
 
  private:
@@ -100,6 +110,7 @@ class KnownHosts {
     HostKey key;
   };
   bool host_matches(const Line& line, std::string_view name) const;
+  void remember(const std::string& file, std::string_view name, const HostKey& key);
 
   std::vector<std::string> files_;
   std::vector<Line> lines_;

@@ -426,9 +426,20 @@ void Session::verify_host_key() {
                    target_.alias, offered, name);
     return;
   }
-  known_hosts_->add(target_.known_hosts_files.front(), name, host_key_);
-  logger()->info("{}: recorded the new host key of {} ({}) in {}", target_.alias, name, offered,
-                 target_.known_hosts_files.front());
+  const std::string& file = target_.known_hosts_files.front();
+  const std::string why = known_hosts_->add_or_remember(file, name, host_key_);
+  if (why.empty()) {
+    logger()->info("{}: recorded the new host key of {} ({}) in {}", target_.alias, name, offered,
+                   file);
+  } else if (first_unwritable_report(file)) {
+    // OpenSSH warns and goes on; so do we, once per file (a read-only ~/.ssh, e.g. a Kubernetes
+    // Secret mount, would otherwise warn once per host).
+    logger()->warn(
+        "{}; connecting anyway (StrictHostKeyChecking is {}), as ssh does; new host keys are not "
+        "recorded this run. Point UserKnownHostsFile at a writable file (ssh_config, "
+        "--ssh-config) to keep them, or set it to none to silence this",
+        why, to_string(target_.host_key_policy));
+  }
 }
 
 std::shared_ptr<Channel> Session::exec(std::string command, Channel::Handlers handlers) {

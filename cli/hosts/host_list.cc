@@ -181,10 +181,13 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
       i = j;
     }
     HostSpec spec;
-    if (std::string why = parse_host_item(fields[0], /*allow_slots=*/false, spec); !why.empty()) {
+    // `host:N` is MPICH's and Intel MPI's hostfile form (the MPI Operator writes it for them).
+    if (std::string why = parse_host_item(fields[0], /*allow_slots=*/true, spec); !why.empty()) {
       fail(fmt::format("'{}': {}", fields[0], why));
     }
-    bool have_slots = false;
+    const std::size_t bracket = fields[0].rfind(']');
+    bool have_slots = fields[0].find(':', bracket == std::string_view::npos ? 0 : bracket) !=
+                      std::string_view::npos;
     for (std::size_t f = 1; f < fields.size(); ++f) {
       std::string_view field = fields[f];
       auto eq = field.find('=');
@@ -194,7 +197,7 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
       if (eq == std::string_view::npos) {
         fail(fmt::format("'{}' is not a key=value field", field));
       } else if (key == "slots") {
-        if (have_slots) fail("'slots=' is given twice");
+        if (have_slots) fail("the slots are given twice (':N' or 'slots=')");
         if (std::string why = parse_slots(value, spec.slots); !why.empty()) fail(why);
         have_slots = true;
       } else if (key == "max_slots") {

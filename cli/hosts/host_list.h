@@ -5,8 +5,9 @@
 //   host:4          four slots
 //   user@host:4     log in as `user` (used by SSH; the rank still sees HORA_HOSTNAME=host)
 //   [fe80::1]:4     IPv6 address in brackets (a bare address would be ambiguous with ':slots')
-// Hostfile lines: `host slots=N [max_slots=M]`, where host takes the same forms without
-// `:slots`; a bare `host` is one slot; `#` starts a comment; blank lines are skipped.
+// Hostfile lines: `host slots=N [max_slots=M]` (Open MPI's form), or `host:N` (MPICH's and Intel
+// MPI's, which the Kubernetes MPI Operator writes for them), where host takes the -H forms; a bare
+// `host` is one slot; `#` starts a comment; blank lines are skipped.
 // Every error names the bad item or line and shows the expected form.
 #pragma once
 

@@ -303,4 +303,31 @@ std::optional<std::vector<HostSpec>> slurm_hosts(const Environment& env) {
   return hosts;
 }
 
+void check_not_srun_task(const Environment& env) {
+  auto get = [&](std::string_view name) -> std::string {
+    auto it = env.find(std::string(name));
+    return it == env.end() ? std::string() : it->second;
+  };
+  const std::string step = get("SLURM_STEP_ID");
+  if (step.empty() || !std::all_of(step.begin(), step.end(), is_digit)) return;  // batch, extern
+  std::string variable = "SLURM_STEP_NUM_TASKS";
+  std::string tasks = get(variable);
+  if (tasks.empty()) tasks = get(variable = "SLURM_NTASKS");
+  std::int64_t n = 0;
+  if (!parse_number(tasks, std::int64_t{1} << 32, variable, n).empty() || n <= 1) return;
+  const std::string allow = get(kAllowSrunStepVariable);
+  if (allow == "1") return;
+  const std::string job = get("SLURM_JOB_ID");
+  const std::string task = get("SLURM_PROCID");
+  throw UsageError(fmt::format(
+      "horarun is task {} of {} of the Slurm step {}.{} ({}={}): srun started {} copies of "
+      "horarun, and each would launch a whole job of its own. Run horarun once in the allocation, "
+      "without srun: `salloc -N2 --ntasks-per-node=4 horarun python3 train.py`, or the same line "
+      "in an sbatch script; horarun takes the hosts and slots from the allocation and starts its "
+      "agents on the nodes through srun itself (docs/slurm.md). To run {} separate jobs on "
+      "purpose, set {}=1",
+      task.empty() ? "?" : task, n, job.empty() ? "?" : job, step, variable, tasks, n, n,
+      kAllowSrunStepVariable));
+}
+
 }  // namespace hora::cli

@@ -44,4 +44,14 @@ std::vector<std::string> expand_slurm_hostlist(std::string_view text, std::strin
 // malformed or disagree.
 std::optional<std::vector<HostSpec>> slurm_hosts(const Environment& env);
 
+// The variable that lets horarun run as one task of a multi-task srun step (each task then
+// launches a whole job of its own).
+inline constexpr std::string_view kAllowSrunStepVariable = "HORA_ALLOW_SRUN_STEP";
+
+// Throws UsageError when horarun is one of several tasks of an srun step (`srun -n2 horarun ...`:
+// SLURM_STEP_ID set and SLURM_STEP_NUM_TASKS, or SLURM_NTASKS when that is unset, above 1), which
+// would run as many separate jobs, unless HORA_ALLOW_SRUN_STEP=1. horarun's own agents are
+// one-task steps (cli/remote/slurm_agents.h) and the batch script of sbatch is no srun step.
+void check_not_srun_task(const Environment& env);
+
 }  // namespace hora::cli

@@ -8,6 +8,7 @@
 namespace hora::cli {
 
 std::vector<HostSpec> listed_hosts(const Options& options, const Environment& env) {
+  check_not_srun_task(env);  // `srun -n2 horarun ...` would run two jobs
   if (options.hosts_from_allocation) return slurm_hosts(env).value_or(std::vector<HostSpec>{});
   if (!options.hostfile.empty()) return read_hostfile(options.hostfile);
   if (!options.hosts.empty()) return parse_host_list(options.hosts);

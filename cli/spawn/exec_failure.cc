@@ -108,6 +108,19 @@ std::string exec_failure_message(const std::string& command, int err, const std:
                      err == ENOENT ? "; check the command and PATH" : "");
 }
 
+std::string script_without_interpreter_message(const std::string& command,
+                                               const std::string& path) {
+  const bool python = command.size() > 3 && command.compare(command.size() - 3, 3, ".py") == 0;
+  if (!python) return "";
+  const std::optional<std::string> file = locate(command, path);
+  if (!file || !is_regular(*file) || ::access(file->c_str(), X_OK) != 0) return "";
+  if (shebang_interpreter(*file)) return "";
+  return fmt::format(
+      "cannot run '{}': {} has no #! line, so it would run as a shell script; {}, or make its "
+      "first line #!/usr/bin/env python3",
+      command, *file, with_interpreter(command));
+}
+
 int exec_failure_exit_code(const std::string& command, int err, const std::string& path) {
   return err == ENOENT && !locate(command, path) ? 127 : 126;
 }

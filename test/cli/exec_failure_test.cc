@@ -121,3 +121,29 @@ TEST_CASE("a script in the current directory named without ./ says PATH is searc
   CHECK_THAT(msg, Contains("horarun ... python3 train.py"));
   CHECK(code == 127);
 }
+
+TEST_CASE("an executable Python script without #! is caught before exec hands it to /bin/sh") {
+  // `chmod +x train.py; horarun -np 2 ./train.py`: execvp would run it with /bin/sh, which
+  // fails with "Syntax error: word unexpected" (issue 27).
+  TempDir dir;
+  const std::string py = dir.path + "/train.py";
+  write_script(py, "import os\nprint(os.getpid())\n");
+  const std::string msg = hora::cli::script_without_interpreter_message(py, "");
+  CHECK_THAT(msg, Contains("has no #! line, so it would run as a shell script") &&
+                      Contains("horarun ... python3 " + py) && Contains("#!/usr/bin/env python3"));
+  // Found through PATH too.
+  CHECK_THAT(hora::cli::script_without_interpreter_message("train.py", dir.path),
+             Contains("horarun ... python3 train.py"));
+  // Not caught: a script with #!, a shell script without one (sh runs those on purpose), a file
+  // without execute permission (exec fails and exec_failure_message explains), a missing file.
+  const std::string ok = dir.path + "/ok.py";
+  write_script(ok, "#!/usr/bin/env python3\nprint(1)\n");
+  CHECK(hora::cli::script_without_interpreter_message(ok, "").empty());
+  const std::string sh = dir.path + "/run.sh";
+  write_script(sh, "echo hi\n");
+  CHECK(hora::cli::script_without_interpreter_message(sh, "").empty());
+  const std::string noexec = dir.path + "/noexec.py";
+  std::ofstream(noexec) << "print(1)\n";
+  CHECK(hora::cli::script_without_interpreter_message(noexec, "").empty());
+  CHECK(hora::cli::script_without_interpreter_message(dir.path + "/missing.py", "").empty());
+}

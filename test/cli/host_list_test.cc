@@ -84,11 +84,27 @@ TEST_CASE("hostfile: slots, comments, blank lines, max_slots") {
   CHECK(hosts[3] == HostSpec{"", "server4", 1});
 }
 
+TEST_CASE("hostfile: the `host:N` form of MPICH, Intel MPI and the Kubernetes MPI Operator") {
+  // As the MPI Operator writes /etc/mpi/hostfile for mpiImplementation Intel or MPICH.
+  const char* text =
+      "pi-worker-0.pi.default.svc:2\n"
+      "pi-worker-1.pi.default.svc:2\n"
+      "bob@[fd00::6]:3 max_slots=3\n";
+  auto hosts = parse_hostfile(text, "/etc/mpi/hostfile");
+  REQUIRE(hosts.size() == 3);
+  CHECK(hosts[0] == HostSpec{"", "pi-worker-0.pi.default.svc", 2});
+  CHECK(hosts[1] == HostSpec{"", "pi-worker-1.pi.default.svc", 2});
+  CHECK(hosts[2] == HostSpec{"bob", "fd00::6", 3});
+  CHECK(hora::cli::total_slots(hosts) == 7);
+}
+
 TEST_CASE("hostfile: errors name the file, the line and the expected form") {
   CHECK_THROWS_WITH(parse_hostfile("a slots=2\nb slots=two\n", "hf"),
                     Contains("hostfile hf line 2") && Contains("'two' is not a number") &&
                         Contains("'host slots=N'"));
-  CHECK_THROWS_WITH(parse_hostfile("a:2\n", "hf"), Contains("line 1") && Contains("slots=N"));
+  CHECK_THROWS_WITH(parse_hostfile("a:2 slots=2\n", "hf"),
+                    Contains("line 1") && Contains("given twice") && Contains("slots=N"));
+  CHECK_THROWS_WITH(parse_hostfile("a:x\n", "hf"), Contains("line 1") && Contains("'x'"));
   CHECK_THROWS_WITH(parse_hostfile("a cpus=2\n", "hf"), Contains("unknown field 'cpus'"));
   CHECK_THROWS_WITH(parse_hostfile("a slots\n", "hf"), Contains("not a key=value field"));
   CHECK_THROWS_WITH(parse_hostfile("a slots=1 slots=2\n", "hf"), Contains("given twice"));

@@ -269,3 +269,38 @@ TEST_CASE("slurm hosts: missing, malformed or disagreeing variables say which an
     for (const char* word : c.words) CHECK_THAT(message, Contains(word));
   }
 }
+
+TEST_CASE("check_not_srun_task: horarun as one task of a multi-task srun step is refused") {
+  using hora::cli::check_not_srun_task;
+  const Environment step{{"SLURM_JOB_ID", "42"},
+                         {"SLURM_STEP_ID", "3"},
+                         {"SLURM_STEP_NUM_TASKS", "2"},
+                         {"SLURM_NTASKS", "2"},
+                         {"SLURM_PROCID", "1"}};
+  const std::string msg = usage_error([&] { check_not_srun_task(step); });
+  CHECK_THAT(msg,
+             Contains("horarun is task 1 of 2 of the Slurm step 42.3 (SLURM_STEP_NUM_TASKS=2)") &&
+                 Contains("salloc") && Contains("docs/slurm.md") &&
+                 Contains("HORA_ALLOW_SRUN_STEP=1"));
+  // SLURM_NTASKS when the step's own count is missing.
+  Environment old = step;
+  old.erase("SLURM_STEP_NUM_TASKS");
+  old["SLURM_NTASKS"] = "4";
+  CHECK_THAT(usage_error([&] { check_not_srun_task(old); }), Contains("(SLURM_NTASKS=4)"));
+  // Allowed on purpose.
+  Environment allowed = step;
+  allowed["HORA_ALLOW_SRUN_STEP"] = "1";
+  CHECK(usage_error([&] { check_not_srun_task(allowed); }).empty());
+  // One task (horarun's own agents: srun --ntasks=1), no step (salloc, sbatch's script), the
+  // batch and extern steps, no Slurm at all: not refused.
+  Environment one = step;
+  one["SLURM_STEP_NUM_TASKS"] = "1";
+  CHECK(usage_error([&] { check_not_srun_task(one); }).empty());
+  Environment batch = step;
+  batch["SLURM_STEP_ID"] = "batch";
+  CHECK(usage_error([&] { check_not_srun_task(batch); }).empty());
+  Environment salloc = step;
+  salloc.erase("SLURM_STEP_ID");
+  CHECK(usage_error([&] { check_not_srun_task(salloc); }).empty());
+  CHECK(usage_error([&] { check_not_srun_task(Environment{}); }).empty());
+}

@@ -297,4 +297,30 @@ case_horarun_scancel() {
   ok "scancel of the allocation during a horarun job: no rank or agent left on any node"
 }
 
+case_horarun_in_srun_step() {
+  up 2
+  # `srun -n2 horarun ...` would start two launchers, each running the whole job: refused at once
+  # by every task, naming the step and the supported ways (issue 27).
+  slurm 60 srun -N2 -n2 "$HORARUN" -np 1 sh -c 'echo ran on $(hostname)'
+  [ $rc -eq 2 ] || { cat out err >&2; fail "srun -n2 horarun exited $rc, expected 2 (usage)"; }
+  ! grep -q "ran on" out || fail "a rank ran although horarun is one task of a 2-task step"
+  [ "$(grep -c "horarun is task [01] of 2 of the Slurm step [0-9]*\.0 (SLURM_STEP_NUM_TASKS=2)" err)" -eq 2 ] ||
+    { cat err >&2; fail "not both tasks refused, naming the step and SLURM_STEP_NUM_TASKS"; }
+  grep -q "salloc -N2 --ntasks-per-node=4 horarun python3 train.py" err &&
+    grep -q "HORA_ALLOW_SRUN_STEP=1" err || { cat err >&2; fail "the message does not say what to run instead"; }
+  # Asked for: each task runs a one-rank job of its own (both on the allocation's first slot).
+  slurm 60 env HORA_ALLOW_SRUN_STEP=1 srun -N2 -n2 "$HORARUN" -np 1 sh -c 'echo ran on $(hostname)'
+  [ $rc -eq 0 ] || { cat err >&2; fail "HORA_ALLOW_SRUN_STEP=1 srun -n2 horarun: rc=$rc"; }
+  [ "$(grep -c '^\[0\]<stdout>:ran on h[12]$' out)" -eq 2 ] ||
+    { cat out err >&2; fail "HORA_ALLOW_SRUN_STEP=1: expected two separate one-rank jobs"; }
+  # A one-task step is not refused (as horarun's own agents are), nor is a batch script.
+  slurm 60 srun -N1 -n1 "$HORARUN" -np 1 sh -c 'echo ran on $(hostname)'
+  [ $rc -eq 0 ] && grep -q "ran on h1" out || { cat err >&2; fail "srun -n1 horarun: rc=$rc"; }
+  submit -N2 -n2 -o "$WORK/batch.out" --wrap "$HORARUN sh -c 'echo batch rank \$HORA_RANK'"
+  wait_for 90 job_ended "$job" || fail "batch job $job not done after 90 s (state $job_state)"
+  [ "$job_state" = COMPLETED ] && [ "$(grep -c '<stdout>:batch rank [01]$' batch.out)" -eq 2 ] ||
+    { cat batch.out >&2; fail "horarun in an sbatch script (2 tasks) was refused: $job_state"; }
+  ok "srun -n2 horarun is refused with the supported ways; HORA_ALLOW_SRUN_STEP=1, srun -n1 and sbatch run"
+}
+
 "case_${CASE//-/_}"

@@ -153,3 +153,30 @@ TEST_CASE("add to an unwritable place names the file", "[known_hosts]") {
   CHECK_THROWS_WITH(kh.add(blocker + "/known_hosts", "h", ed1()),
                     Catch::Contains(blocker + "/known_hosts"));
 }
+
+TEST_CASE("add_or_remember: an unwritable file is reported, and the key is still known in memory",
+          "[known_hosts]") {
+  TempDir dir;
+  // A path below a regular file cannot be created, even by root (who ignores file modes): it
+  // stands for a read-only mount here; test/kubernetes/ checks a real read-only bind mount.
+  const std::string blocker = dir.write("file", "");
+  const std::string f = blocker + "/known_hosts";
+  KnownHosts kh({f});
+  const std::string why = kh.add_or_remember(f, "[10.1.1.1]:2222", ed1());
+  CHECK_THAT(why, Catch::Contains("cannot record the host key of [10.1.1.1]:2222 in " + f));
+  CHECK(kh.check("[10.1.1.1]:2222", ed1()).status == KnownHosts::Status::kKnown);
+  CHECK(kh.check("[10.1.1.1]:2222", ed2()).status == KnownHosts::Status::kChanged);
+
+  // A writable file is written, and nothing is reported.
+  const std::string g = dir / "known_hosts";
+  KnownHosts kh2({g});
+  CHECK(kh2.add_or_remember(g, "h", ed1()).empty());
+  CHECK(slurp(g) == "h ssh-ed25519 " + std::string(kEd1) + "\n");
+}
+
+TEST_CASE("first_unwritable_report: once per file and process", "[known_hosts]") {
+  CHECK(first_unwritable_report("/ro/a/known_hosts"));
+  CHECK_FALSE(first_unwritable_report("/ro/a/known_hosts"));
+  CHECK(first_unwritable_report("/ro/b/known_hosts"));
+  CHECK_FALSE(first_unwritable_report("/ro/a/known_hosts"));
+}

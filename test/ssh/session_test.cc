@@ -16,6 +16,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "common/logger.h"
 #include "ssh/errors.h"
 #include "test/read_file.h"
 #include "test/ssh/local_sshd.h"
@@ -412,6 +415,47 @@ TEST_CASE("accept-new records an unknown host; yes refuses it", "[session][hostk
   t.host_key_policy = HostKeyPolicy::kYes;
   REQUIRE_NOTHROW(Session::connect(t, {}, in(10s)));
   CHECK(slurp(kh) == sshd.known_hosts_line() + "\n");
+}
+
+TEST_CASE("a known_hosts file that cannot be written: warned about once, not fatal (issue 27)",
+          "[session][hostkey]") {
+  LocalSshd sshd;
+  // Below a regular file nothing can be created, even by root; test/kubernetes/ checks a real
+  // read-only bind mount of ~/.ssh, as the MPI Operator mounts its Secret.
+  const std::string blocker = sshd.dir() / "not_a_dir";
+  std::ofstream(blocker).close();
+  const std::string kh = blocker + "/known_hosts";
+  std::ostringstream log;
+  auto logger = hora::named_logger("ssh");
+  auto saved = logger->sinks();
+  logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_st>(log)};
+  struct Restore {
+    std::shared_ptr<spdlog::logger> logger;
+    std::vector<spdlog::sink_ptr> sinks;
+    ~Restore() { logger->sinks() = sinks; }
+  } restore{logger, saved};
+
+  Target t = sshd.target();
+  t.known_hosts_files = {kh};
+  t.host_key_policy = HostKeyPolicy::kYes;
+  REQUIRE_THROWS_WITH(Session::connect(t, {}, in(10s)), Catch::Contains("not known"));
+  for (HostKeyPolicy policy : {HostKeyPolicy::kAcceptNew, HostKeyPolicy::kNo}) {
+    t.host_key_policy = policy;
+    CHECK(Session::connect(t, {}, in(10s))->run("echo hi", "", in(10s)).out == "hi\n");
+  }
+  const std::string text = log.str();
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("cannot record the host key of") && Catch::Contains(kh) &&
+                       Catch::Contains("connecting anyway (StrictHostKeyChecking is accept-new)") &&
+                       Catch::Contains("UserKnownHostsFile"));
+  // Two connections, one warning.
+  std::size_t count = 0;
+  for (std::size_t at = text.find("connecting anyway"); at != std::string::npos;
+       at = text.find("connecting anyway", at + 1)) {
+    ++count;
+  }
+  CHECK(count == 1);
+  CHECK_FALSE(std::filesystem::exists(kh));
 }
 
 TEST_CASE("ssh-agent authentication is tried first when an agent socket is given",
