@@ -93,7 +93,7 @@ def test_backward_passes_per_step_accumulates_locally():
     for k, (x, y) in enumerate(batches):
         loss_fn(model, *my_slice(x, y)).backward()
         if k < 2 and hvd.size() > 1:
-            assert all(h is None for h, _, _ in opt._handles.values()), \
+            assert all(h is None for h, _ in opt._handles.values()), \
                 'no allreduce before the last backward pass'
     opt.synchronize()
     for p, e in zip(model.parameters(), reference_grads(batches)):

@@ -182,7 +182,9 @@ def _register(ids, finish, describe):
 
 def _check_process_set(process_set):
     if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError('hora.torch runs every op over all ranks (no process sets)')
+        raise NotImplementedError('hora.torch runs every op over all ranks (no process sets): '
+                                  'pass process_set=hvd.global_process_set or leave it out '
+                                  '(docs/pytorch.md, "Limits")')
 
 
 class _GlobalProcessSet(object):
@@ -199,6 +201,49 @@ class _GlobalProcessSet(object):
 
 
 global_process_set = _GlobalProcessSet()
+
+
+class ProcessSet(object):
+    """Horovod's ProcessSet, for code that builds one: hora has no process sets but the global
+    one, so add_process_set() and any op given a ProcessSet raise NotImplementedError."""
+
+    def __init__(self, ranks_or_comm):
+        self.ranks = sorted(ranks_or_comm) if not hasattr(ranks_or_comm, 'Get_rank') else None
+        self.process_set_id = None
+
+    def _refuse(self, *args, **kwargs):
+        _check_process_set(self)
+
+    size = rank = included = _refuse
+
+    def __str__(self):
+        return 'ProcessSet(process_set_id=None, ranks=%s)' % (self.ranks,)
+
+
+def add_process_set(process_set):
+    """Refused: hora.torch has only the global process set (docs/pytorch.md, "Limits")."""
+    raise NotImplementedError('hora.torch has no process sets but the global one: '
+                              'add_process_set() is not supported (docs/pytorch.md, "Limits")')
+
+
+def remove_process_set(process_set):
+    """Refused, as add_process_set()."""
+    raise NotImplementedError('hora.torch has no process sets but the global one: '
+                              'remove_process_set() is not supported (docs/pytorch.md, "Limits")')
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Refused: hora's timeline covers the whole job (horarun --timeline-filename)."""
+    raise NotImplementedError('hora.torch cannot start a timeline at run time: start_timeline(%r) '
+                              'is not supported; launch with horarun --timeline-filename FILE '
+                              '(HORA_TIMELINE) instead (docs/pytorch.md, "Limits")' % (file_path,))
+
+
+def stop_timeline():
+    """Refused, as start_timeline()."""
+    raise NotImplementedError('hora.torch cannot stop a timeline at run time: stop_timeline() is '
+                              'not supported; horarun --timeline-filename FILE writes one for '
+                              'the whole job (docs/pytorch.md, "Limits")')
 
 
 def poll(handle):
@@ -389,6 +434,37 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
     reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, *compressed)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
+
+
+# --- sparse allreduce -----------------------------------------------------------------------
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Horovod's sparse allreduce of a sparse COO ``tensor``: allgathers every rank's indices
+    (as ``<name>.indices``) and values (``<name>.values``) and returns a function that waits for
+    both and gives the sparse sum (``op=Average``: divided by ``size()``) of every rank's tensor,
+    uncoalesced, as Horovod's does. Like Horovod's, the result is a callable, not a handle."""
+    _check_process_set(process_set)
+    op = _check_op(op)
+    if op not in (Average, Sum):
+        raise ValueError('hora.torch.sparse_allreduce_async: op must be hvd.Average or hvd.Sum '
+                         '(the ranks\' indices and values are gathered, then summed)')
+    t = tensor
+    # allgather concatenates along the first dimension: indices go as [nnz, sparse_dim].
+    indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(),
+                                     name='%s.indices' % (name,))
+    values_handle = allgather_async(t._values().contiguous(), name='%s.values' % (name,))
+
+    def handle():
+        values = synchronize(values_handle)
+        indices = synchronize(indices_handle)
+        if op == Average:
+            values = values / size()
+        if indices.dim() == 0 or values.dim() == 0:
+            return t.new().resize_as_(t)
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size(),
+                                       dtype=t.dtype, device=t.device)
+
+    return handle
 
 
 # --- allgather ------------------------------------------------------------------------------

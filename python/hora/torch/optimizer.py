@@ -4,20 +4,37 @@ Each parameter's gradient is submitted to hora's engine, under the parameter's n
 its backward hook fires (after ``backward_passes_per_step`` accumulations), so communication
 overlaps the rest of the backward pass and the engine fuses small gradients into one buffer.
 step() waits for every gradient, then runs the wrapped optimizer's step.
+
+As in Horovod: ``groups`` (or the older ``num_groups``) submits each group's gradients as one
+grouped allreduce once the whole group is ready; sparse gradients (``nn.Embedding(sparse=True)``)
+are allgathered as indices and values (``sparse_allreduce_async``), or allreduced as dense
+tensors with ``sparse_as_dense=True``.
 """
 
+import warnings
 from contextlib import contextmanager
 
 import torch
 
 from hora.torch.compression import Compression
-from hora.torch.mpi_ops import Average, allreduce_async_, size, synchronize
+from hora.torch.functions import broadcast_object
+from hora.torch.mpi_ops import (Average, _check_process_set, allreduce_async_, global_process_set,
+                                grouped_allreduce_async_, size, sparse_allreduce_async,
+                                synchronize)
+
+
+def _split_list(items, n):
+    """Horovod's split_list: ``items`` in ``n`` chunks of nearly equal size, in order."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
-                 op=Average, gradient_predivide_factor=1.0):
+                 op=Average, gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
+        _check_process_set(process_set)
         self._compression = compression
 
         if named_parameters is not None:
@@ -47,6 +64,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = gradient_predivide_factor
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError('gradient_predivide_factor needs op == Average')
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = global_process_set
+        if groups is not None:
+            if not (isinstance(groups, list) or groups > 0):
+                raise ValueError('groups should be a non-negative integer or a list of lists of '
+                                 'torch.Tensor')
+            if isinstance(groups, list):
+                seen = set()
+                for group in groups:
+                    for p in group:
+                        if not isinstance(p, torch.Tensor):
+                            raise ValueError('groups must consist of torch.Tensor')
+                        if id(p) in seen:
+                            raise ValueError('A parameter can only appear once in groups')
+                        seen.add(id(p))
+        self._groups = groups
+        self._p_to_group = {}
+        self._group_counts = {}
         self._handles = {}
         self._grad_accs = []
         self._requires_update = set()
@@ -68,7 +103,38 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
+    def _form_groups(self):
+        """Horovod's groups: the parameters in rank 0's order (broadcast, so every rank forms the
+        same groups), then split into ``groups`` chunks, or the given lists plus one group per
+        parameter left out of them."""
+        p_list = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
+        names = broadcast_object([self._parameter_names.get(p) for p in p_list], root_rank=0,
+                                 name='DistributedOptimizer.groups')
+        order = {n: i for i, n in enumerate(names)}
+        missing = [self._parameter_names.get(p) for p in p_list
+                   if self._parameter_names.get(p) not in order]
+        if missing:
+            raise ValueError('DistributedOptimizer(groups=...): parameters %s are not on rank 0; '
+                             'every rank must give the same named_parameters' % missing)
+        p_list = sorted(p_list, key=lambda p: order[self._parameter_names.get(p)])
+        if isinstance(self._groups, list):
+            ids = {id(p) for p in p_list}
+            p_groups = [[p for p in group if id(p) in ids] for group in self._groups]
+            grouped = {id(p) for group in p_groups for p in group}
+            p_groups += [[p] for p in p_list if id(p) not in grouped]
+        else:
+            p_groups = _split_list(p_list, self._groups)
+        for group in p_groups:
+            group = tuple(group)
+            if not group:
+                continue
+            for p in group:
+                self._p_to_group[p] = group
+            self._group_counts[group] = 0
+
     def _register_hooks(self):
+        if self._groups is not None:
+            self._form_groups()
         for group in self.param_groups:
             for p in group['params']:
                 if p.requires_grad:
@@ -81,8 +147,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad_async(self, p):
         if p.grad is None:
+            # Another rank may have a gradient for p (a dynamic forward): submit zeros.
             p.grad = torch.zeros_like(p)
-        tensor, ctx = self._compression.compress(p.grad)
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if self.sparse_as_dense:
+                tensor = tensor.to_dense()
+            else:
+                return sparse_allreduce_async(tensor, name=name, op=self.op), None
+        tensor, ctx = self._compression.compress(tensor)
         if self.op == Average:
             # hora's Average divides by size(); the predivide factor moves part of that
             # division before the sum (for float16 range).
@@ -90,9 +164,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             postscale = self.gradient_predivide_factor
         else:
             prescale = postscale = 1.0
-        handle = allreduce_async_(tensor, name=self._parameter_names.get(p), op=self.op,
-                                  prescale_factor=prescale, postscale_factor=postscale)
-        return handle, ctx, tensor
+        handle = allreduce_async_(tensor, name=name, op=self.op, prescale_factor=prescale,
+                                  postscale_factor=postscale)
+        return handle, ctx
+
+    def _grouped_allreduce_grad_async(self, ps):
+        if any(p.grad.is_sparse for p in ps):
+            raise NotImplementedError(
+                'DistributedOptimizer(groups=...): parameter %s has a sparse gradient; '
+                'grouped allreduces take dense tensors: pass sparse_as_dense=True or leave the '
+                'parameter out of groups' % self._parameter_names.get(
+                    next(p for p in ps if p.grad.is_sparse)))
+        name = self._parameter_names.get(ps[0])
+        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in ps])
+        handle = grouped_allreduce_async_(list(compressed), name=name, op=self.op)
+        return handle, ctxs
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -104,27 +190,56 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         'accumulate gradients locally.')
             assert not p.grad.requires_grad
             assert self._allreduce_delay[p] > 0
-            entry = (None, None, None)
+            handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                entry = self._allreduce_grad_async(p)
-            self._handles[p] = entry
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        for gp in group:  # their no-op entries of earlier passes
+                            self._handles.pop(gp, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
         return hook
+
+    def _set_grad(self, p, result):
+        if p.grad.is_sparse:
+            if not result.is_sparse:  # sparse_as_dense: back to sparse for the update
+                result = result.to_sparse()
+            p.grad.zero_().add_(result)
+        elif result.data_ptr() != p.grad.data_ptr():
+            p.grad.copy_(result)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those whose hook did not fire)."""
-        for p in self._requires_update - set(self._handles):
+        done = set()
+        for key in self._handles:
+            done.update(key) if isinstance(key, tuple) else done.add(key)
+        for p in self._requires_update - done:
             self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx, tensor) in list(self._handles.items()):
+        for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
         try:
-            for p, (handle, ctx, tensor) in self._handles.items():
-                output = synchronize(handle)
-                self._allreduce_delay[p] = self.backward_passes_per_step
-                result = self._compression.decompress(output, ctx)
-                if result.data_ptr() != p.grad.data_ptr():
-                    p.grad.copy_(result)
+            for p, (handle, ctx) in self._handles.items():
+                if isinstance(p, tuple):  # a group: one handle, a list of results
+                    outputs = synchronize(handle)
+                    for gp, output, gctx in zip(p, outputs, ctx):
+                        self._allreduce_delay[gp] = self.backward_passes_per_step
+                        self._set_grad(gp, self._compression.decompress(output, gctx))
+                    self._group_counts[p] = 0
+                else:
+                    # sparse_allreduce_async gives a function that returns the result
+                    output = handle() if callable(handle) else synchronize(handle)
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+                    if self._groups is not None:
+                        self._group_counts[self._p_to_group[p]] = 0
+                    self._set_grad(p, self._compression.decompress(output, ctx))
         finally:
             self._handles.clear()
         self._synchronized = True
@@ -141,7 +256,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                import warnings
                 warnings.warn('optimizer.step() called without optimizer.skip_synchronize() '
                               'after optimizer.synchronize(); this may use stale gradients')
             self.synchronize()
@@ -156,17 +270,35 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0):
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
     """Wraps ``optimizer`` so that step() applies gradients averaged (``op``) over all ranks.
 
     named_parameters: model.named_parameters(); the names key the allreduces, so every rank
         must give the same names. compression: Compression.none or Compression.fp16.
     backward_passes_per_step: backward passes accumulated locally before the allreduce.
-    op: Average (default), Sum, Min, Max or Product.
+    op: Average (default), Sum, Min, Max or Product (sparse gradients: Average or Sum).
     gradient_predivide_factor: with Average, gradients are divided by this factor before the sum
         and by size()/factor after it.
+    groups: a number of groups to split the parameters into (in rank 0's order), or a list of
+        lists of parameters (the others each form a group of one); each group is one grouped
+        allreduce, submitted once all its gradients are ready. num_groups: the older name.
+    sparse_as_dense: allreduce sparse gradients as dense tensors (else their indices and
+        values are allgathered).
+    process_set: the global process set only (hora has no others).
     """
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError('gradient_predivide_factor not supported with op != Average')
+    if num_groups != 0:
+        warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed '
+                      'in v0.23.0.', DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError('backward_passes_per_step must be > 0')
+    _check_process_set(process_set)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor)
+               op, gradient_predivide_factor, groups, sparse_as_dense)
