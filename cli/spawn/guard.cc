@@ -27,7 +27,9 @@
 #include "cli/spawn/cpu_binding.h"
 #include "cli/spawn/exec_failure.h"
 #include "cli/spawn/guard_request.h"
+#include "cli/spawn/shm_cleanup.h"
 #include "common/duration.h"
+#include "common/job_environment.h"
 #include "common/unique_fd.h"
 #include "common/write_all.h"
 
@@ -99,6 +101,12 @@ class Guard {
     if (!request) return 1;
     if (int rc = start(*request); rc != 0) return rc;
     supervise();
+    // Everything the rank started is gone: its shared-memory segments that no rank unlinked
+    // (the job ended before every local rank mapped them) go too (spawn/shm_cleanup.h).
+    if (auto prefix =
+            shm_prefix_for(std::getenv(job_env::kSecret), std::getenv(job_env::kHostIndex))) {
+      remove_orphan_segments(*prefix);
+    }
     if (WIFSIGNALED(status_)) die_of_signal(WTERMSIG(status_));
     return WIFEXITED(status_) ? WEXITSTATUS(status_) : 1;
   }

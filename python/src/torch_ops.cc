@@ -229,8 +229,8 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
     hora::allreduce(r.input.data_ptr(), r.output.data_ptr(), tensor.numel(), type, rop, stream);
     r.completed = true;
   } else {
-    r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(), tensor.numel(),
-                                     type, rop);
+    r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(),
+                                     tensor.sizes().vec(), type, rop);
   }
   return registry().add(std::move(r));
 }
@@ -264,7 +264,7 @@ int broadcast_async(const std::string& name, const at::Tensor& tensor, const at:
     hora::broadcast(r.output.data_ptr(), tensor.numel(), type, root, stream);
     r.completed = true;
   } else {
-    r.handle = hora::broadcast_async(name, r.output.data_ptr(), tensor.numel(), type, root);
+    r.handle = hora::broadcast_async(name, r.output.data_ptr(), tensor.sizes().vec(), type, root);
   }
   return registry().add(std::move(r));
 }
@@ -351,7 +351,7 @@ int allgather_async(const std::string& name, const at::Tensor& tensor) {
       hora::allgather(r.input.data_ptr(), r.input.numel(), out, counts, type, stream);
     });
   } else {
-    r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.numel(), type,
+    r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.sizes().vec(), type,
                                      allocate_rows(r.input, r.row, r.allocated));
   }
   return registry().add(std::move(r));
@@ -363,10 +363,19 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
   Record r = gathering_record(tensor, "alltoall", nccl);
   std::vector<std::size_t> splits;
   int64_t total = 0;
+  auto splits_text = [&] {
+    std::string t;
+    for (int64_t s : split_rows) t += (t.empty() ? "" : ", ") + std::to_string(s);
+    return "rank " + std::to_string(hora::rank()) + ": hora.torch.alltoall: splits [" + t + "]";
+  };
   for (int64_t s : split_rows) {
-    if (s < 0) throw py::value_error("hora.torch.alltoall: splits must not be negative");
-    splits.push_back(static_cast<std::size_t>(s * r.row));
-    total += s;
+    if (s < 0) throw py::value_error(splits_text() + ": splits must not be negative");
+    int64_t elements = 0;
+    if (__builtin_mul_overflow(s, r.row, &elements) || __builtin_add_overflow(total, s, &total)) {
+      throw py::value_error(splits_text() +
+                            " overflow 64 bits; they must add up to the tensor's first dimension");
+    }
+    splits.push_back(static_cast<std::size_t>(elements));
   }
   if (tensor.dim() == 0 || total != tensor.size(0)) {
     throw py::value_error("hora.torch.alltoall: splits add up to " + std::to_string(total) +
@@ -384,7 +393,7 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
       hora::alltoall(r.input.data_ptr(), splits, out, counts, type, stream);
     });
   } else {
-    r.handle = hora::alltoall_async(name, r.input.data_ptr(), splits, type,
+    r.handle = hora::alltoall_async(name, r.input.data_ptr(), r.input.sizes().vec(), splits, type,
                                     allocate_rows(r.input, r.row, r.allocated));
   }
   return registry().add(std::move(r));
@@ -417,7 +426,7 @@ int reducescatter_async(const std::string& name, const at::Tensor& tensor, int o
     r.completed = true;
   } else {
     r.handle = hora::reducescatter_async(name, r.input.data_ptr(), r.output.data_ptr(),
-                                         r.input.numel(), type, rop);
+                                         r.input.sizes().vec(), type, rop);
   }
   return registry().add(std::move(r));
 }

@@ -22,6 +22,27 @@ Handle submit(std::shared_ptr<Handle::State> s) {
   return engine->submit(std::move(s));
 }
 
+// The element count of `shape` (the shaped forms), refusing what the negotiation cannot carry.
+std::size_t elements(const char* what, const std::string& name, const Shape& shape) {
+  auto refuse = [&](const std::string& why) {
+    return UsageError(std::string("hora::") + what + "_async('" + name + "'): " + why);
+  };
+  if (shape.size() > 255) throw refuse(std::to_string(shape.size()) + " dimensions (at most 255)");
+  std::size_t n = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw refuse("negative dimension " + std::to_string(d) + " in its shape");
+    if (__builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) {
+      throw refuse("its shape's element count overflows");
+    }
+  }
+  return n;
+}
+
+Handle submit_shaped(std::shared_ptr<Handle::State> s, const Shape& shape) {
+  s->request.shape = shape;
+  return submit(std::move(s));
+}
+
 }  // namespace
 
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
@@ -53,6 +74,52 @@ Handle reducescatter_async(const std::string& name, const void* sendbuf, void* r
                            std::size_t count, DataType type, ReduceOp op, Callback on_done) {
   return submit(detail::engine::make_reducescatter_op(name, sendbuf, recvbuf, count, type, op,
                                                       std::move(on_done)));
+}
+
+Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
+                       const Shape& shape, DataType type, ReduceOp op, Callback on_done) {
+  const std::size_t n = elements("allreduce", name, shape);
+  return submit_shaped(detail::engine::make_allreduce_op(name, sendbuf, recvbuf, n, type, op,
+                                                         std::move(on_done)),
+                       shape);
+}
+
+Handle allgather_async(const std::string& name, const void* sendbuf, const Shape& shape,
+                       DataType type, OutputAllocator output, Callback on_done) {
+  const std::size_t n = elements("allgather", name, shape);
+  return submit_shaped(detail::engine::make_allgather_op(name, sendbuf, n, type, std::move(output),
+                                                         std::move(on_done)),
+                       shape);
+}
+
+Handle broadcast_async(const std::string& name, void* buffer, const Shape& shape, DataType type,
+                       int root, Callback on_done) {
+  const std::size_t n = elements("broadcast", name, shape);
+  return submit_shaped(detail::engine::make_broadcast_op(name, buffer, n, type, root,
+                                                         std::move(on_done)),
+                       shape);
+}
+
+Handle alltoall_async(const std::string& name, const void* sendbuf, const Shape& shape,
+                      const std::vector<std::size_t>& send_splits, DataType type,
+                      OutputAllocator output, Callback on_done) {
+  const std::size_t n = elements("alltoall", name, shape);
+  auto state = detail::engine::make_alltoall_op(name, sendbuf, send_splits, type, std::move(output),
+                                                std::move(on_done));
+  if (state->request.count != n) {
+    throw UsageError("hora::alltoall_async('" + name + "'): send_splits add up to " +
+                     std::to_string(state->request.count) + " elements but the shape holds " +
+                     std::to_string(n));
+  }
+  return submit_shaped(std::move(state), shape);
+}
+
+Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
+                           const Shape& shape, DataType type, ReduceOp op, Callback on_done) {
+  const std::size_t n = elements("reducescatter", name, shape);
+  return submit_shaped(detail::engine::make_reducescatter_op(name, sendbuf, recvbuf, n, type, op,
+                                                             std::move(on_done)),
+                       shape);
 }
 
 }  // namespace hora

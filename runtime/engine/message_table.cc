@@ -7,6 +7,41 @@ namespace {
 
 std::string quoted(const std::string& name) { return "'" + name + "'"; }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+// Horovod's shape rules (controller.cc, ConstructResponse) for two ranks that both gave a shape:
+// allgather and alltoall need the same number of dimensions and the same dimensions after the
+// first; every other op needs the same shape. Empty when they agree.
+std::string shape_difference(const Request& x, const std::string& ra, const Request& y,
+                             const std::string& rb) {
+  if (x.shape.empty() || y.shape.empty()) return {};
+  const std::string head =
+      std::string("Mismatched ") + name_of(x.type) + " tensor shapes for tensor " + quoted(x.name);
+  const std::string who =
+      ": " + ra + " sent " + shape_text(x.shape) + " but " + rb + " sent " + shape_text(y.shape);
+  if (x.type != OpType::kAllgather && x.type != OpType::kAlltoall) {
+    return x.shape == y.shape ? std::string() : head + who;
+  }
+  if (x.shape.size() != y.shape.size()) {
+    return head + ": One or more ranks sent tensors of rank " + std::to_string(x.shape.size()) +
+           ", but another rank sent a tensor of rank " + std::to_string(y.shape.size()) + who;
+  }
+  for (std::size_t d = 1; d < x.shape.size(); ++d) {
+    if (x.shape[d] != y.shape[d]) {
+      return head + ": One or more ranks sent tensors with different dimensions after the " +
+             "first (dimension " + std::to_string(d) + ")" + who;
+    }
+  }
+  return {};
+}
+
 // The first difference between the reference request (from rank `a`) and rank `b`'s request, as
 // Horovod words it; empty when they agree.
 std::string difference(const Request& x, int a, const Request& y, int b) {
@@ -30,6 +65,7 @@ std::string difference(const Request& x, int a, const Request& y, int b) {
     return "Mismatched broadcast root ranks" + tensor + ": " + ra + " sent root " +
            std::to_string(x.root) + " but " + rb + " sent root " + std::to_string(y.root);
   }
+  if (std::string diff = shape_difference(x, ra, y, rb); !diff.empty()) return diff;
   if (x.count_must_match() && x.count != y.count) {
     return "Mismatched " + op + " tensor shapes" + tensor + ": " + ra + " sent " +
            std::to_string(x.count) + " elements but " + rb + " sent " + std::to_string(y.count);

@@ -82,6 +82,8 @@ std::vector<std::uint8_t> NegotiationMessage::encode() const {
     w.u64(r.count);
     w.u32(static_cast<std::uint32_t>(r.root));
     w.u32(static_cast<std::uint32_t>(r.device));
+    w.u8(static_cast<std::uint8_t>(r.shape.size()));
+    for (std::int64_t d : r.shape) w.u64(static_cast<std::uint64_t>(d));
     w.u32(a.waited_ms);
   }
   w.u32(static_cast<std::uint32_t>(abandon.size()));
@@ -116,6 +118,10 @@ NegotiationMessage NegotiationMessage::decode(std::span<const std::uint8_t> byte
     a.request.count = r.u64();
     a.request.root = static_cast<std::int32_t>(r.u32());
     a.request.device = static_cast<std::int32_t>(r.u32());
+    const std::uint8_t ndims = r.u8();
+    for (std::uint8_t d = 0; d < ndims; ++d) {
+      a.request.shape.push_back(static_cast<std::int64_t>(r.u64()));
+    }
     a.waited_ms = r.u32();
     m.requests.push_back(std::move(a));
   }

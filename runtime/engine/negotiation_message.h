@@ -23,7 +23,7 @@
 namespace hora::detail::engine {
 
 struct NegotiationMessage {
-  static constexpr std::uint8_t kVersion = 1;
+  static constexpr std::uint8_t kVersion = 2;  // 2: requests carry their shape
   static constexpr std::size_t kMaxNameLength = 65535;
 
   struct Announcement {

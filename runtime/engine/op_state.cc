@@ -102,7 +102,15 @@ std::shared_ptr<Handle::State> make_alltoall_op(const std::string& name, const v
                                                 DataType type, OutputAllocator output,
                                                 Callback on_done) {
   std::size_t total = 0;
-  for (std::size_t c : send_splits) total += c;
+  for (std::size_t c : send_splits) {
+    if (__builtin_add_overflow(total, c, &total)) {
+      std::string list;
+      for (std::size_t x : send_splits) list += (list.empty() ? "" : ", ") + std::to_string(x);
+      throw UsageError("hora::alltoall_async('" + name + "'): send_splits [" + list +
+                       "] add up to more elements than fit in 64 bits; each split is the "
+                       "number of elements sent to that rank");
+    }
+  }
   auto s = new_state(name, OpType::kAlltoall, type, total, std::move(on_done));
   s->sendbuf = sendbuf;
   s->send_splits = send_splits;

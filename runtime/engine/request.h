@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <hora/types.h>
 
@@ -35,6 +36,10 @@ struct Request {
   std::uint64_t count = 0;
   std::int32_t root = 0;  // broadcast
   std::int32_t device = kCpuDevice;
+  // The tensor's shape when the caller gave one (the shaped API forms, hora.torch); empty for the
+  // flat C++ forms, whose ranks are checked on counts alone. Checked by Horovod's rules
+  // (message_table.cc): equal on every rank, except the first dimension of allgather/alltoall.
+  std::vector<std::int64_t> shape;
 
   // Whether counts must be equal on every rank for this op type.
   bool count_must_match() const;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hora/error.h>
 #include <hora/hora.h>
 
@@ -30,8 +31,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::size_t sum(const std::vector<std::size_t>& v) {
-  return std::accumulate(v.begin(), v.end(), std::size_t{0});
+// The sum of counts or splits; a sum past 64 bits is the caller's mistake, named as such.
+std::size_t sum(const WorldInfo& world, const char* what, const char* name,
+                const std::vector<std::size_t>& v) {
+  std::size_t total = 0;
+  for (std::size_t x : v) {
+    if (__builtin_add_overflow(total, x, &total)) {
+      throw UsageError(fmt::format("{}: hora::{}: {} [{}] add up to more elements than fit in 64 "
+                                   "bits ({}[i] is the number of elements for rank i)",
+                                   who(world), what, name, fmt::join(v, ", "), name),
+                       world.rank, world.hostname);
+    }
+  }
+  return total;
 }
 
 }  // namespace
@@ -85,12 +97,15 @@ void Runtime::join_shared_memory(Clock::time_point deadline, const std::string& 
   if (world_.shm && world_.local_size > 1) {
     std::shared_ptr<shm::ShmGroup> engine_group;
     try {
-      auto group = shm::form_group(world_, *client_, deadline, "user");
+      // The launcher's abort ends the wait for the other local ranks at once, and local rank 0
+      // then unlinks the segment it created (docs/shm.md, "Lifetime").
+      auto aborted = [this] { return abort_.reason(); };
+      auto group = shm::form_group(world_, *client_, deadline, "user", aborted);
       // The global scope is this group when every rank is here (local rank i is rank i then).
       // The async engine then gets a group of its own, for its own thread.
       bool global = world_.local_size == world_.size;
       for (int i = 0; global && i < group->size(); ++i) global = group->global_rank_of(i) == i;
-      if (global) engine_group = shm::form_group(world_, *client_, deadline, "engine");
+      if (global) engine_group = shm::form_group(world_, *client_, deadline, "engine", aborted);
       shm_ = std::make_shared<shm::ShmBackend>(std::move(group), global);
     } catch (...) {
       client_.reset();
@@ -357,7 +372,7 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                                  who(world_), me, counts[me], me, name_of(scope), count),
                      world_.rank, world_.hostname);
   }
-  const std::size_t total = sum(counts);
+  const std::size_t total = sum(world_, "allgather", "counts", counts);
   check_buffer(world_, "allgather", "sendbuf", sendbuf, count);
   check_buffer(world_, "allgather", "recvbuf", recvbuf, total);
   if (total == 0) return;
@@ -412,8 +427,8 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
                                  who(world_), me, send_splits[me], me, recv_splits[me]),
                      world_.rank, world_.hostname);
   }
-  const std::size_t sent = sum(send_splits);
-  const std::size_t received = sum(recv_splits);
+  const std::size_t sent = sum(world_, "alltoall", "send_splits", send_splits);
+  const std::size_t received = sum(world_, "alltoall", "recv_splits", recv_splits);
   check_buffer(world_, "alltoall", "sendbuf", sendbuf, sent);
   check_buffer(world_, "alltoall", "recvbuf", recvbuf, received);
   if (n == 1) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "rendezvous/client.h"
 #include "runtime/shm/segment.h"
@@ -13,7 +14,8 @@ namespace hora::detail::shm {
 
 std::shared_ptr<ShmGroup> form_group(const WorldInfo& world, rdv::Client& client,
                                      std::chrono::steady_clock::time_point deadline,
-                                     const char* purpose) {
+                                     const char* purpose,
+                                     std::function<std::optional<std::string>()> aborted) {
   using Clock = std::chrono::steady_clock;
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
@@ -41,6 +43,7 @@ std::shared_ptr<ShmGroup> form_group(const WorldInfo& world, rdv::Client& client
   options.global_rank = world.rank;
   options.host = world.hostname;
   options.timeout = world.timeout;
+  options.aborted = std::move(aborted);
   return std::make_shared<ShmGroup>(name, options, deadline);
 }
 

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "runtime/core/world.h"
 #include "runtime/shm/shm_group.h"
@@ -19,8 +22,10 @@ class Client;
 namespace hora::detail::shm {
 
 // purpose: "user" (the blocking collectives) or "engine" (the async engine's own group).
+// aborted: the launcher's abort reason, if any (ShmOptions::aborted); may be empty.
 std::shared_ptr<ShmGroup> form_group(const WorldInfo& world, rdv::Client& client,
                                      std::chrono::steady_clock::time_point deadline,
-                                     const char* purpose);
+                                     const char* purpose,
+                                     std::function<std::optional<std::string>()> aborted = {});
 
 }  // namespace hora::detail::shm

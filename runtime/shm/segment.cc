@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-#include "common/fnv.h"
+#include "common/shm_name.h"
 #include "common/unique_fd.h"
 
 namespace hora::detail::shm {
@@ -33,12 +33,9 @@ void* map(int fd, std::size_t bytes, const std::string& name) {
 }  // namespace
 
 std::string Segment::make_name(const void* secret, std::size_t secret_size, int host_index) {
-  // FNV-1a, 64 bits: names need to differ between jobs, not to be secret (the segment's mode
-  // keeps other users out; 64 bits of a 256-bit secret reveal nothing useful about it).
-  const std::uint64_t hash =
-      Fnv1a64().bytes(secret, secret_size).bytes(&host_index, sizeof host_index).value();
   static std::atomic<unsigned> counter{0};
-  return fmt::format("/hora-{:016x}-{}-{}", hash, ::getpid(), counter.fetch_add(1));
+  return fmt::format("{}-{}-{}", shm_name_prefix(secret, secret_size, host_index), ::getpid(),
+                     counter.fetch_add(1));
 }
 
 Segment Segment::create(const std::string& name, std::size_t bytes) {

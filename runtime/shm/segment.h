@@ -16,8 +16,10 @@ namespace hora::detail::shm {
 class Segment {
  public:
   // "/hora-<16 hex digits>-<pid>-<n>": the digits hash the job secret and the host index (so
-  // two jobs, or two hosts of one job sharing a kernel, never meet), the pid and a counter of
-  // this process make every creation unique (several groups, or init() after shutdown()).
+  // two jobs, or two hosts of one job sharing a kernel, never meet; common/shm_name.h, which the
+  // rank's guard uses to remove what a dead creator left: cli/spawn/shm_cleanup.h), the pid and a
+  // counter of this process make every creation unique (several groups, or init() after
+  // shutdown()).
   static std::string make_name(const void* secret, std::size_t secret_size, int host_index);
 
   // Creates `name` with `bytes` bytes (zero-filled) and maps it. Throws std::runtime_error with

@@ -162,6 +162,7 @@ void ShmGroup::attach(Clock::time_point start_deadline) {
   const std::string step =
       fmt::format("{}: forming the shared-memory group of the {} local ranks", who_, size_);
   while (header_->magic.load(std::memory_order_acquire) != kMagic) {
+    throw_if_aborted(step);
     if (Clock::now() >= start_deadline) {
       throw TimeoutError(fmt::format("{}: segment {} was never initialised by local rank 0; raise "
                                      "HORA_START_TIMEOUT, or set HORA_SHM=0",
@@ -190,6 +191,7 @@ void ShmGroup::attach(Clock::time_point start_deadline) {
   for (;;) {
     const std::uint32_t seen = header_->attached.load(std::memory_order_acquire);
     if (seen >= static_cast<std::uint32_t>(size_)) break;
+    throw_if_aborted(step);
     const auto left = start_deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
       std::string missing;
@@ -210,6 +212,15 @@ void ShmGroup::attach(Clock::time_point start_deadline) {
     pids_.push_back(static_cast<pid_t>(ranks_[i].pid.load(std::memory_order_relaxed)));
   }
   peers_ = PeerWatch(pids_);
+}
+
+void ShmGroup::throw_if_aborted(const std::string& step) const {
+  if (!options_.aborted) return;
+  if (auto reason = options_.aborted()) {
+    // The same text as every other step's abort (error_translation.h's aborted_message).
+    throw AbortedError(fmt::format("{} failed: job aborted by launcher: {}", step, *reason),
+                       options_.global_rank, options_.host);
+  }
 }
 
 int ShmGroup::global_rank_of(int i) const {

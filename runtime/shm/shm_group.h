@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ struct ShmOptions {
   // phase took CPU from the computation while the async engine waited (docs/shm.md).
   std::chrono::nanoseconds spin_time = std::chrono::microseconds(2);
   std::chrono::nanoseconds yield_time = std::chrono::microseconds(50);
+  // The launcher's abort while the group forms (the runtime's AbortState): the constructor's
+  // waits check it and throw hora::AbortedError, unlinking the name (local rank 0 created it;
+  // nobody else would remove it before every rank mapped it). Null: not checked.
+  std::function<std::optional<std::string>()> aborted;
 };
 
 class ShmGroup {
@@ -122,6 +127,8 @@ class ShmGroup {
   struct Op;
 
   void attach(std::chrono::steady_clock::time_point start_deadline) HORA_REQUIRES(op_mu_);
+  // Throws hora::AbortedError naming `step` when options_.aborted reports the launcher's abort.
+  void throw_if_aborted(const std::string& step) const;
   // `in` may equal `out` (in place); otherwise they do not overlap.
   void reduce_all(const Op& info, const char* in, char* out, std::size_t count,
                   std::size_t element_size, ReduceFn reduce, std::uint64_t signature)

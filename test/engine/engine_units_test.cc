@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/message_table.h"
 #include "runtime/engine/negotiation_message.h"
+#include "runtime/engine/op_state.h"
 #include "runtime/engine/response_cache.h"
 #include "runtime/engine/stall_inspector.h"
 #include "runtime/engine/timeline.h"
@@ -489,4 +491,79 @@ TEST_CASE("ThreadWorld names the rank that never arrived", "[transport]") {
   CHECK(one_names_rank_2);
   CHECK_FALSE(errors[0].empty());
   CHECK_FALSE(errors[1].empty());
+}
+
+namespace {
+
+Request shaped(const std::string& name, OpType type, std::vector<std::int64_t> shape) {
+  Request r = allreduce(name, 1);
+  r.type = type;
+  r.shape = std::move(shape);
+  r.count = 1;
+  for (std::int64_t d : r.shape) r.count *= static_cast<std::uint64_t>(d);
+  return r;
+}
+
+// Every rank's request for `name` with rank r's shape shapes[r]; returns take()'s error.
+std::string shape_error(OpType type, const std::vector<std::vector<std::int64_t>>& shapes) {
+  MessageTable table(static_cast<int>(shapes.size()));
+  const auto t = MessageTable::Clock::now();
+  for (std::size_t r = 0; r < shapes.size(); ++r) {
+    table.add(static_cast<int>(r), shaped("s", type, shapes[r]), t);
+  }
+  return table.take("s").error;
+}
+
+}  // namespace
+
+TEST_CASE("MessageTable checks shapes by Horovod's rules", "[table][shape]") {
+  // allgather: trailing dimensions and the number of dimensions must agree; the first may differ.
+  CHECK(shape_error(OpType::kAllgather, {{2, 3}, {2, 4}}) ==
+        "Mismatched allgather tensor shapes for tensor 's': One or more ranks sent tensors with "
+        "different dimensions after the first (dimension 1): rank 0 sent [2, 3] but rank 1 sent "
+        "[2, 4]");
+  CHECK(shape_error(OpType::kAllgather, {{2, 3}, {2, 3}, {6}}) ==
+        "Mismatched allgather tensor shapes for tensor 's': One or more ranks sent tensors of "
+        "rank 2, but another rank sent a tensor of rank 1: rank 0 sent [2, 3] but rank 2 sent [6]");
+  CHECK(shape_error(OpType::kAllgather, {{1, 3}, {5, 3}, {0, 3}}).empty());
+  CHECK(shape_error(OpType::kAlltoall, {{4, 2}, {4, 3}}) ==
+        "Mismatched alltoall tensor shapes for tensor 's': One or more ranks sent tensors with "
+        "different dimensions after the first (dimension 1): rank 0 sent [4, 2] but rank 1 sent "
+        "[4, 3]");
+  CHECK(shape_error(OpType::kAlltoall, {{4, 2}, {7, 2}}).empty());
+  // Every other op: the same shape, even where the counts agree.
+  CHECK(shape_error(OpType::kAllreduce, {{2, 3}, {3, 2}}) ==
+        "Mismatched allreduce tensor shapes for tensor 's': rank 0 sent [2, 3] but rank 1 sent "
+        "[3, 2]");
+  CHECK(
+      shape_error(OpType::kBroadcast, {{6}, {6}, {2, 3}}) ==
+      "Mismatched broadcast tensor shapes for tensor 's': rank 0 sent [6] but rank 2 sent [2, 3]");
+  CHECK(shape_error(OpType::kReducescatter, {{4, 2}, {2, 4}}) ==
+        "Mismatched reducescatter tensor shapes for tensor 's': rank 0 sent [4, 2] but rank 1 "
+        "sent [2, 4]");
+  CHECK(shape_error(OpType::kAllreduce, {{2, 3}, {2, 3}}).empty());
+  // The flat C++ forms carry no shape: only their counts are compared.
+  CHECK(shape_error(OpType::kAllreduce, {{2, 3}, {}}).empty() == false);  // count 6 vs 1
+}
+
+TEST_CASE("NegotiationMessage carries a request's shape", "[negotiation][shape]") {
+  NegotiationMessage m;
+  m.requests.push_back({shaped("a", OpType::kAllgather, {2, 3, 5}), 0});
+  m.requests.push_back({shaped("b", OpType::kAllreduce, {}), 0});
+  NegotiationMessage back = NegotiationMessage::decode(m.encode(), 1);
+  REQUIRE(back.requests.size() == 2);
+  CHECK(back.requests[0].request.shape == std::vector<std::int64_t>{2, 3, 5});
+  CHECK(back.requests[1].request.shape.empty());
+}
+
+TEST_CASE("alltoall splits that overflow 64 bits are a usage error, not a crash", "[alltoall]") {
+  const std::size_t big = std::numeric_limits<std::size_t>::max() / 2;
+  try {
+    make_alltoall_op("o", nullptr, {big, big, 6}, DataType::kFloat32, nullptr, nullptr);
+    FAIL("no error");
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("hora::alltoall_async('o'): send_splits [" +
+                                         std::to_string(big) + ", " + std::to_string(big) +
+                                         ", 6] add up to more elements than fit in 64 bits"));
+  }
 }

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -96,6 +97,25 @@ Handle alltoall_async(const std::string& name, const void* sendbuf,
 // hora::reducescatter_count(count, rank(), size()) elements.
 Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
                            std::size_t count, DataType type, ReduceOp op,
+                           Callback on_done = nullptr);
+
+// The shaped forms: the same ops on a tensor of `shape` (count = the product of its dimensions;
+// alltoall's splits count elements). Every rank's shape is checked against the others' by
+// Horovod's rules, and a difference fails the op on every rank with hora::MismatchError naming
+// the ranks and shapes: allgather and alltoall need the same number of dimensions and the same
+// dimensions after the first, every other op the same shape (docs/errors.md, "Shape rules").
+using Shape = std::vector<std::int64_t>;
+Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
+                       const Shape& shape, DataType type, ReduceOp op, Callback on_done = nullptr);
+Handle allgather_async(const std::string& name, const void* sendbuf, const Shape& shape,
+                       DataType type, OutputAllocator output, Callback on_done = nullptr);
+Handle broadcast_async(const std::string& name, void* buffer, const Shape& shape, DataType type,
+                       int root, Callback on_done = nullptr);
+Handle alltoall_async(const std::string& name, const void* sendbuf, const Shape& shape,
+                      const std::vector<std::size_t>& send_splits, DataType type,
+                      OutputAllocator output, Callback on_done = nullptr);
+Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
+                           const Shape& shape, DataType type, ReduceOp op,
                            Callback on_done = nullptr);
 
 // True once the op has completed, successfully or not. Never throws the op's error.
