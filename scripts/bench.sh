@@ -20,8 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
-BENCHMARKS=(collectives compare training fusion torch rendezvous scale launch remote_launch discovery
-  elastic_recovery)
+BENCHMARKS=(collectives compare training fusion torch torch_steps rendezvous scale launch remote_launch
+  discovery elastic_recovery)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -57,6 +57,114 @@ bench_torch() {
   bash bench/bench_torch.sh "$BUILD_DIR" "$@" || echo "(torch: skipped or failed, rc=$?)"
 }
 
+# ---- torch_steps: a communication-bound model's steps/s, hora.torch vs Horovod vs DDP (issue 26)
+
+# One run of bench/torch_steps_bench.py; prints its steps/s (empty when it failed, with the
+# output on stderr). torch_steps_run LAUNCHER FRAMEWORK NP HOSTS [SSH_CONFIG NETNS]
+torch_steps_run() {
+  local launcher=$1 fw=$2 np=$3 hosts=$4 config=${5:-} netns=${6:-} out pp=$TS_HORA_PY
+  local -a cmd
+  [ "$fw" = horovod ] && pp=$TS_HVD/site
+  if [ "$launcher" = horarun ]; then
+    cmd=("$TS_BUILD/cli/horarun" -np "$np" -H "$hosts")
+    [ -n "$config" ] && cmd+=(--ssh-config "$config")
+  else
+    # Horovod's own launcher; across test hosts it runs inside h1's namespace (the hosts' names
+    # resolve there) and reaches them with an `ssh` that reads the test hosts' ssh_config.
+    cmd=(/usr/bin/python3 "$TS_HVD/site/bin/horovodrun" --gloo -np "$np" -H "$hosts")
+    # (--network-interfaces skips its NIC discovery, whose remote task lacks PYTHONPATH)
+    [ -n "$netns" ] && cmd+=(--network-interfaces eth0)
+    [ -n "$netns" ] && cmd=(ip netns exec "$netns" env "PATH=$TS_SSHWRAP:$PATH" "${cmd[@]}")
+  fi
+  out=$(PYTHONPATH=$pp timeout "${TS_TIMEOUT:-300}" "${cmd[@]}" /usr/bin/python3 \
+    "$TS_ROOT/bench/torch_steps_bench.py" --framework "$fw" --steps "${TS_STEPS:-15}" 2>&1 </dev/null)
+  local v
+  v=$(sed -n 's/.*steps_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | head -1)
+  if [ -z "$v" ]; then
+    echo "torch_steps: $launcher $fw -np $np -H $hosts failed:" >&2
+    tail -n 15 <<<"$out" >&2
+  fi
+  printf '%s' "$v"
+}
+
+# "median min max" of the numbers on stdin (empty lines ignored).
+torch_steps_stats() {
+  sort -g | awk 'NF { v[n++] = $1 } END { if (n == 0) { print "- - -"; exit }
+    m = (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; print m, v[0], v[n - 1] }'
+}
+
+bench_torch_steps() {
+  heading "torch_steps: 4 x Linear(2048, 2048) (67 MB of fp32 gradients a step), batch 16 per" \
+    "rank: hora.torch vs Horovod 0.28.1 vs DDP over gloo, median of ${TS_REPEATS:-5} interleaved runs"
+  TS_ROOT=$(pwd)
+  # TS_BUILD: a copy of the build's cli/, python/ and runtime/ (the same layout), so that a
+  # rebuild of $BUILD_DIR during the long run does not pull horarun from under it.
+  TS_BUILD=${TS_BUILD:-$TS_ROOT/$BUILD_DIR}
+  TS_HORA_PY=$TS_BUILD/python
+  local archive=${HOROVOD_ARCHIVE:-$TS_ROOT/../shared/horovod/horovod-0.28.1-torch1.13-cpu-gloo.tar.xz}
+  if ! PYTHONPATH=$TS_HORA_PY /usr/bin/python3 -c 'import hora.torch' >/dev/null 2>&1; then
+    echo "torch_steps: skipped: hora.torch is not importable from $TS_HORA_PY (-Dtorch=enabled)"
+    return 0
+  fi
+  [ -r "$archive" ] || { echo "torch_steps: skipped: no Horovod archive at $archive"; return 0; }
+  TS_HVD=$(mktemp -d)
+  TS_SSHWRAP=$TS_HVD/sshwrap
+  local index="" config=""
+  # shellcheck disable=SC2064
+  trap "rm -rf '$TS_HVD'; trap - RETURN" RETURN
+  tar -xJf "$archive" -C "$TS_HVD"
+  local -a configs=("np2-1host 2 localhost:2")
+  if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 &&
+    vars=$(scripts/testhosts.sh up --index auto --hosts 2 2>/dev/null); then
+    eval "$vars"
+    index=$HORA_TESTHOSTS_INDEX
+    config=$HORA_TESTHOSTS_SSH_CONFIG
+    # shellcheck disable=SC2064
+    trap "rm -rf '$TS_HVD'; scripts/testhosts.sh down --index $index >/dev/null 2>&1; trap - RETURN" RETURN
+    # shellcheck disable=SC2064
+    trap "scripts/testhosts.sh down --index $index >/dev/null 2>&1" EXIT
+    mkdir -p "$TS_SSHWRAP"
+    printf '#!/bin/sh\nexec /usr/bin/ssh -F %s "$@"\n' "$config" >"$TS_SSHWRAP/ssh"
+    chmod +x "$TS_SSHWRAP/ssh"
+    configs+=("2hosts-x1 2 h1:1,h2:1")
+  else
+    echo "(2 hosts x 1: skipped: needs root and ip netns for scripts/testhosts.sh)"
+  fi
+  local -a contenders=("horovodrun horovod" "horarun horovod" "horarun hora" "horarun ddp")
+  local results c rep i spec name np hosts cfg ns
+  results=$(mktemp)
+  for spec in "${configs[@]}"; do
+    read -r name np hosts <<<"$spec"
+    cfg="" ns=""
+    if [ "$name" != np2-1host ]; then cfg=$config ns=hora$index-h1; fi
+    echo "$name: load before: $(uptime | sed 's/.*load average: //')"
+    for ((rep = 0; rep < ${TS_REPEATS:-5}; rep++)); do
+      # The contenders take turns, starting one further on each repeat, so that a busy minute
+      # of the shared machine falls on all of them alike.
+      for ((i = 0; i < ${#contenders[@]}; i++)); do
+        c=${contenders[(i + rep) % ${#contenders[@]}]}
+        # shellcheck disable=SC2086
+        echo "$name $c $(torch_steps_run $c "$np" "$hosts" "$cfg" "$ns")" >>"$results"
+      done
+    done
+    echo "$name: load after:  $(uptime | sed 's/.*load average: //')"
+  done
+  printf '\n%-10s %-24s %14s %16s %12s\n' config launcher/framework "median steps/s" "min-max" "/ horovodrun"
+  local base med lo hi
+  for spec in "${configs[@]}"; do
+    read -r name _ <<<"$spec"
+    base=$(awk -v n="$name" '$1 == n && $2 == "horovodrun" { print $4 }' "$results" |
+      torch_steps_stats | cut -d' ' -f1)
+    for c in "${contenders[@]}"; do
+      read -r med lo hi < <(awk -v n="$name" -v l="${c% *}" -v f="${c#* }" \
+        '$1 == n && $2 == l && $3 == f { print $4 }' "$results" | torch_steps_stats)
+      printf '%-10s %-24s %14s %16s %12s\n' "$name" "${c/ //}" "$med" "$lo-$hi" \
+        "$(awk -v a="$med" -v b="$base" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')"
+    done
+  done
+  rm -f "$results"
+}
+
 # How many times the launch benchmark starts each job (the median is printed).
 LAUNCH_RUNS=7
 
@@ -76,6 +184,12 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 with async/blocking and the speed-up over -np 1
   torch         bench/bench_torch.sh: steps/s of hora.torch's DistributedOptimizer vs DDP over
                 torch's gloo, both under horarun, at -np 2 and 4, with the ratio
+  torch_steps   bench/torch_steps_bench.py: steps/s of 4 x Linear(2048, 2048), batch 16 per rank
+                (communication-bound: 67 MB of gradients a step) with hora.torch under horarun,
+                Horovod 0.28.1 (../shared/horovod, HOROVOD_ARCHIVE) under horarun and under its
+                own horovodrun --gloo, and DDP over gloo under horarun; -np 2 on this host and
+                2 test hosts x 1 (needs root); median of TS_REPEATS=5 interleaved runs of
+                TS_STEPS=15 steps, min-max, and the ratio to Horovod under horovodrun
   scale         bench/bench_scale.sh: rendezvous_bench at 1024 and 4096 ranks, and a real
                 horarun -np 128 job's time and memory. ARGS: the job's rank count
   fusion        fusion_bench --launch --np 4: step time of 200 ResNet-like gradients (4 KiB to
