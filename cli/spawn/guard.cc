@@ -254,10 +254,16 @@ class Guard {
       }
       // The rank gets 0, 1 and 2 only, whatever the guard inherited (from sshd remotely).
       close_on_exec_from(3);
-      ::execvp(argv[0], argv.data());
-      const int err = errno;
       const char* path = std::getenv("PATH");
       const std::string search = path != nullptr ? path : "/bin:/usr/bin";
+      // execvp would hand an executable script without `#!` to /bin/sh ("Syntax error: word
+      // unexpected" from a Python file): say how to run it instead.
+      if (std::string m = script_without_interpreter_message(request.argv[0], search); !m.empty()) {
+        say(m);
+        std::_Exit(126);
+      }
+      ::execvp(argv[0], argv.data());
+      const int err = errno;
       say(exec_failure_message(request.argv[0], err, search));
       std::_Exit(exec_failure_exit_code(request.argv[0], err, search));
     }
