@@ -56,7 +56,7 @@ from hora.torch import optimizer as _optimizer
 
 
 def _refuse_unsupported_op(make):
-    """DistributedOptimizer checks ``op`` when it is built (Adasum: NotImplementedError), not at
+    """DistributedOptimizer checks ``op`` when it is built (an unknown op: ValueError), not at
     the first gradient's allreduce inside backward()."""
     import functools
     import inspect
@@ -65,7 +65,7 @@ def _refuse_unsupported_op(make):
     @functools.wraps(make)
     def wrapper(*args, **kwargs):
         bound = inspect.signature(make).bind(*args, **kwargs)
-        mpi_ops._check_op(bound.arguments.get('op', default_op))
+        mpi_ops._check_op(bound.arguments.get('op', default_op), adasum=True)
         return make(*args, **kwargs)
     return wrapper
 

@@ -31,16 +31,20 @@ Product = 5
 _HORA_OPS = {Average: _C.AVERAGE, Sum: _C.SUM, Min: _C.MIN, Max: _C.MAX, Product: _C.PRODUCT}
 
 
-def _check_op(op):
-    """Raises for what hora cannot reduce with: Adasum (NotImplementedError) or an unknown op
+def _check_op(op, adasum=False):
+    """Raises for what hora cannot reduce with: Adasum where ``adasum`` is false (only the
+    allreduces and DistributedOptimizer take it: NotImplementedError) or an unknown op
     (ValueError). Returns ``op`` (Horovod's number)."""
     try:
         number = None if isinstance(op, bool) else operator.index(op)  # ints, numpy ints
     except TypeError:
         number = None
     if number == Adasum:
-        raise NotImplementedError('hora.torch has no Adasum reduction yet: use op=hvd.Average '
-                                  '(or Sum, Min, Max, Product)')
+        if adasum:
+            return number
+        raise NotImplementedError('hora.torch reduces with op=hvd.Adasum only in allreduce, '
+                                  'grouped_allreduce and DistributedOptimizer: use op=hvd.Average '
+                                  '(or Sum, Min, Max, Product) here')
     if number not in _HORA_OPS:
         raise ValueError('hora.torch: unknown reduce op %r (use hvd.Average, hvd.Sum, hvd.Min, '
                          'hvd.Max or hvd.Product)' % (op,))
@@ -289,17 +293,22 @@ def _scaled(factor):
 
 # --- allreduce ------------------------------------------------------------------------------
 
-def _resolve_op(op, average, default=Average):
+def _resolve_op(op, average, default=Average, adasum=False):
     if op is not None and average is not None:
         raise ValueError('hora.torch: give op or average (deprecated), not both')
     if op is None:
         if average is None:
             return default
         return Average if average else Sum
-    return _check_op(op)
+    return _check_op(op, adasum)
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
+    if op == Adasum:
+        from hora.torch import adasum
+        adasum.check_tensors([tensor], 'allreduce')
+        return adasum.allreduce_async([tensor], [output], name, prescale_factor,
+                                      postscale_factor, 'allreduce')
     name = _auto_name('allreduce', name)
     if prescale_factor != 1.0:
         if output is tensor:
@@ -314,7 +323,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=None):
     """Starts reducing ``tensor`` over all ranks into a new tensor; returns a handle."""
     _check_process_set(process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, adasum=True)
+    if op == Adasum:  # before empty_like, which a sparse tensor would fail
+        from hora.torch import adasum
+        adasum.check_tensors([tensor], 'allreduce')
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
     return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
 
@@ -323,7 +335,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=None):
     """Starts reducing ``tensor`` in place over all ranks; returns a handle."""
     _check_process_set(process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, adasum=True)
     return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor)
 
 
@@ -355,13 +367,18 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Returns ``tensor`` reduced over all ranks (default: average); the input is unchanged.
     Differentiable: the gradient is allreduced the same way."""
     _check_process_set(process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, adasum=True)
     compressed, cctx = compression.compress(tensor)
     reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
     return compression.decompress(reduced, cctx)
 
 
 def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor):
+    if op == Adasum:
+        from hora.torch import adasum
+        adasum.check_tensors(tensors, 'grouped_allreduce')
+        return adasum.allreduce_async(tensors, outputs, name, prescale_factor, postscale_factor,
+                                      'grouped_allreduce')
     name = _auto_name('grouped_allreduce', name)
     ids = []
     for i, (t, o) in enumerate(zip(tensors, outputs)):
@@ -384,7 +401,10 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor=1.0, process_set=None):
     """Starts reducing a list of tensors (one fused submission); returns one handle."""
     _check_process_set(process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, adasum=True)
+    if op == Adasum:  # before empty_like, which a sparse tensor would fail
+        from hora.torch import adasum
+        adasum.check_tensors(tensors, 'grouped_allreduce')
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
                                     postscale_factor)
@@ -394,7 +414,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=None):
     """In-place grouped_allreduce_async."""
     _check_process_set(process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, adasum=True)
     return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
                                     postscale_factor)
 
@@ -428,7 +448,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     """Returns the list of tensors reduced over all ranks; the inputs are unchanged.
     Differentiable, like allreduce."""
     _check_process_set(process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, adasum=True)
     if not tensors:
         return []
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors])

@@ -18,7 +18,7 @@ import torch
 
 from hora.torch.compression import Compression
 from hora.torch.functions import broadcast_object
-from hora.torch.mpi_ops import (Average, _check_process_set, allreduce_async_, global_process_set,
+from hora.torch.mpi_ops import (Adasum, Average, _check_process_set, allreduce_async_, global_process_set,
                                 grouped_allreduce_async_, size, sparse_allreduce_async,
                                 synchronize)
 
@@ -278,7 +278,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     named_parameters: model.named_parameters(); the names key the allreduces, so every rank
         must give the same names. compression: Compression.none or Compression.fp16.
     backward_passes_per_step: backward passes accumulated locally before the allreduce.
-    op: Average (default), Sum, Min, Max or Product (sparse gradients: Average or Sum).
+    op: Average (default), Sum, Min, Max or Product (sparse gradients: Average or Sum), or
+        Adasum: each rank steps its parameters locally and the steps' deltas are combined by
+        Adasum (hora.torch.adasum_optimizer; power-of-two sizes only, as in Horovod).
     gradient_predivide_factor: with Average, gradients are divided by this factor before the sum
         and by size()/factor after it.
     groups: a number of groups to split the parameters into (in rank 0's order), or a list of
@@ -298,6 +300,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if backward_passes_per_step <= 0:
         raise ValueError('backward_passes_per_step must be > 0')
     _check_process_set(process_set)
+    if op == Adasum and size() > 1:
+        from hora.torch import adasum
+        from hora.torch.adasum_optimizer import _DistributedAdasumOptimizer
+        adasum.check_size('DistributedOptimizer')
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedAdasumOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
