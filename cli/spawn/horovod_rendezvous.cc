@@ -38,8 +38,11 @@ HorovodRendezvous::HorovodRendezvous(boost::asio::io_context& io, const RankTabl
                                      const SupervisorConfig& config) {
   rdv::horovod::HttpServerOptions options;
   options.bind_addresses = horovod_listen_addresses(config);
-  // Every rank keeps at most one connection open at a time; leave room for stray clients.
+  // Every rank keeps at most one connection open at a time; leave room for stray clients, and
+  // keep 2 per rank for this machine's ranks (peers from other hosts cannot take those). Peers on
+  // this machine must be this user's (the server checks the connecting socket's owner).
   options.max_connections = 4u * static_cast<std::size_t>(table.size()) + 64u;
+  options.reserved_connections = 2u * static_cast<std::size_t>(table.size());
   rdv::horovod::HttpServerEvents events;
   events.on_rank_seen = [](int rank, const std::string& peer) {
     launcher_log()->info("rank {} reached Horovod's rendezvous from {}", rank, peer);
@@ -47,6 +50,7 @@ HorovodRendezvous::HorovodRendezvous(boost::asio::io_context& io, const RankTabl
   events.on_rejected = [](const std::string& peer, const std::string& reason) {
     launcher_log()->warn("Horovod's rendezvous refused a request from {}: {}", peer, reason);
   };
+  events.on_rejections_counted = [](const std::string& line) { launcher_log()->warn("{}", line); };
   try {
     server_ = std::make_unique<rdv::horovod::HttpServer>(io, horovod_scope_plan(table),
                                                          std::move(options), std::move(events));

@@ -1,17 +1,22 @@
 #include "rendezvous/horovod/http_server.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <optional>
 #include <set>
 #include <utility>
 
+#include "common/log_throttle.h"
 #include "rendezvous/errors.h"
+#include "rendezvous/horovod/socket_owner.h"
 #include "rendezvous/log.h"
 
 namespace hora::rdv::horovod {
@@ -62,18 +67,60 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::set<int> reported;  // global ranks reported through on_rank_seen
   std::uint16_t port = 0;
   bool stopped = false;
+  uid_t owner_uid;
+  std::size_t remote_connections = 0;  // connections from other hosts
+  LogThrottle throttle;
+  asio::steady_timer throttle_timer;
+  bool throttle_armed = false;
 
   Impl(asio::io_context& io_, ScopePlan plan, HttpServerOptions opts, HttpServerEvents ev)
-      : io(io_), options(std::move(opts)), events(std::move(ev)), store(std::move(plan)) {
+      : io(io_),
+        options(std::move(opts)),
+        events(std::move(ev)),
+        store(std::move(plan)),
+        owner_uid(options.owner_uid.value_or(::geteuid())),
+        throttle_timer(io_) {
     if (options.bind_addresses.empty()) options.bind_addresses.push_back("127.0.0.1");
   }
 
-  void rejected(const std::string& peer, const std::string& reason) {
-    if (events.on_rejected) {
-      events.on_rejected(peer, reason);
-    } else {
-      logger()->warn("Horovod rendezvous: refused a request from {}: {}", peer, reason);
+  // Every refusal: the first of its kind from a host in full, the rest of the second counted
+  // (a flood costs one line per second, and never blocks the event loop on a slow log).
+  void rejected(const std::string& peer, const std::string& reason, const std::string& kind) {
+    std::string host = peer.substr(0, peer.rfind(':'));
+    if (host.size() > 64) host.resize(64);
+    if (throttle.admit(kind + " " + host, std::chrono::steady_clock::now(),
+                       [host, kind](std::uint64_t n) {
+                         return fmt::format(
+                             "Horovod rendezvous: refused {} requests or connections from {} "
+                             "in the last 1 s: {}",
+                             n, host, kind);
+                       })) {
+      if (events.on_rejected) {
+        events.on_rejected(peer, reason);
+      } else {
+        logger()->warn("Horovod rendezvous: refused a request from {}: {}", peer, reason);
+      }
     }
+    arm_throttle();
+  }
+
+  void arm_throttle() {
+    const auto next = throttle.next_flush();
+    if (throttle_armed || !next || stopped) return;
+    throttle_armed = true;
+    throttle_timer.expires_at(*next);
+    throttle_timer.async_wait([self = shared_from_this()](error_code ec) {
+      self->throttle_armed = false;
+      if (ec || self->stopped) return;
+      for (const std::string& line : self->throttle.flush(std::chrono::steady_clock::now())) {
+        if (self->events.on_rejections_counted) {
+          self->events.on_rejections_counted(line);
+        } else {
+          logger()->warn("{}", line);
+        }
+      }
+      self->arm_throttle();
+    });
   }
 
   void bind_all() {
@@ -127,11 +174,18 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
 class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<Impl> server, tcp::socket socket)
-      : server_(std::move(server)), peer_(peer_of(socket)), stream_(std::move(socket)) {
+  Connection(std::shared_ptr<Impl> server, tcp::socket socket, bool remote)
+      : server_(std::move(server)),
+        peer_(peer_of(socket)),
+        remote_(remote),
+        stream_(std::move(socket)) {
     server_->connections.insert(this);
+    server_->remote_connections += remote_;
   }
-  ~Connection() { server_->connections.erase(this); }
+  ~Connection() {
+    server_->connections.erase(this);
+    server_->remote_connections -= remote_;
+  }
 
   void read() {
     parser_.emplace();
@@ -157,7 +211,9 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
       return close();
     }
     if (ec == beast::error::timeout) {
-      if (parser_->got_some()) server_->rejected(peer_, "request not complete in time");
+      if (parser_->got_some()) {
+        server_->rejected(peer_, "request not complete in time", "slow request");
+      }
       return close();
     }
     if (ec == http::error::body_limit) {
@@ -181,7 +237,9 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     if (!reply.refusal.empty()) {
       server_->rejected(peer_,
                         fmt::format("{} {}: {}", req.method_string().to_string(),
-                                    std::string(target.data(), target.size()), reply.refusal));
+                                    std::string(target.data(), target.size()), reply.refusal),
+                        fmt::format("{} answered {}", req.method_string().to_string(),
+                                    reply.status));
     }
     if (server_->store.global_ranks_seen().size() != server_->reported.size()) note_new_ranks();
     respond(static_cast<http::status>(reply.status), std::move(reply.body), req.keep_alive());
@@ -197,7 +255,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   }
 
   void refuse(http::status status, const std::string& why) {
-    server_->rejected(peer_, why);
+    server_->rejected(peer_, why, fmt::format("answered {}", static_cast<int>(status)));
     respond(status, why + "\n", false);
   }
 
@@ -216,20 +274,58 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
   std::shared_ptr<Impl> server_;
   std::string peer_;
+  bool remote_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
 
 void HttpServer::Impl::admit(tcp::socket socket) {
-  if (connections.size() >= options.max_connections) {
-    rejected(peer_of(socket),
-             fmt::format("more than {} open connections", options.max_connections));
+  const std::string peer = peer_of(socket);
+  auto refuse = [&](const std::string& reason, const std::string& kind) {
+    rejected(peer, reason, kind);
     error_code ec;
     socket.close(ec);
-    return;
+  };
+  error_code ec1, ec2;
+  const tcp::endpoint from = socket.remote_endpoint(ec1);
+  const tcp::endpoint to = socket.local_endpoint(ec2);
+  if (ec1 || ec2) return refuse("the connection closed before it was checked", "closed early");
+  // A peer on this machine has a socket here: it must be the job's user's. A peer without one
+  // is on another host (or already gone: loopback without a socket is refused).
+  const std::optional<uid_t> uid = socket_owner(from, to);
+  const bool remote = !uid && !from.address().is_loopback();
+  if (uid && *uid != owner_uid) {
+    return refuse(fmt::format("the connecting socket belongs to uid {}, not to the job's user "
+                              "(uid {})",
+                              *uid, owner_uid),
+                  "another user's connection");
   }
-  std::make_shared<Connection>(shared_from_this(), std::move(socket))->read();
+  if (!uid && !remote) {
+    return refuse(
+        "no socket of this machine matches the connection (closed, or another network "
+        "namespace)",
+        "unknown local peer");
+  }
+  if (remote && !options.allowed_remote.empty()) {
+    const std::string a = from.address().is_v6() && from.address().to_v6().is_v4_mapped()
+                              ? from.address().to_v6().to_v4().to_string()
+                              : from.address().to_string();
+    if (std::find(options.allowed_remote.begin(), options.allowed_remote.end(), a) ==
+        options.allowed_remote.end()) {
+      return refuse(fmt::format("{} is not the address of one of the job's hosts", a),
+                    "not a job host");
+    }
+  }
+  const std::size_t reserved = std::min(options.reserved_connections, options.max_connections);
+  if (connections.size() >= options.max_connections ||
+      (remote && remote_connections >= options.max_connections - reserved)) {
+    return refuse(fmt::format("more than {} open connections{}", options.max_connections,
+                              remote ? fmt::format(" ({} kept for this machine's ranks)", reserved)
+                                     : std::string()),
+                  "too many connections");
+  }
+  std::make_shared<Connection>(shared_from_this(), std::move(socket), remote)->read();
 }
 
 void HttpServer::Impl::stop() {
@@ -237,6 +333,7 @@ void HttpServer::Impl::stop() {
   stopped = true;
   error_code ec;
   for (auto& a : acceptors) a->close(ec);
+  throttle_timer.cancel();
   for (Connection* c : std::set<Connection*>(connections)) c->close();
 }
 

@@ -5,7 +5,11 @@
 // file only reads requests, hands them to the store and writes the replies.
 //
 // Horovod's protocol has no authentication (docs/rendezvous.md): the server listens only on the
-// addresses given (the ones the job's hosts reach the launcher at) and only while it exists.
+// addresses given (the ones the job's hosts reach the launcher at) and only while it exists, and
+// it checks who connects before reading a byte: a connection from a socket of this machine is
+// kept only when that socket belongs to `owner_uid` (socket_owner.h), one from another host only
+// when its address is one of `allowed_remote`. Every refusal goes through a rate limit
+// (common/log_throttle.h): one line per peer host and kind per second, then a count.
 // A request that cannot be parsed (a malformed request line, headers over 8 KiB), a body over
 // the store's limit, or a connection idle longer than io_timeout is answered when possible
 // (400/413) and its connection closed; other clients are unaffected.
@@ -16,8 +20,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "rendezvous/horovod/store.h"
 
@@ -35,12 +42,23 @@ struct HttpServerOptions {
   std::chrono::milliseconds io_timeout = kDefaultIoTimeout;
   // Connections beyond this are closed right after accept.
   std::size_t max_connections = kDefaultMaxConnections;
+  // Of max_connections, this many are kept for peers of this machine owned by owner_uid (the
+  // job's local ranks): peers from other hosts may hold only max_connections - reserved.
+  std::size_t reserved_connections = 0;
+  // The user whose sockets on this machine may connect. Unset: this process's effective uid.
+  std::optional<uid_t> owner_uid;
+  // Addresses of other hosts that may connect (the job's hosts). Empty: any other host.
+  std::vector<std::string> allowed_remote;
 };
 
 struct HttpServerEvents {
   // A request or connection was refused; `reason` says why. Unset: logged as a warning on the
   // "rendezvous" logger.
+  // Rate-limited: one call per peer host and kind per second; the rest are counted and reported
+  // through on_rejections_counted when the second ends.
   std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
+  // The summary line of refusals only counted. Unset: a warning on the "rendezvous" logger.
+  std::function<void(const std::string& line)> on_rejections_counted;
   // A global rank stored its address in scope `global` for the first time.
   std::function<void(int rank, const std::string& peer)> on_rank_seen;
 };

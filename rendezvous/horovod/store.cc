@@ -114,7 +114,7 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
       return Reply{200, v->second, ""};
     }
     case Method::kPut: return put(scope_name, *info, key, std::move(body), target);
-    case Method::kDelete: return erase(scope_name, *info, key, target);
+    case Method::kDelete: return erase(scope_name, *info, key);
     case Method::kOther: break;
   }
   return refuse(405, fmt::format("{} is not served", method_name(method)));
@@ -122,8 +122,8 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
 
 Reply Store::rank_and_size(Method method, const std::string& key) const {
   if (method != Method::kGet) {
-    return refuse(403, fmt::format("{} {}/{}: rank_and_size is answered by the launcher from the "
-                                   "job's plan; it takes GET only",
+    return refuse(403, fmt::format("{} of {}/{}: rank_and_size is answered by the launcher from "
+                                   "the job's plan; it takes GET only",
                                    method_name(method), kRankAndSizeScope, key));
   }
   // As horovodrun's elastic driver: a slot the job does not have gets -1 everywhere.
@@ -173,8 +173,7 @@ Reply Store::put(const std::string& scope_name, const ScopeInfo& info, const std
   return Reply{200, "", ""};
 }
 
-Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
-                   std::string_view target) {
+Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key) {
   auto s = scopes_.find(scope_name);
   if (info.kind == ScopeKind::kWorkerAddresses) {
     // An ad-hoc scope in horovodrun: DELETE removes the key.
@@ -186,10 +185,19 @@ Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const s
   }
   const std::optional<int> rank = parse_rank(key);
   if (!rank || *rank >= info.base_size) {
-    return refuse(400, fmt::format("DELETE {}: the key must be a rank of the scope (0..{})", target,
-                                   info.base_size - 1));
+    return refuse(400,
+                  fmt::format("the key must be a rank of the scope (0..{})", info.base_size - 1));
   }
   if (closed_.count(scope_name) != 0) return Reply{200, "", ""};
+  // A rank finalizes a Gloo scope only after storing its address there in this round ("<rank>" or
+  // "rank_<rank>"): a DELETE for a rank that did not cannot come from that rank.
+  if (info.kind == ScopeKind::kGloo &&
+      (s == scopes_.end() ||
+       (s->second.values.count(key) == 0 && s->second.values.count("rank_" + key) == 0))) {
+    return refuse(403, fmt::format("rank {} of scope '{}' has not stored its address in this "
+                                   "round; its DELETE does not count",
+                                   *rank, scope_name));
+  }
   if (info.kind == ScopeKind::kProcessSet) {
     if (s != scopes_.end()) {
       s->second.values.erase(key);

@@ -6,11 +6,13 @@
 //   GET    /<scope>/<key>   the body, or 404 (the worker polls until it is there)
 //   DELETE /<scope>/<rank>  rank finished connecting          -> 200
 // For a scope of the plan (global, local_<host>, cross_<n>) the scope is cleared once every
-// rank of it has sent DELETE, and it is closed until the next PUT, which starts a new round
-// (hvd.shutdown() then hvd.init(), as an elastic reset does, rendezvous again under the same
-// names). For a process-set scope DELETE removes the key named <rank>, and the scope goes away
-// when empty (Horovod's own server does the same for scopes it does not know the size of).
-// The slot scopes of Horovod's elastic API are keyed by "<host>:<local rank>":
+// rank of it has sent DELETE (a DELETE counts only from a rank that stored "<rank>" or
+// "rank_<rank>" there in this round, once; others are refused 403), and it is closed until the next
+// PUT, which starts a new round (hvd.shutdown() then hvd.init(), as an elastic reset does,
+// rendezvous again under the same names). For a process-set scope DELETE removes the key named
+// <rank>, and the scope goes away when empty (Horovod's own server does the same for scopes it does
+// not know the size of). The slot scopes of Horovod's elastic API are keyed by "<host>:<local
+// rank>":
 //   PUT    /worker_addresses/<slot>  the rank's notification service (hvd.elastic.run) -> 200
 //   GET    /rank_and_size/<slot>     "rank,size,local_rank,local_size,cross_rank,cross_size"
 // (scope_plan.h). Unlike horovodrun, which clears every scope's DELETE count when any scope
@@ -94,8 +96,7 @@ class Store {
   Reply rank_and_size(Method method, const std::string& key) const;
   Reply put(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
             std::string body, std::string_view target);
-  Reply erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
-              std::string_view target);
+  Reply erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key);
   void note_global_key(const std::string& key);
 
   ScopePlan plan_;

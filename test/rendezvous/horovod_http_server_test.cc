@@ -5,6 +5,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
@@ -288,4 +291,26 @@ TEST_CASE("a GET before the PUT is answered 404, and the value once it is there"
   const HttpReply after = ts.client().get("global", "1");
   CHECK(after.status == 200);
   CHECK(after.body == "addr-of-1");
+}
+
+TEST_CASE("a connection from another user's socket is closed before a byte is read") {
+  // Issue 28: the server is told the job's user is someone else, so this process's own
+  // connections are another user's.
+  HttpServerOptions o;
+  o.owner_uid = ::geteuid() + 1;
+  TestHttpServer ts(plan_of(1, 2), o);
+  for (int i = 0; i < 20; ++i) {
+    CHECK_FALSE(
+        ts.client().raw("PUT /global/rank_0 HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                        "1\r\n\r\nx"));
+  }
+  CHECK(ts.seen().empty());
+  const auto rejected = ts.rejected();
+  // Rate-limited: the first in full, the other 19 only counted (one call per host and kind).
+  REQUIRE(rejected.size() == 1);
+  CHECK_THAT(rejected[0],
+             Catch::Contains(
+                 fmt::format("the connecting socket belongs to uid {}, not to the job's user "
+                             "(uid {})",
+                             ::geteuid(), ::geteuid() + 1)));
 }

@@ -102,6 +102,8 @@ TEST_CASE(
 TEST_CASE("each plan scope counts its own DELETEs (horovodrun clears every count at once)") {
   Store s(two_hosts());
   REQUIRE(s.handle(Method::kPut, "/local_h1/0", "a").status == 200);
+  REQUIRE(s.handle(Method::kPut, "/local_h1/rank_1", "b").status == 200);
+  REQUIRE(s.handle(Method::kPut, "/cross_1/0", "c").status == 200);
   CHECK(s.handle(Method::kDelete, "/local_h1/0", "").status == 200);
   // cross_1 has one rank: it completes while local_h1 is half done.
   CHECK(s.handle(Method::kDelete, "/cross_1/0", "").status == 200);
@@ -109,6 +111,28 @@ TEST_CASE("each plan scope counts its own DELETEs (horovodrun clears every count
   CHECK(s.handle(Method::kDelete, "/local_h1/1", "").status == 200);
   CHECK(s.closed("local_h1"));
   CHECK(s.handle(Method::kGet, "/local_h1/0", "").status == 404);
+}
+
+TEST_CASE("a DELETE counts only from a rank that stored its address in the scope this round") {
+  Store s(two_hosts());
+  // Issue 28: DELETE /global/0 and /global/1 from a stranger finalized the scope.
+  const Reply early = s.handle(Method::kDelete, "/global/0", "");
+  CHECK(early.status == 403);
+  CHECK_THAT(early.refusal, Catch::Contains("has not stored its address"));
+  CHECK_THAT(early.refusal, !Catch::Contains("/global/0"));  // the server adds method and target
+  CHECK(s.handle(Method::kDelete, "/global/1", "").status == 403);
+  CHECK(s.handle(Method::kDelete, "/global/2", "").status == 403);
+  CHECK_FALSE(s.closed("global"));
+  REQUIRE(s.handle(Method::kPut, "/global/rank_0", "a").status == 200);
+  REQUIRE(s.handle(Method::kPut, "/global/1", "b").status == 200);
+  CHECK(s.handle(Method::kDelete, "/global/0", "").status == 200);
+  CHECK(s.handle(Method::kDelete, "/global/1", "").status == 200);
+  CHECK(s.handle(Method::kDelete, "/global/2", "").status == 403);  // rank 2 never stored
+  CHECK_FALSE(s.closed("global"));
+  CHECK(s.handle(Method::kDelete, "/global/3", "").status == 400);  // not a rank of the scope
+  REQUIRE(s.handle(Method::kPut, "/global/2", "c").status == 200);
+  CHECK(s.handle(Method::kDelete, "/global/2", "").status == 200);
+  CHECK(s.closed("global"));
 }
 
 TEST_CASE("worker_addresses: one key per slot of the plan, stored as sent") {
