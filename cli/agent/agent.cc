@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "cli/agent/frame.h"
+#include "cli/agent/liveness.h"
 #include "cli/agent/relay_children.h"
 #include "cli/network/probe.h"
 #include "common/unique_fd.h"
@@ -74,8 +76,10 @@ class Agent {
     append_frame(out_queue_, FrameType::kFailed, id, why);
   }
 
-  // The poll timeout until the next kill deadline (-1: none).
+  // The poll timeout until the next kill deadline or heartbeat.
   int next_deadline_ms() const;
+  // A HEARTBEAT when one is due (docs/agent.md, "Liveness").
+  void heartbeat();
   void kill_overdue();
 
   int in_fd_;
@@ -90,6 +94,7 @@ class Agent {
   bool shutting_down_ = false;
   Clock::time_point kill_at_{};
   bool killed_ = false;
+  Clock::time_point next_heartbeat_ = Clock::now();
   int rc_ = 0;
   // The hosts this agent starts and carries for the launcher (the fan-out tree).
   RelayChildren relay_{out_queue_};
@@ -319,9 +324,18 @@ int Agent::next_deadline_ms() const {
   for (const auto& [id, c] : children_) {
     if (c.kill_at && !c.reaped && (!next || *c.kill_at < *next)) next = c.kill_at;
   }
-  if (!next) return shutting_down_ ? 100 : -1;  // after SIGKILL: only bounds the loop
+  if (!next || next_heartbeat_ < *next) next = next_heartbeat_;
   return static_cast<int>(std::max<long long>(
       1, std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count()));
+}
+
+void Agent::heartbeat() {
+  const auto now = Clock::now();
+  if (now < next_heartbeat_) return;
+  next_heartbeat_ = now + kHeartbeatInterval;
+  if (output_broken_) return;
+  append_frame(out_queue_, FrameType::kHeartbeat, 0,
+               encode_pid(static_cast<std::uint32_t>(::getpid())));
 }
 
 void Agent::kill_overdue() {
@@ -374,6 +388,7 @@ int Agent::run() {
       break;
     }
     kill_overdue();
+    heartbeat();
     std::vector<pollfd> fds;
     std::vector<std::pair<std::uint32_t, int>> who;  // child id, 0 stdin / 1 stdout / 2 stderr
     fds.push_back({sigfd_.get(), POLLIN, 0});
@@ -404,7 +419,16 @@ int Agent::run() {
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info{};
       while (::read(sigfd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        if (info.ssi_signo != SIGCHLD) begin_shutdown();
+        if (info.ssi_signo == SIGCHLD) continue;
+        if (!shutting_down_ && !output_broken_) {
+          // Before the children stop: the launcher then names this agent, not their exits.
+          const int sig = static_cast<int>(info.ssi_signo);
+          const char* abbrev = ::sigabbrev_np(sig);
+          append_frame(out_queue_, FrameType::kEnding, 0,
+                       fmt::format("was terminated by signal {} (SIG{})", sig,
+                                   abbrev != nullptr ? abbrev : "?"));
+        }
+        begin_shutdown();
       }
     }
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) read_launcher();

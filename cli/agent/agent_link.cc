@@ -118,8 +118,17 @@ void AgentLink::run_deferred() {
 
 void AgentLink::on_data(std::string_view data) {
   run_deferred();
+  if (!data.empty()) liveness_.heard(Liveness::Clock::now());
   decoder_.feed(data);
   while (std::optional<Frame> f = decoder_.next()) {
+    if (f->type == FrameType::kHeartbeat) {
+      if (const std::optional<std::uint32_t> pid = decode_pid(f->payload)) agent_pid_ = *pid;
+      continue;
+    }
+    if (f->type == FrameType::kEnding) {
+      if (ending_.empty()) ending_ = f->payload.empty() ? std::string("is ending") : f->payload;
+      continue;
+    }
     if (f->type == FrameType::kRelayReady || f->type == FrameType::kRelayOutput ||
         f->type == FrameType::kRelayStderr || f->type == FrameType::kRelayEnded) {
       if (relay_) relay_->on_frame(*f);
@@ -181,7 +190,14 @@ void AgentLink::on_data(std::string_view data) {
 
 void AgentLink::on_closed(const std::string& why) {
   run_deferred();
-  if (!closed()) error_ = why.empty() ? fmt::format("the agent on {} ended", host_) : why;
+  if (!closed()) {
+    failed_ = true;
+    if (!ending_.empty()) {
+      error_ = fmt::format("the agent on {} {}", host_, ending_);
+    } else {
+      error_ = why.empty() ? fmt::format("the agent on {} ended", host_) : why;
+    }
+  }
   auto open = std::move(channels_);
   channels_.clear();
   for (auto& [id, weak] : open) {
@@ -192,14 +208,49 @@ void AgentLink::on_closed(const std::string& why) {
     }
   }
   // The hosts this agent carried end after its own commands: the first error names the cause.
-  if (relay_) relay_->on_parent_closed(error_);
+  if (relay_) {
+    const std::string cause = failure();
+    relay_->on_parent_closed(cause.empty() ? error_ : cause);
+  }
 }
 
 void AgentLink::close() {
   if (closed()) return;
   stream_->close();
   stream_->kick();
-  on_closed(fmt::format("the agent on {} was stopped by horarun", host_));
+  error_ = fmt::format("the agent on {} was stopped by horarun", host_);
+  on_closed(error_);
+}
+
+void AgentLink::fail(const std::string& why) {
+  if (closed()) return;
+  stream_->close();
+  stream_->kick();
+  on_closed(why);
+}
+
+std::string AgentLink::failure() const {
+  if (via_) {
+    std::string parent = via_->parent_failure();
+    if (!parent.empty()) return parent;
+  }
+  std::string what;
+  if (!ending_.empty()) {
+    what = fmt::format("the agent on {} {}", host_, ending_);
+  } else if (failed_) {
+    what = error_;
+  } else {
+    return "";
+  }
+  if (relay_) {
+    const std::vector<std::string> behind = relay_->host_names();
+    if (!behind.empty()) {
+      std::string list;
+      for (const std::string& h : behind) list += (list.empty() ? "" : ", ") + h;
+      what += fmt::format(" (it relayed {}, whose ranks were lost with it)", list);
+    }
+  }
+  return what;
 }
 
 }  // namespace hora::cli::agent

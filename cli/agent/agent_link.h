@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/agent/frame.h"
+#include "cli/agent/liveness.h"
 #include "ssh/channel.h"
 
 namespace hora::cli::agent {
@@ -115,6 +116,23 @@ class AgentLink {
 
   // Stops the agent (closes the channel).
   void close();
+  // Ends the link because of the agent (its liveness timeout): closes the channel, and every
+  // command completes with `why`, which failure() then gives.
+  void fail(const std::string& why);
+
+  // Liveness (liveness.h): when something last came from the agent; the launcher's watchdog
+  // reads it.
+  const Liveness& liveness() const { return liveness_; }
+  void heard_now() { liveness_.heard(Liveness::Clock::now()); }
+  // The agent's pid on its host, from its heartbeats (0 before the first).
+  std::uint32_t agent_pid() const { return agent_pid_; }
+  // The agent as the cause of its commands' end, for the job's verdict: "the agent on h2 (...)
+  // was terminated by signal 15 (SIGTERM)", "... ended (killed by signal KILL)", "... stopped
+  // answering ...", or the relaying host's for a relayed one; a relaying agent's names the hosts
+  // it relayed. Empty while the agent runs normally and after horarun stopped it.
+  std::string failure() const;
+  // A relayed host's link: the hub of its relaying host (failure() defers to that host's).
+  void set_relay_via(std::shared_ptr<RelayHub> hub) { via_ = std::move(hub); }
   bool closed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   const std::string& host() const { return host_; }
@@ -136,6 +154,11 @@ class AgentLink {
   std::vector<std::function<void()>> deferred_;
   std::string error_;
   std::shared_ptr<RelayHub> relay_;
+  Liveness liveness_{Liveness::Clock::now()};
+  std::uint32_t agent_pid_ = 0;
+  std::string ending_;   // the agent's ENDING: why it ends by itself
+  bool failed_ = false;  // ended by the agent's side (not by close())
+  std::shared_ptr<RelayHub> via_;
 };
 
 }  // namespace hora::cli::agent

@@ -38,7 +38,9 @@ bool known_type(std::uint8_t type) {
     case FrameType::kRelayReady:
     case FrameType::kRelayOutput:
     case FrameType::kRelayStderr:
-    case FrameType::kRelayEnded: return true;
+    case FrameType::kRelayEnded:
+    case FrameType::kHeartbeat:
+    case FrameType::kEnding: return true;
   }
   return false;
 }
@@ -61,6 +63,8 @@ const char* type_name(FrameType type) {
     case FrameType::kRelayOutput: return "RELAY_OUTPUT";
     case FrameType::kRelayStderr: return "RELAY_STDERR";
     case FrameType::kRelayEnded: return "RELAY_ENDED";
+    case FrameType::kHeartbeat: return "HEARTBEAT";
+    case FrameType::kEnding: return "ENDING";
   }
   return "?";
 }

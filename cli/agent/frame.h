@@ -41,6 +41,12 @@ enum class FrameType : std::uint8_t {
   kRelayOutput = 0x17,  // id = relayed host: bytes its agent wrote on stdout (its frames)
   kRelayStderr = 0x18,  // id = relayed host: bytes its agent wrote on stderr
   kRelayEnded = 0x19,   // id = relayed host: its channel ended; payload = why (text)
+  // Liveness (docs/agent.md, "Liveness"): id 0. HEARTBEAT every kHeartbeatInterval, payload =
+  // u32 the agent's pid; the launcher ends a link it heard nothing on for its agent timeout.
+  kHeartbeat = 0x1A,
+  // id 0: the agent is ending by itself (a signal); payload = why ("was terminated by signal 15
+  // (SIGTERM)"). Sent before it stops its children, so the launcher blames the agent.
+  kEnding = 0x1B,
 };
 
 inline constexpr std::size_t kHeaderBytes = 9;

@@ -72,6 +72,22 @@ void RelayHub::on_frame(const Frame& f) {
   }
 }
 
+std::vector<std::string> RelayHub::host_names() const {
+  std::vector<std::string> names;
+  for (const auto& [id, h] : hosts_) {
+    if (!h.name.empty()) names.push_back(h.name);
+  }
+  return names;
+}
+
+std::string RelayHub::parent_failure() const {
+  if (parent_ != nullptr) {
+    std::string f = parent_->failure();
+    if (!f.empty()) return f;
+  }
+  return parent_error_;
+}
+
 void RelayHub::on_parent_closed(const std::string& why) {
   if (!parent_error_.empty()) return;
   end_all(why.empty() ? "the relaying agent ended" : why, true);
@@ -156,6 +172,7 @@ std::unique_ptr<AgentLink> link_over_relay(const std::string& host,
   std::unique_ptr<RelayStream> s = hub->stream(id);
   RelayStream* raw = s.get();
   auto link = std::make_unique<AgentLink>(host, std::move(s));
+  link->set_relay_via(hub);
   raw->attach(link.get());
   raw->pump();
   return link;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/agent/agent_link.h"
 #include "cli/agent/relay.h"
@@ -41,6 +42,11 @@ class RelayHub : public std::enable_shared_from_this<RelayHub> {
   // not from inside that destructor.
   void detach_parent(const std::string& why);
 
+  // The relayed hosts' names (their links' host names), in id order.
+  std::vector<std::string> host_names() const;
+  // The relaying host's agent as the cause of a relayed host's end (AgentLink::failure()); ""
+  // while it runs normally.
+  std::string parent_failure() const;
   // Why the relaying host's agent ended ("" while it runs).
   const std::string& parent_error() const { return parent_error_; }
 

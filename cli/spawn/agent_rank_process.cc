@@ -3,12 +3,17 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
+#include "cli/agent/liveness.h"
 #include "cli/agent/pipe_stream.h"
 #include "cli/base/errors.h"
 #include "cli/output/log.h"
+#include "common/duration.h"
 #include "common/text.h"
 #include "ssh/format.h"
 
@@ -103,6 +108,8 @@ void AgentRankProcess::start(const GuardRequest& request, Events events) {
 void AgentRankProcess::finish(const ssh::ExitInfo& info) {
   if (exit_) return;
   exit_ = exit_status_from(info);
+  // The agent ending (a signal, killed, silent) decided this rank's end, whatever the guard said.
+  exit_->agent_failure = agent_.failure();
   if (!info.error.empty()) {
     // The supervisor reports "exited with code 255"; this says why.
     launcher_log()->error("{}: {}", rank_name(rank_, host_), info.error);
@@ -153,7 +160,12 @@ void AgentRankProcess::close_output() {
 AgentRankProcessFactory::AgentRankProcessFactory(asio::io_context& io, std::vector<HostSpec> hosts,
                                                  std::map<int, RemoteHost> remote,
                                                  std::string local_guard)
-    : io_(io), hosts_(std::move(hosts)), local_guard_(std::move(local_guard)) {
+    : io_(io),
+      hosts_(std::move(hosts)),
+      local_guard_(std::move(local_guard)),
+      agent_timeout_(agent::agent_timeout_from(std::getenv(agent::kAgentTimeoutVariable))),
+      watchdog_(io) {
+  arm_watchdog();
   for (auto& [index, host] : remote) {
     Driven& d = remote_[index];
     d.host = std::move(host);
@@ -215,6 +227,66 @@ std::map<std::string, std::string> AgentRankProcessFactory::lost_hosts() const {
                  local_->host.agent->error());
   }
   return lost;
+}
+
+void AgentRankProcessFactory::arm_watchdog() {
+  watchdog_planned_ = std::chrono::steady_clock::now() + agent::kHeartbeatInterval;
+  watchdog_.expires_at(watchdog_planned_);
+  std::weak_ptr<bool> alive = alive_;
+  watchdog_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    check_liveness();
+    arm_watchdog();
+  });
+}
+
+void AgentRankProcessFactory::check_liveness() {
+  const auto now = agent::Liveness::Clock::now();
+  std::vector<Driven*> all;
+  for (auto& [index, d] : remote_) all.push_back(&d);
+  if (local_) all.push_back(&*local_);
+  // A late tick (horarun stopped, or its loop busy with output) forgives nobody by itself: a link
+  // is judged only after reading what already arrived on it (the pump below).
+  std::map<std::string, agent::AgentLink*> by_alias;
+  for (Driven* d : all) {
+    if (d->host.agent) by_alias.emplace(d->host.target.alias, d->host.agent.get());
+  }
+  // Relaying hosts first: their failure takes their relayed hosts with it, naming them.
+  std::stable_sort(all.begin(), all.end(), [](const Driven* a, const Driven* b) {
+    return a->host.relay_parent.empty() && !b->host.relay_parent.empty();
+  });
+  for (Driven* d : all) {
+    agent::AgentLink* link = d->host.agent.get();
+    if (link == nullptr || link->closed() || !link->liveness().expired(now, agent_timeout_)) {
+      continue;
+    }
+    agent::AgentLink* parent = nullptr;
+    if (!d->host.relay_parent.empty()) {
+      const auto p = by_alias.find(d->host.relay_parent);
+      if (p != by_alias.end()) parent = p->second;
+    }
+    // What already arrived counts (the loop, busy with output, may not have read it yet).
+    (parent != nullptr ? parent : link)->stream().pump();
+    const auto later = agent::Liveness::Clock::now();
+    if (link->closed() || !link->liveness().expired(later, agent_timeout_)) continue;
+    if (parent != nullptr &&
+        (parent->closed() || !agent::relayed_silence_is_own(link->liveness(), parent->liveness(),
+                                                            later, agent_timeout_))) {
+      continue;  // the relaying host is the silent one: its own timeout names it
+    }
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(link->liveness().silent(now));
+    const std::string pid =
+        link->agent_pid() != 0 ? fmt::format(" (pid {})", link->agent_pid()) : std::string();
+    link->fail(fmt::format(
+        "the agent on {}{} stopped answering: nothing came from it for {} (it sends a heartbeat "
+        "every {}); it is stopped (SIGSTOP), hung, or its host is unreachable over the {} "
+        "(the bound is {}={})",
+        d->host.describe(), pid, hora::format_duration(silent),
+        hora::format_duration(agent::kHeartbeatInterval), d->host.carrier(),
+        agent::kAgentTimeoutVariable,
+        fmt::format("{:g}", std::chrono::duration<double>(agent_timeout_).count())));
+  }
 }
 
 void AgentRankProcessFactory::drive(Driven& d) {

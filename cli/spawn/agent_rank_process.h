@@ -120,12 +120,20 @@ class AgentRankProcessFactory : public RankProcessFactory {
   };
   void drive(Driven& d);
   void start_local(int index);  // this machine's agent, for hosts_[index]
+  // Agent liveness (cli/agent/liveness.h): every kHeartbeatInterval, a link silent for
+  // agent_timeout_ fails with a message naming its host; its ranks end with that as the cause.
+  void arm_watchdog();
+  void check_liveness();
 
   boost::asio::io_context& io_;
   std::vector<HostSpec> hosts_;
   std::string local_guard_;
   std::map<int, Driven> remote_;
   std::optional<Driven> local_;  // this machine's agent, when a rank runs here
+  std::chrono::milliseconds agent_timeout_;
+  boost::asio::steady_timer watchdog_;
+  std::chrono::steady_clock::time_point watchdog_planned_{};
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace hora::cli

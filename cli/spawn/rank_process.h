@@ -24,6 +24,10 @@ struct ExitStatus {
   bool signaled = false;
   int code = 0;    // exit code when !signaled
   int signal = 0;  // signal number when signaled
+  // Not empty when the rank's host agent ended first and took the rank with it ("the agent on h2
+  // (...) was terminated by signal 15 (SIGTERM)"): the job's verdict names the agent
+  // (docs/errors.md, exit code 255).
+  std::string agent_failure{};
 
   bool success() const { return !signaled && code == 0; }
   // "exited with code 3" / "was killed by signal 9 (SIGKILL)"

@@ -63,6 +63,9 @@ std::string signal_name(int sig) {
   return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
+// horarun's exit code when a host's agent ended the job (docs/errors.md), as for a lost link.
+constexpr int kAgentFailureCode = 255;
+
 }  // namespace
 
 struct Supervisor::Impl {
@@ -423,6 +426,16 @@ struct Supervisor::Impl {
     if (failures.empty() || ending) return;
     bool others_running = false;
     for (int q = 0; q < table.size(); ++q) others_running |= running(q);
+    // A host's agent that ended (a signal, killed, silent) is the cause, not the ranks it took
+    // with it nor the peers that lost them (docs/errors.md: 255); no need to settle, nor to wait
+    // for a settle timer that a loop busy with the others' output may serve late.
+    for (const Failure& f : failures) {
+      if (f.status.agent_failure.empty()) continue;
+      end_job(fmt::format("{}; {} {} with it", f.status.agent_failure, who(f.rank),
+                          f.status.success() ? "ended" : f.status.describe()),
+              kAgentFailureCode);
+      return;
+    }
     if (!settled && others_running) return;
     const Failure* cause = &failures.front();
     for (const Failure& f : failures) {

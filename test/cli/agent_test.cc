@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/agent/agent.h"
+#include "cli/agent/liveness.h"
 #include "cli/agent/pipe_stream.h"
 #include "cli/spawn/guard_request.h"
 
@@ -179,4 +180,62 @@ TEST_CASE("the agent's end stops every rank: its channel closed, or the agent SI
       CHECK_FALSE(r1.exit->error.empty());
     }
   }
+}
+
+// Liveness (cli/agent/liveness.h, docs/agent.md "Liveness").
+
+TEST_CASE("the agent sends heartbeats with its pid, and the link counts them as life") {
+  Agent a;
+  REQUIRE(a.pump_until([&] { return a.link->agent_pid() != 0; }, std::chrono::seconds(10)));
+  CHECK(static_cast<pid_t>(a.link->agent_pid()) == a.stream->pid());
+  CHECK(a.link->failure().empty());
+}
+
+TEST_CASE("a SIGTERMed agent says so before its ranks end, and is named as their cause") {
+  Agent a;
+  Run r;
+  auto c = a.link->exec("", {"--guard"}, r.handlers());
+  c->write(shell("echo $$; exec sleep 600").encode());
+  REQUIRE(a.pump_until([&] { return r.out.find('\n') != std::string::npos; }));
+  const pid_t rank = std::stoi(r.out);
+  ::kill(a.stream->pid(), SIGTERM);
+  REQUIRE(a.pump_until([&] { return r.exit.has_value(); }));
+  CHECK(gone(rank));
+  CHECK(a.link->failure() == "the agent on test-host was terminated by signal 15 (SIGTERM)");
+}
+
+TEST_CASE("a SIGSTOPped agent falls silent; horarun's own close is no failure") {
+  Agent a;
+  REQUIRE(a.pump_until([&] { return a.link->agent_pid() != 0; }, std::chrono::seconds(10)));
+  ::kill(a.stream->pid(), SIGSTOP);
+  // Drain what was sent before the stop; then nothing comes for several heartbeats.
+  a.pump_until([] { return false; }, std::chrono::seconds(1));
+  const auto quiet_from = Liveness::Clock::now();
+  a.pump_until([] { return false; }, std::chrono::seconds(3));
+  CHECK(a.link->liveness().silent(Liveness::Clock::now()) >= Liveness::Clock::now() - quiet_from);
+  a.link->fail("the agent on test-host stopped answering");
+  CHECK(a.link->failure() == "the agent on test-host stopped answering");
+  ::kill(a.stream->pid(), SIGCONT);
+  Agent b;
+  b.link->close();
+  CHECK(b.link->failure().empty());
+}
+
+TEST_CASE("liveness: expiry and a relayed host's silence") {
+  using namespace std::chrono_literals;
+  const auto t0 = Liveness::Clock::time_point{} + 1000s;
+  Liveness l(t0);
+  CHECK_FALSE(l.expired(t0 + 14s, 15s));
+  CHECK(l.expired(t0 + 15s, 15s));
+  l.heard(t0 + 10s);
+  CHECK_FALSE(l.expired(t0 + 15s, 15s));
+  Liveness parent(t0 + 20s), relayed(t0);
+  CHECK(relayed_silence_is_own(relayed, parent, t0 + 20s, 15s));
+  Liveness silent_parent(t0);
+  CHECK_FALSE(relayed_silence_is_own(relayed, silent_parent, t0 + 20s, 15s));
+  CHECK(agent_timeout_from(nullptr) == kDefaultAgentTimeout);
+  CHECK(agent_timeout_from("") == kDefaultAgentTimeout);
+  CHECK(agent_timeout_from("abc") == kDefaultAgentTimeout);
+  CHECK(agent_timeout_from("6") == 6s);
+  CHECK(agent_timeout_from("0.5") == 3 * kHeartbeatInterval);
 }

@@ -340,3 +340,13 @@ TEST_CASE(
   CHECK(job.run() == 3);
   CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 3\n"));
 }
+
+TEST_CASE("a rank lost with its host's agent: the verdict names the agent, exit 255") {
+  ExitStatus lost{true, 0, SIGTERM};
+  lost.agent_failure = "the agent on h2 was terminated by signal 15 (SIGTERM)";
+  // The peer's failure is heard first; the agent is still the cause.
+  Job job(3, {Script{"", ExitStatus{false, 1, 0}}, Script{"", lost}, Script{}});
+  CHECK(job.run() == 255);
+  CHECK_THAT(job.err, EndsWith("horarun: the agent on h2 was terminated by signal 15 (SIGTERM); "
+                               "rank 1 on localhost was killed by signal 15 (SIGTERM) with it\n"));
+}

@@ -359,6 +359,76 @@ case_fanout_tree_lost() {
   ok "relayed hosts: SIGKILL of horarun or of the relaying agent leaves no process on any host"
 }
 
+# The agent process in host $1's namespace (docs/agent.md).
+agent_pid_on() {
+  for q in $(ip netns pids "hora$INDEX-$1"); do tr '\0' ' ' < /proc/$q/cmdline 2>/dev/null | grep -q -- "--agent" && echo "$q"; done | head -n 1
+}
+
+# Starts a 4-rank job (args: extra horarun flags) whose ranks sleep, or write output with
+# WRITERS=1, and waits for its ranks. Sets pid.
+start_agent_job() {
+  if [ "${WRITERS:-0}" = 1 ]; then
+    "$HORARUN" --ssh-config "$CONFIG" "$@" -np 4 -H h1,h2,h3,h4 sh -c 'while :; do echo "line from $HORA_RANK"; done & exec sleep 300' >out 2>err &
+  else
+    "$HORARUN" --ssh-config "$CONFIG" "$@" -np 4 -H h1,h2,h3,h4 sleep 300 >out 2>err &
+  fi
+  pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 60 count_sleepers 4 || fail "the 4 ranks did not start: $(rank_processes)"
+}
+
+# Signals host $1's agent with $2 and checks that the job ends within $3 s with 255 and a
+# verdict line matching $4.
+agent_signal_case() {
+  local host=$1 sig=$2 within=$3 words=$4 p
+  p=$(agent_pid_on "$host")
+  [ -n "$p" ] || fail "no agent process in $host's namespace"
+  kill "-$sig" "$p"
+  wait_for "$within" gone "$pid" || fail "horarun still running $within s after SIG$sig to $host's agent"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq 255 ] || fail "exit $rc after SIG$sig to $host's agent, not 255: $(tail -n 3 err)"
+  tail -n 1 err | grep -q "$words" || fail "the verdict does not name $host's agent: $(tail -n 1 err)"
+  wait_for 15 no_rank_processes || fail "processes left after SIG$sig to $host's agent: $(rank_processes)"
+}
+
+case_agent_term_direct() {
+  up 4
+  start_agent_job
+  agent_signal_case h2 TERM 30 "^horarun: the agent on h2 ($NET.12:12345) was terminated by signal 15 (SIGTERM); rank 1 on h2"
+  ok "SIGTERM to a direct agent: the verdict names the agent, exit 255"
+}
+
+case_agent_relay_term() {
+  up 4
+  start_agent_job --ssh-fanout 1
+  agent_signal_case h1 TERM 30 "^horarun: the agent on h1 ($NET.11:12345) was terminated by signal 15 (SIGTERM) (it relayed h2"
+  ok "SIGTERM to the relaying agent (--ssh-fanout 1): the verdict names h1 and the hosts behind it"
+}
+
+case_agent_relay_kill() {
+  up 4
+  start_agent_job --ssh-fanout 1
+  agent_signal_case h1 KILL 30 "^horarun: the agent on h1 ($NET.11:12345) ended (killed by signal KILL) (it relayed h2"
+  ok "SIGKILL of the relaying agent (--ssh-fanout 1): the verdict names h1"
+}
+
+case_agent_stop_direct() {
+  up 4
+  export HORA_AGENT_TIMEOUT_SECONDS=5
+  WRITERS=1 start_agent_job
+  agent_signal_case h3 STOP 40 "^horarun: the agent on h3 ($NET.13:12345) (pid [0-9]*) stopped answering"
+  ok "a SIGSTOPped direct agent ends the job within the bound, named, nothing left"
+}
+
+case_agent_stop_relay() {
+  up 4
+  export HORA_AGENT_TIMEOUT_SECONDS=5
+  WRITERS=1 start_agent_job --ssh-fanout 1
+  agent_signal_case h1 STOP 40 "^horarun: the agent on h1 ($NET.11:12345) (pid [0-9]*) stopped answering"
+  ok "a SIGSTOPped relaying agent ends the job within the bound, named, nothing left"
+}
+
 case_secret_not_on_command_line() {
   up 2
   local pid
