@@ -22,7 +22,15 @@ FdLimit fd_limit() {
 
 FdLimit raise_fd_limit() {
   FdLimit out = fd_limit();
-  if (!out.error.empty() || out.soft >= out.hard) return out;
+  if (!out.error.empty()) return out;
+  if (out.soft >= out.hard) {
+    // Nothing to raise, yet the caller asked to: say so, so a low limit is not passed silently
+    // (`ulimit -n 1024` sets both limits).
+    if (out.hard != RLIM_INFINITY) {
+      out.error = fmt::format("the soft limit is already the hard limit {}", out.hard);
+    }
+    return out;
+  }
   rlimit rl{};
   rl.rlim_cur = out.hard;
   rl.rlim_max = out.hard;

@@ -15,7 +15,9 @@ struct FdLimit {
 
 // Raises the soft RLIMIT_NOFILE to the hard limit, as a launcher that holds one connection per
 // rank (and whatever a hostile peer opens) should at start. Never lowers it. On failure the
-// limits are unchanged and `error` says why ("setrlimit(RLIMIT_NOFILE, 4096): ...").
+// limits are unchanged and `error` says why ("setrlimit(RLIMIT_NOFILE, 4096): ..."); a finite
+// soft limit that already equals the hard one is reported the same way ("the soft limit is
+// already the hard limit 1024"), so a caller can warn about a low limit it cannot raise.
 FdLimit raise_fd_limit();
 
 // The current limits, without changing them.

@@ -23,6 +23,29 @@ namespace {
 constexpr std::string_view kListForm = "host, host:slots, user@host:slots or [ipv6]:slots";
 constexpr std::string_view kFileForm = "'host slots=N' (e.g. 'server1 slots=4')";
 
+// RFC 1035/1123: a host name is at most 253 characters.
+constexpr std::size_t kMaxNameLength = 253;
+// The most of a rejected value an error echoes.
+constexpr std::size_t kMaxEcho = 80;
+
+// `text` as an error echoes it: a control or non-ASCII byte as \xNN (a terminal would act on
+// it), and past kMaxEcho bytes cut, saying how long it was (a 1 MB -H is not echoed whole).
+std::string echo(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kMaxEcho; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c >= 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > kMaxEcho) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
+std::string echo(char c) { return echo(std::string_view(&c, 1)); }
+
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
 }
@@ -43,10 +66,11 @@ std::string parse_slots(std::string_view text, int& slots) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    return fmt::format("slot count '{}' is too large (at most {})", text, HostSpec::kMaxSlots);
+    return fmt::format("slot count '{}' is too large (at most {})", echo(text),
+                       HostSpec::kMaxSlots);
   }
   if (ec != std::errc() || end != text.data() + text.size()) {
-    return fmt::format("slot count '{}' is not a number", text);
+    return fmt::format("slot count '{}' is not a number", echo(text));
   }
   if (value < 1) return fmt::format("slot count must be at least 1, not {}", value);
   if (value > HostSpec::kMaxSlots) {
@@ -64,7 +88,9 @@ std::string parse_host_item(std::string_view item, bool allow_slots, HostSpec& o
     std::string_view user = item.substr(0, at);
     if (user.empty()) return "the user name before '@' is empty";
     for (char c : user) {
-      if (!is_user_char(c)) return fmt::format("user name '{}' has the character '{}'", user, c);
+      if (!is_user_char(c)) {
+        return fmt::format("user name '{}' has the character '{}'", echo(user), echo(c));
+      }
     }
     spec.user = std::string(user);
     item.remove_prefix(at + 1);
@@ -75,10 +101,12 @@ std::string parse_host_item(std::string_view item, bool allow_slots, HostSpec& o
     if (close == std::string_view::npos) return "'[' opens an IPv6 address that ']' never closes";
     std::string_view addr = item.substr(1, close - 1);
     if (addr.empty() || addr.find(':') == std::string_view::npos) {
-      return fmt::format("'[{}]' is not an IPv6 address", addr);
+      return fmt::format("'[{}]' is not an IPv6 address", echo(addr));
     }
     for (char c : addr) {
-      if (!is_ipv6_char(c)) return fmt::format("IPv6 address '{}' has the character '{}'", addr, c);
+      if (!is_ipv6_char(c)) {
+        return fmt::format("IPv6 address '{}' has the character '{}'", echo(addr), echo(c));
+      }
     }
     spec.name = std::string(addr);
     rest = item.substr(close + 1);
@@ -86,18 +114,24 @@ std::string parse_host_item(std::string_view item, bool allow_slots, HostSpec& o
     auto colon = item.find(':');
     std::string_view name = item.substr(0, colon);
     if (colon != std::string_view::npos && item.find(':', colon + 1) != std::string_view::npos) {
-      return fmt::format("'{}' looks like an IPv6 address; write it in brackets: [{}]:slots", item,
-                         item);
+      return fmt::format("'{}' looks like an IPv6 address; write it in brackets: [{}]:slots",
+                         echo(item), echo(item));
     }
     if (name.empty()) return "the host name is empty";
+    if (name.size() > kMaxNameLength) {
+      return fmt::format("host name '{}' is longer than {} characters (RFC 1035)", echo(name),
+                         kMaxNameLength);
+    }
     for (char c : name) {
-      if (!is_name_char(c)) return fmt::format("host name '{}' has the character '{}'", name, c);
+      if (!is_name_char(c)) {
+        return fmt::format("host name '{}' has the character '{}'", echo(name), echo(c));
+      }
     }
     spec.name = std::string(name);
     rest = colon == std::string_view::npos ? std::string_view{} : item.substr(colon);
   }
   if (!rest.empty()) {
-    if (rest.front() != ':') return fmt::format("unexpected '{}' after the host name", rest);
+    if (rest.front() != ':') return fmt::format("unexpected '{}' after the host name", echo(rest));
     if (!allow_slots) {
       return "write the slots as 'slots=N' after the host, not as ':N'";
     }
@@ -139,11 +173,11 @@ std::vector<HostSpec> parse_host_list(std::string_view text) {
     std::string_view item = trim(text.substr(start, comma - start));
     if (item.empty()) {
       throw UsageError(
-          fmt::format("-H '{}': empty item between commas; expected {}", text, kListForm));
+          fmt::format("-H '{}': empty item between commas; expected {}", echo(text), kListForm));
     }
     HostSpec spec;
     if (std::string why = parse_host_item(item, /*allow_slots=*/true, spec); !why.empty()) {
-      throw UsageError(fmt::format("-H item '{}': {}; expected {}", item, why, kListForm));
+      throw UsageError(fmt::format("-H item '{}': {}; expected {}", echo(item), why, kListForm));
     }
     hosts.push_back(std::move(spec));
     start = comma + 1;
@@ -183,7 +217,7 @@ std::vector<HostSpec> parse_hostfile(std::string_view contents, const std::strin
     HostSpec spec;
     // `host:N` is MPICH's and Intel MPI's hostfile form (the MPI Operator writes it for them).
     if (std::string why = parse_host_item(fields[0], /*allow_slots=*/true, spec); !why.empty()) {
-      fail(fmt::format("'{}': {}", fields[0], why));
+      fail(fmt::format("'{}': {}", echo(fields[0]), why));
     }
     const std::size_t bracket = fields[0].rfind(']');
     bool have_slots = fields[0].find(':', bracket == std::string_view::npos ? 0 : bracket) !=

@@ -186,8 +186,9 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
   AgentElasticHosts agents(io, local, ro, hosts, std::move(plan), ctx.local_guard, loopback);
   // --output-filename keeps a folder per rank: as many as the job may have.
   const int most = options.elastic.max_np.value_or(std::max(config.np, slots));
-  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, most,
-                ctx.stdout_fd, ctx.stderr_fd, &io);
+  Output output(OutputOptions{options.prefix_timestamp, options.output_filename, options.tag_output,
+                              options.merge_stderr},
+                most, ctx.stdout_fd, ctx.stderr_fd, &io);
   const LogSinkAttachment log_to_output(output);
   ElasticSupervisor supervisor(io, std::move(config), agents, output);
   const int rc = supervisor.run();

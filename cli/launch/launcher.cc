@@ -27,6 +27,7 @@
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
+#include "cli/hosts/slurm_allocation.h"
 #include "cli/launch/elastic_launch.h"
 #include "cli/launch/job_hosts.h"
 #include "cli/launch/job_network.h"
@@ -287,7 +288,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
       options.slurm ? std::map<int, hora::ssh::Target>()
                     : resolve_remote_hosts(table.hosts(), local, ro);
   if (!options.slurm) check_local_host_once(table.hosts(), remote);
-  if (options.dry_run || options.verbose) {
+  if (options.dry_run || options.verbose || options.display_map) {
     hora::write_all(ctx.stdout_fd, describe_hosts(table, local, remote, ro, options.slurm));
   }
 
@@ -312,8 +313,9 @@ int launch(const Options& options, const LaunchContext& ctx) {
   // Declared before the supervisor: it owns the SSH sessions and agents the rank processes use.
   AgentRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);
   // Terminal output that a slow reader has not taken yet is queued on `io` (cli/output/output.h).
-  Output output(OutputOptions{options.prefix_timestamp, options.output_filename}, table.size(),
-                ctx.stdout_fd, ctx.stderr_fd, &io);
+  Output output(OutputOptions{options.prefix_timestamp, options.output_filename, options.tag_output,
+                              options.merge_stderr},
+                table.size(), ctx.stdout_fd, ctx.stderr_fd, &io);
   // horarun's own log lines take the same path from here on: a stalled stderr reader cannot
   // block the event loop in a write (issue 15 item 1).
   const LogSinkAttachment log_to_output(output);
@@ -383,8 +385,17 @@ int run_launcher(const LaunchContext& ctx) {
   }
   configure_logging(options.verbose);
   raise_open_file_limit();
-  if (options.elastic.elastic()) return launch_elastic(options, ctx);
-  return launch(options, ctx);
+  // -wdir/--wdir: the ranks' working directory, relative to horarun's.
+  LaunchContext job = ctx;
+  if (!options.working_directory.empty()) {
+    job.cwd = options.working_directory.front() == '/' ? options.working_directory
+                                                       : ctx.cwd + "/" + options.working_directory;
+  }
+  if (options.elastic.elastic()) {
+    check_not_srun_task(ctx.env);  // a discovery script's job never reads the host list
+    return launch_elastic(options, job);
+  }
+  return launch(options, job);
 }
 
 }  // namespace hora::cli

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "cli/base/errors.h"
 #include "cli/options/option_file.h"
@@ -40,6 +42,47 @@ std::string unquote(const std::string& v) {
   return v;
 }
 
+// The column (1-based) of an unclosed '[' or '{' in `value`, which starts at `column` of its
+// line; 0 when every bracket outside quotes closes. A flow collection on one line is what hora
+// reads; one left open is a YAML syntax error, said with its place (issue 28 item 12).
+std::size_t unclosed_bracket(std::string_view value, std::size_t column) {
+  std::vector<std::size_t> open;
+  char quote = 0;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      open.push_back(column + i);
+    } else if ((c == ']' || c == '}') && !open.empty()) {
+      open.pop_back();
+    }
+  }
+  return open.empty() ? 0 : open.front();
+}
+
+// `{a: 1, b: 2}` as its items, in `section.key` form; throws on an item that is not `k: v`.
+void read_flow_mapping(const std::string& section, std::string_view body, const std::string& where,
+                       std::map<std::string, std::string>& out) {
+  std::size_t start = 0;
+  while (start <= body.size()) {
+    std::size_t comma = body.find(',', start);
+    if (comma == std::string_view::npos) comma = body.size();
+    const std::string_view item = trim(body.substr(start, comma - start), kBlank);
+    start = comma + 1;
+    if (item.empty()) continue;
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      throw UsageError(fmt::format("{}: expected 'key: value' in '{}: {{...}}', got '{}'", where,
+                                   section, item));
+    }
+    out[section + "." + std::string(trim(item.substr(0, colon), kBlank))] =
+        unquote(std::string(trim(item.substr(colon + 1), kBlank)));
+  }
+}
+
 }  // namespace
 
 std::map<std::string, std::string> read_horovod_config_file(const std::string& path) {
@@ -62,6 +105,19 @@ std::map<std::string, std::string> read_horovod_config_file(const std::string& p
     }
     const std::string key(trim(body.substr(0, colon), kBlank));
     const std::string value(trim(body.substr(colon + 1), kBlank));
+    const std::size_t value_column = text.find(value, text.find(':')) + 1;
+    if (const std::size_t column = unclosed_bracket(value, value_column); column != 0) {
+      throw UsageError(fmt::format(
+          "--config-file {}:{}:{}: YAML syntax error: '{}' is never closed (a flow collection "
+          "such as [1, 2] or {{a: 1}} ends on its line)",
+          path, number, column, text[column - 1]));
+    }
+    if (!indented && value.size() >= 2 && value.front() == '{' && value.back() == '}') {
+      section.clear();
+      read_flow_mapping(key, std::string_view(value).substr(1, value.size() - 2),
+                        fmt::format("--config-file {}:{}", path, number), out);
+      continue;
+    }
     if (!indented) {
       if (value.empty()) {
         section = key;

@@ -153,9 +153,9 @@ void apply_config_file(const std::string& path, HorovodRawFlags& raw, Options& o
     } else if (key == "logging.level") {
       if (options.log_level.empty()) {
         std::string l = lower(value);
-        if (l == "fatal") l = "error";
         if (l == "warn") l = "warning";
-        if (l != "trace" && l != "debug" && l != "info" && l != "warning" && l != "error") {
+        if (l != "trace" && l != "debug" && l != "info" && l != "warning" && l != "error" &&
+            l != "fatal") {
           throw UsageError(
               fmt::format("--config-file {}: logging.level: unknown level '{}'", path, value));
         }

@@ -18,6 +18,7 @@
 #include "cli/options/option_mistakes.h"
 #include "cli/options/range_validator.h"
 #include "cli/options/tuning_flags.h"
+#include "cli/output/log.h"
 #include "common/job_environment.h"
 #include "common/text.h"
 
@@ -66,6 +67,20 @@ struct RawOptions {
   std::vector<int> cooldown_range;  // two values when given
   int max_restarts = 0;
   HorovodRawFlags horovod;
+  // mpirun's and torchrun's habits (docs/launcher.md, "Habits from mpirun and torchrun").
+  std::optional<int> nproc_per_node;  // torchrun --nproc-per-node
+  std::optional<int> nnodes;          // torchrun --nnodes
+  bool standalone = false;            // torchrun --standalone
+  bool allow_run_as_root = false;     // mpirun --allow-run-as-root
+  std::vector<std::string> mca;       // mpirun --mca KEY VALUE
+  std::optional<int> npernode;        // mpirun -N/-npernode
+  bool oversubscribe = false;         // mpirun --oversubscribe
+  std::string map_by;                 // mpirun --map-by; empty: not given
+  bool tag_output = false;
+  bool timestamp_output = false;
+  bool merge_stderr = false;
+  std::string wdir;
+  bool display_map = false;
 };
 
 // Every number is checked where it is parsed (number_range.h; the tuning flags' ranges in
@@ -138,6 +153,33 @@ void add_elastic_flags(CLI::App& app, RawOptions& raw) {
       ->check(integer_in(0, kMaxResets, "a number of restarts"));
 }
 
+// mpirun's output, placement and directory options (docs/launcher.md, "Habits from mpirun and
+// torchrun"); apply_habits() turns them into hora's.
+void add_mpirun_output_flags(CLI::App& app, RawOptions& raw) {
+  app.add_flag("--tag-output", raw.tag_output,
+               "mpirun's: tag each line [1,RANK]<stdout>: as Open MPI does (hora's own tag is "
+               "[RANK]<stdout>:)");
+  app.add_flag("--timestamp-output", raw.timestamp_output,
+               "mpirun's spelling of --prefix-output-with-timestamp");
+  app.add_flag("--merge-stderr-to-stdout", raw.merge_stderr,
+               "mpirun's: write the ranks' stderr lines to horarun's stdout (still tagged "
+               "<stderr>)");
+  app.add_option("--wdir", raw.wdir,
+                 "-wdir DIR: mpirun's: the ranks' working directory (default: horarun's)")
+      ->check(not_empty("a directory, or leave --wdir out"));
+  app.add_option("-N,--npernode", raw.npernode,
+                 "-npernode N: mpirun's ranks per host; as --nproc-per-node")
+      ->check(integer_in(1, HostSpec::kMaxSlots, "a number of ranks per host"));
+  app.add_flag("--oversubscribe", raw.oversubscribe,
+               "mpirun's: accepted without -H/--hostfile (the one host has -np slots); with them, "
+               "refused: raise the slots (-H host:N)");
+  app.add_flag("--display-map,--report-bindings", raw.display_map,
+               "mpirun's: print the rank table (hosts, ranks, binding) before the job starts");
+  app.add_option("--map-by", raw.map_by,
+                 "mpirun's: slot or core (hora's placement: each host's slots in -H order); "
+                 "socket and numa are refused");
+}
+
 std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   auto app = std::make_unique<CLI::App>(
       "horarun: start a hora (Horovod-compatible) job.\n"
@@ -150,14 +192,14 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   // The repeatable options (vectors) take one value per occurrence, so `-x A=1 ./train` leaves
   // ./train to the command: allow_extra_args(false) on each.
   app->set_help_flag("-h,--help", "Print this help and exit");
-  app->add_option("--num-proc", raw.num_proc,
+  app->add_option("--num-proc,-n,--np", raw.num_proc,
                   "-np N: number of ranks (default: the slots of -H/--hostfile)")
       ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks (-np)"));
-  app->add_option("-H,--hosts", raw.hosts,
+  app->add_option("-H,--hosts,--host", raw.hosts,
                   "host:slots,... (also host, user@host:slots, [ipv6]:slots); "
                   "default localhost:<np>")
       ->check(not_empty("the hosts, e.g. -H localhost:4, or leave -H out"));
-  app->add_option("--hostfile", raw.hostfile, "file of 'host slots=N' lines")
+  app->add_option("--hostfile,--machinefile", raw.hostfile, "file of 'host slots=N' lines")
       ->check(not_empty("the path of a file of 'host slots=N' lines, or leave --hostfile out"));
   app->add_option("--start-timeout", raw.start_timeout,
                   "seconds for every rank to reach hora::init() (default 30, or "
@@ -170,7 +212,8 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_flag("--prefix-output-with-timestamp", raw.prefix_timestamp,
                 "-prefix-timestamp: prefix each output line with the time it was received");
   app->add_option("--log-level", raw.log_level,
-                  "trace, debug, info, warning or error (sets HORA_LOG_LEVEL in every rank)");
+                  "trace, debug, info, warning, error or fatal (sets HORA_LOG_LEVEL in every "
+                  "rank)");
   app->add_flag("--check-build", raw.check_build, "-cb: print which backends were built and exit");
   app->add_flag("--dry-run", raw.dry_run,
                 "check the hosts, print the rank table and each host's interface, and exit "
@@ -197,8 +240,8 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_flag("--tcp", raw.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
   app->add_option("--bind-to", raw.bind_to,
                   "core: bind each rank to an equal share of its host's CPUs (one CPU each when "
-                  "ranks outnumber them); none (default): no binding (HORA_BIND_TO)")
-      ->check(CLI::IsMember({"none", "core"}));
+                  "ranks outnumber them); none (default): no binding (HORA_BIND_TO); mpirun's "
+                  "socket and numa are refused");
   app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
   app->add_option("--launcher", raw.launcher,
                   "how agents start on remote hosts: ssh, slurm (srun inside an allocation) or "
@@ -218,6 +261,19 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
                 "disable the stall check (HORA_STALL_CHECK_DISABLE=1)");
   add_elastic_flags(*app, raw);
   add_horovod_flags(*app, raw.horovod);
+  app->add_option("--nproc-per-node,--nproc_per_node", raw.nproc_per_node,
+                  "torchrun's: ranks per host; -np is this times --nnodes (or the -H hosts)")
+      ->check(integer_in(1, HostSpec::kMaxSlots, "a number of ranks per host"));
+  app->add_option("--nnodes", raw.nnodes, "torchrun's: the number of hosts (1 without -H)")
+      ->check(integer_in(1, RankTable::kMaxRanks, "a number of hosts"));
+  app->add_flag("--standalone", raw.standalone,
+                "torchrun's: one host, the rendezvous in the launcher (what horarun always does)");
+  app->add_flag("--allow-run-as-root", raw.allow_run_as_root,
+                "mpirun's: accepted and ignored (horarun runs as root without it)");
+  app->add_option("--mca", raw.mca, "KEY VALUE: mpirun's: accepted and ignored (no Open MPI)")
+      ->expected(2)
+      ->allow_extra_args(false);
+  add_mpirun_output_flags(*app, raw);
   return app;
 }
 
@@ -228,6 +284,15 @@ std::string rewrite_single_dash(const std::string& arg) {
   if (arg == "-cb") return "--check-build";
   if (arg == "-prefix-timestamp") return "--prefix-output-with-timestamp";
   if (arg == "-np") return "--num-proc";
+  if (arg == "-machinefile" || arg == "-hostfile") return "--hostfile";  // mpirun's spellings
+  // mpirun's other single-dash long options.
+  static constexpr std::array<std::string_view, 9> kMpirunLong = {
+      "-wdir",        "-npernode",         "-oversubscribe",          "-tag-output",
+      "-display-map", "-timestamp-output", "-merge-stderr-to-stdout", "-report-bindings",
+      "-bind-to"};
+  for (std::string_view name : kMpirunLong) {
+    if (arg == name) return "-" + arg;
+  }
   if (arg.rfind("-np=", 0) == 0) return "--num-proc=" + arg.substr(4);
   if (arg.rfind("-np", 0) == 0 && arg.size() > 3 &&
       std::all_of(arg.begin() + 3, arg.end(), [](char c) { return std::isdigit(c) != 0; })) {
@@ -259,6 +324,79 @@ Rewritten rewrite(const std::vector<std::string>& args) {
     out.origin.push_back(i);
   }
   return out;
+}
+
+// mpirun's and torchrun's spellings that are not plain aliases (docs/launcher.md).
+void apply_habits(const RawOptions& raw, Options& options) {
+  const bool listed = !options.hosts.empty() || !options.hostfile.empty();
+  if (raw.nnodes && *raw.nnodes > 1 && !listed) {
+    throw UsageError(fmt::format(
+        "--nnodes {}: horarun starts every host's ranks itself; list the {} hosts with -H "
+        "host1:N,host2:N or --hostfile",
+        *raw.nnodes, *raw.nnodes));
+  }
+  if (raw.nproc_per_node) {
+    if (listed) {
+      throw UsageError(
+          fmt::format("--nproc-per-node {} with -H/--hostfile: give each host's slots there "
+                      "(-H host1:{},host2:{}) and the total with -np",
+                      *raw.nproc_per_node, *raw.nproc_per_node, *raw.nproc_per_node));
+    }
+    if (options.num_proc && *options.num_proc != *raw.nproc_per_node) {
+      throw UsageError(
+          fmt::format("-np {} and --nproc-per-node {} disagree on one host; give one of them",
+                      *options.num_proc, *raw.nproc_per_node));
+    }
+    options.num_proc = *raw.nproc_per_node;  // one host: --nnodes is 1 here
+  }
+  if (raw.allow_run_as_root) {
+    options.warnings.push_back(
+        "--allow-run-as-root is ignored: it lets Open MPI's mpirun run as root, which horarun "
+        "does without it");
+  }
+  if (raw.npernode) {
+    if (listed) {
+      throw UsageError(fmt::format(
+          "-N/-npernode {} with -H/--hostfile: give each host's slots there (-H host1:{},host2:{}) "
+          "and the total with -np",
+          *raw.npernode, *raw.npernode, *raw.npernode));
+    }
+    if (options.num_proc && *options.num_proc != *raw.npernode) {
+      throw UsageError(fmt::format("-np {} and -N {} disagree on one host; give one of them",
+                                   *options.num_proc, *raw.npernode));
+    }
+    options.num_proc = *raw.npernode;
+  }
+  if (raw.oversubscribe && listed) {
+    throw UsageError(
+        "--oversubscribe with -H/--hostfile: hora starts at most each host's slots; raise them "
+        "(-H host:N, or 'host slots=N' in the hostfile) to run more ranks there");
+  }
+  if (!raw.map_by.empty()) {
+    const std::string how = lower(raw.map_by);
+    if (how != "slot" && how != "core") {
+      throw UsageError(fmt::format(
+          "--map-by {}: hora places ranks by slot only (each host's slots in -H order); use "
+          "--map-by slot or leave it out, and --bind-to core to bind each rank to CPUs",
+          raw.map_by));
+    }
+  }
+  if (!raw.bind_to.empty() && raw.bind_to != "none" && raw.bind_to != "core") {
+    throw UsageError(fmt::format(
+        "--bind-to {}: hora binds to none (the default) or core (an equal share of the host's "
+        "CPUs per rank); socket and numa binding are not supported",
+        raw.bind_to));
+  }
+  options.tag_output = raw.tag_output;
+  options.merge_stderr = raw.merge_stderr;
+  options.working_directory = raw.wdir;
+  options.display_map = raw.display_map;
+  for (std::size_t i = 0; i + 1 < raw.mca.size(); i += 2) {
+    options.warnings.push_back(
+        fmt::format("--mca {} {} is ignored: it sets an Open MPI parameter, and hora does not "
+                    "use Open MPI (hora's own settings are its flags and -x HORA_*)",
+                    raw.mca[i], raw.mca[i + 1]));
+  }
 }
 
 void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::string>>& out) {
@@ -458,6 +596,8 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   }
   options.hosts = raw.hosts;
   options.hostfile = raw.hostfile;
+  apply_habits(raw, options);
+  for (const std::string& warning : options.warnings) launcher_log()->warn("{}", warning);
   if (raw.start_timeout) {
     options.start_timeout = std::chrono::seconds(*raw.start_timeout);
   } else if (auto seconds = seconds_from_env(env, "HOROVOD_START_TIMEOUT", "--start-timeout")) {
@@ -465,19 +605,22 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   }
   options.verbose = raw.verbose;
   options.output_filename = raw.output_filename;
-  options.prefix_timestamp = raw.prefix_timestamp;
+  options.prefix_timestamp = raw.prefix_timestamp || raw.timestamp_output;
   if (!raw.log_level.empty()) {
-    // spdlog's names (and its "warn", "err"); horovodrun's highest level "fatal" is "error".
-    std::string name = lower(raw.log_level);
-    if (name == "fatal") name = "error";
+    // spdlog's names (and its "warn", "err"); horovodrun's highest level "fatal" is passed on
+    // as it is (HORA_LOG_LEVEL=fatal, HOROVOD_LOG_LEVEL=FATAL), not lowered to "error".
+    const std::string name = lower(raw.log_level);
     const spdlog::level::level_enum level = spdlog::level::from_str(name);
-    if (level == spdlog::level::off || level == spdlog::level::critical) {
-      throw UsageError(
-          fmt::format("--log-level {}: unknown level; use trace, debug, info, warning or error",
-                      raw.log_level));
+    if (name == "fatal") {
+      options.log_level = name;
+    } else if (level == spdlog::level::off || level == spdlog::level::critical) {
+      throw UsageError(fmt::format(
+          "--log-level {}: unknown level; use trace, debug, info, warning, error or fatal",
+          raw.log_level));
+    } else {
+      const auto text = spdlog::level::to_string_view(level);
+      options.log_level.assign(text.data(), text.size());
     }
-    const auto text = spdlog::level::to_string_view(level);
-    options.log_level.assign(text.data(), text.size());
   }
   options.check_build = raw.check_build;
   options.dry_run = raw.dry_run;
@@ -576,6 +719,11 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
   if (options.command.empty() && !options.check_build && !options.dry_run) {
     throw UsageError(
         "no command given; put it after the options: horarun -np 4 -H localhost:4 ./train");
+  }
+  if (!options.command.empty() && options.command.front().empty()) {
+    throw UsageError(
+        "the program to run is empty (\"\"); give its name or path after the options: "
+        "horarun -np 4 ./train");
   }
   return options;
 }

@@ -59,9 +59,14 @@ struct Options {
   std::chrono::seconds start_timeout = kDefaultStartTimeout;  // or HOROVOD_START_TIMEOUT
   bool verbose = false;
   std::string output_filename;    // --output-filename DIR
-  bool prefix_timestamp = false;  // --prefix-output-with-timestamp
-  std::string log_level;          // --log-level; empty: not given
-  bool check_build = false;       // -cb/--check-build
+  bool prefix_timestamp = false;  // --prefix-output-with-timestamp, mpirun's --timestamp-output
+  bool tag_output = false;        // mpirun's --tag-output: lines tagged [1,RANK]<stdout>:
+  bool merge_stderr = false;      // mpirun's --merge-stderr-to-stdout
+  // mpirun's -wdir/--wdir DIR: the ranks' working directory (relative to horarun's); empty: hers.
+  std::string working_directory;
+  bool display_map = false;  // mpirun's --display-map/--report-bindings: print the rank table
+  std::string log_level;     // --log-level; empty: not given
+  bool check_build = false;  // -cb/--check-build
   bool dry_run = false;
 
   // Parsed now, used by the SSH launcher (issue 3) and interface selection (issue 4).
@@ -107,6 +112,9 @@ struct Options {
   std::vector<std::string> command;  // everything after the options
 
   std::string help_text;  // non-empty: --help was given; print and exit 0
+  // Said once at warning level by parse_options(): accepted options that do nothing in hora
+  // (mpirun's --allow-run-as-root, --mca), naming what they would have done.
+  std::vector<std::string> warnings;
 };
 
 // args excludes argv[0]. Throws UsageError with a message that says what to change.

@@ -127,6 +127,7 @@ Output::Output(OutputOptions options, int nranks, int stdout_fd, int stderr_fd,
                                 std::strerror(errno)));
       }
       files_.emplace_back(fd);
+      line_start_.push_back(1);
     }
   }
 }
@@ -208,14 +209,25 @@ void Output::flush(std::chrono::milliseconds stall) {
   for (Terminal& t : terminals_) drain_to(t, 0, stall);
 }
 
+std::string Output::prefix(int rank, Stream stream) const {
+  std::string out;
+  if (options_.prefix_timestamp) out += timestamp();
+  // Open MPI numbers its one job 1: `[1,RANK]`; horovodrun's tag is `[RANK]`.
+  if (options_.tag_jobid) {
+    out += fmt::format("[1,{}]<{}>:", rank, name_of(stream));
+  } else {
+    out += fmt::format("[{}]<{}>:", rank, name_of(stream));
+  }
+  return out;
+}
+
 void Output::line(int rank, Stream stream, std::string_view text) {
   std::string out;
   out.reserve(text.size() + 48);
-  if (options_.prefix_timestamp) out += timestamp();
-  out += fmt::format("[{}]<{}>:", rank, name_of(stream));
+  out += prefix(rank, stream);
   out += text;
   out += '\n';
-  write_terminal(stream, out);
+  write_terminal(options_.merge_stderr ? Stream::kStdout : stream, out);
 }
 
 void Output::raw(int rank, Stream stream, std::string_view data) {
@@ -224,10 +236,24 @@ void Output::raw(int rank, Stream stream, std::string_view data) {
       static_cast<std::size_t>(rank) * 2 + 1 >= files_.size()) {
     return;
   }
-  const UniqueFd& f = files_.at(static_cast<std::size_t>(rank) * 2 + static_cast<int>(stream));
+  const std::size_t index = static_cast<std::size_t>(rank) * 2 + static_cast<int>(stream);
+  const UniqueFd& f = files_.at(index);
+  // horovodrun's prefix_connection: each piece that ends at '\n' or '\r' is a line, and the
+  // last piece without either gets its prefix too. Here the prefix (and its time) is written
+  // when the line's first byte arrives, so a long line is never held back.
+  std::string out;
+  out.reserve(data.size() + 32);
+  while (!data.empty()) {
+    if (line_start_[index] != 0) out += prefix(rank, stream);
+    const std::size_t end = data.find_first_of("\r\n");
+    const std::size_t n = end == std::string_view::npos ? data.size() : end + 1;
+    out.append(data.substr(0, n));
+    line_start_[index] = end == std::string_view::npos ? 0 : 1;
+    data.remove_prefix(n);
+  }
   // A failing file (full disk) is ignored on purpose: the terminal still gets the lines, and
   // ending the job over a log file would be worse.
-  write_all(f.get(), data);
+  write_all(f.get(), out);
 }
 
 void Output::launcher_text(std::string_view text) { write_terminal(Stream::kStderr, text); }

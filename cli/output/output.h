@@ -1,8 +1,9 @@
 // Where ranks' output goes: horarun's stdout/stderr, each line prefixed `[rank]<stdout>:` or
 // `[rank]<stderr>:` (horovodrun's format; with --prefix-output-with-timestamp the time comes
 // first, as asctime() prints it), and with --output-filename DIR also DIR/rank.N/stdout and
-// DIR/rank.N/stderr, which receive exactly the bytes the rank wrote (raw(): no prefix, no '\n'
-// added at 64 KiB pieces or after an unterminated last line).
+// DIR/rank.N/stderr, written as horovodrun writes them (horovod/runner/gloo_run.py,
+// safe_shell_exec.py): the rank's bytes with the same prefix before every line, a line ending
+// at '\n' or '\r' (raw(): no '\n' added at 64 KiB pieces or after an unterminated last line).
 //
 // Lines are written whole, from the io_context thread only, so lines of different ranks never
 // interleave within a line. A terminal or pipe that goes away (EPIPE) stops terminal output; the
@@ -36,7 +37,9 @@ const char* name_of(Stream stream);  // "stdout", "stderr"
 
 struct OutputOptions {
   bool prefix_timestamp = false;
-  std::string directory;  // --output-filename; empty: none
+  std::string directory;      // --output-filename; empty: none
+  bool tag_jobid = false;     // mpirun's --tag-output: `[1,RANK]<stdout>:` (Open MPI's form)
+  bool merge_stderr = false;  // --merge-stderr-to-stdout: stderr lines to the stdout terminal
 };
 
 class Output {
@@ -56,8 +59,8 @@ class Output {
 
   // One line of a rank, without its '\n', for the terminal (prefixed, '\n' added).
   void line(int rank, Stream stream, std::string_view text);
-  // Bytes of a rank as read from its pipe, before they are cut into lines: appended unchanged to
-  // DIR/rank.N/<stream> with --output-filename; nothing otherwise.
+  // Bytes of a rank as read from its pipe, before they are cut into lines: appended to
+  // DIR/rank.N/<stream> with --output-filename, the prefix before each line; nothing otherwise.
   void raw(int rank, Stream stream, std::string_view data);
 
   // horarun's own message, to its stderr, as `horarun: <message>`.
@@ -93,6 +96,9 @@ class Output {
   boost::asio::io_context* io_;
   Terminal terminals_[2];
   std::vector<UniqueFd> files_;  // 2 per rank: stdout, stderr
+  // Per file: the next byte raw() writes starts a line (it gets the prefix first).
+  std::vector<char> line_start_;
+  std::string prefix(int rank, Stream stream) const;  // `[RANK]<stdout>:`, and its time
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

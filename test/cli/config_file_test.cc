@@ -138,3 +138,18 @@ TEST_CASE("--config-file: numbers take their flag's range and words, naming key 
   t = tuning(parse_with(path, {"--cycle-time-ms", "3"}));
   CHECK(t.at("HORA_CYCLE_TIME_MS") == "3");
 }
+
+// Issue 27: a flow mapping (`params: {...}`) reads as the block form does. Issue 28 item 12: a
+// flow collection left open is a YAML syntax error with its line and column, not an unknown key.
+TEST_CASE("--config-file: flow mappings read as blocks; an unclosed bracket names its place") {
+  TempDir dir;
+  const Options block =
+      parse_with(dir.write("block.yaml", "params:\n  cycle_time_ms: 7\n  cache_capacity: 9\n"));
+  const Options flow =
+      parse_with(dir.write("flow.yaml", "params: {cycle_time_ms: 7, cache_capacity: 9}\n"));
+  CHECK(flow.tuning == block.tuning);
+  CHECK_FALSE(flow.tuning.empty());
+  const std::string open = dir.write("open.yaml", "# settings\nparams: [1,2\n");
+  CHECK_THROWS_WITH(parse_with(open), Contains(open + ":2:9: YAML syntax error: '[' is never "
+                                                      "closed"));
+}

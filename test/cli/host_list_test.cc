@@ -151,3 +151,22 @@ TEST_CASE("hostfile: a FIFO with no writer is refused at once instead of blockin
                     Catch::Matchers::Contains("is not a regular file (a FIFO)"));
   std::remove(path.c_str());
 }
+
+// Issue 28 item 12: a control character is echoed escaped, a name over 253 characters is refused,
+// and an echo of a huge -H is cut.
+TEST_CASE("host names: control characters escaped, length bounded, echoes cut") {
+  CHECK_THROWS_WITH(hora::cli::parse_host_list("ho\x1b[2Jst:1"),
+                    Catch::Matchers::Contains("ho\\x1b[2Jst") &&
+                        Catch::Matchers::Contains("the character '\\x1b'"));
+  const std::string huge(1 << 20, 'a');
+  try {
+    hora::cli::parse_host_list(huge);
+    FAIL("a 1 MB host name was accepted");
+  } catch (const hora::cli::UsageError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Matchers::Contains("longer than 253 characters") &&
+                         Catch::Matchers::Contains("(1048576 bytes)"));
+    CHECK(what.size() < 1000);
+  }
+  CHECK(hora::cli::parse_host_list(std::string(253, 'b')).size() == 1);
+}

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "cli/base/errors.h"
 #include "cli/launch/job_hosts.h"
 #include "cli/options/options.h"
@@ -136,7 +138,7 @@ TEST_CASE("usage errors say what to change") {
       {{"-np", "two", "x"}, "num-proc"},
       {{"-np", "2", "-H", "a:2", "--hostfile", "f", "x"}, "use one of them"},
       {{"-np", "2", "--bogus", "x"}, "--bogus"},
-      {{"-np", "2", "--log-level", "loud", "x"}, "use trace, debug, info, warning or error"},
+      {{"-np", "2", "--log-level", "loud", "x"}, "use trace, debug, info, warning, error or fatal"},
       {{"-np", "2", "--start-timeout", "0", "x"}, "'0' is not a number of seconds from 1 to"},
       {{"-np", "2", "-p", "70000", "x"}, "--ssh-port: '70000' is not a port from 1 to 65535"},
       {{"-np", "2", "--ssh-strict-host-key-checking", "maybe", "x"}, "yes, accept-new or no"},
@@ -211,7 +213,8 @@ TEST_CASE("--log-level takes spdlog's names and horovodrun's fatal, in any case"
   CHECK(level("WARN") == "warning");
   CHECK(level("warning") == "warning");
   CHECK(level("err") == "error");
-  CHECK(level("Fatal") == "error");
+  // Passed on unchanged (issue 27): HORA_LOG_LEVEL=fatal, HOROVOD_LOG_LEVEL=FATAL.
+  CHECK(level("Fatal") == "fatal");
   CHECK(level("trace") == "trace");
   CHECK_THROWS_WITH(level("off"), Contains("--log-level off: unknown level"));
 }
@@ -318,4 +321,94 @@ TEST_CASE("--launcher: slurm inside an allocation without -H, ssh otherwise, ref
                   hora::cli::UsageError);
   // Outside an allocation auto is SSH.
   CHECK_FALSE(parse_options({"-np", "2", "true"}, {}).slurm);
+}
+
+// mpirun's and torchrun's spellings (issue 27): aliases of hora's options, or hora's behaviour.
+TEST_CASE("mpirun's and torchrun's spellings set what hora's own options set") {
+  CHECK(parse_options({"-n", "3", "x"}, {}).num_proc == 3);
+  CHECK(parse_options({"--np", "3", "x"}, {}).num_proc == 3);
+  CHECK(parse_options({"--host", "localhost:2", "x"}, {}).hosts == "localhost:2");
+  CHECK(parse_options({"--machinefile", "hosts.txt", "-np", "2", "x"}, {}).hostfile == "hosts.txt");
+  CHECK(parse_options({"-machinefile", "hosts.txt", "-np", "2", "x"}, {}).hostfile == "hosts.txt");
+  // torchrun: one host, --nproc-per-node ranks on it.
+  CHECK(parse_options({"--nproc-per-node", "4", "x"}, {}).num_proc == 4);
+  CHECK(parse_options({"--nproc_per_node=2", "--nnodes", "1", "--standalone", "x"}, {}).num_proc ==
+        2);
+  CHECK_THROWS_WITH(parse_options({"--nproc-per-node", "2", "--nnodes", "2", "x"}, {}),
+                    Contains("list the 2 hosts with -H"));
+  CHECK_THROWS_WITH(parse_options({"--nproc-per-node", "2", "-H", "a:2,b:2", "x"}, {}),
+                    Contains("give each host's slots there"));
+  CHECK_THROWS_WITH(parse_options({"-np", "3", "--nproc-per-node", "2", "x"}, {}),
+                    Contains("disagree"));
+  // The option values never reach the command.
+  CHECK(parse_options({"--nproc-per-node", "1", "train", "-n", "5"}, {}).command ==
+        Args{"train", "-n", "5"});
+}
+
+TEST_CASE("mpirun's options without a meaning in hora are accepted with a warning") {
+  const Options quiet = parse_options({"-np", "1", "x"}, {});
+  CHECK(quiet.warnings.empty());
+  const Options root = parse_options({"--allow-run-as-root", "-np", "1", "x"}, {});
+  REQUIRE(root.warnings.size() == 1);
+  CHECK_THAT(root.warnings[0],
+             Contains("--allow-run-as-root is ignored") && Contains("run as root"));
+  const Options mca =
+      parse_options({"--mca", "btl_tcp_if_include", "lo", "-np", "1", "train", "a"}, {});
+  REQUIRE(mca.warnings.size() == 1);
+  CHECK_THAT(mca.warnings[0],
+             Contains("--mca btl_tcp_if_include lo is ignored") && Contains("Open MPI parameter"));
+  CHECK(mca.command == Args{"train", "a"});
+}
+
+// Issue 28 item 12: `horarun -np 1 ""` names the empty program, not a directory on PATH.
+TEST_CASE("an empty program is a usage error naming it") {
+  CHECK_THROWS_WITH(parse_options({"-np", "1", ""}, {}), Contains("the program to run is empty"));
+  CHECK_THROWS_WITH(parse_options({"-np", "1", "--", "", "a"}, {}),
+                    Contains("the program to run is empty"));
+}
+
+// Issue 27: mpirun's output, directory and placement options.
+TEST_CASE("mpirun's output and placement options set hora's") {
+  const Options plain = parse_options({"-np", "1", "x"}, {});
+  CHECK_FALSE(plain.tag_output);
+  CHECK_FALSE(plain.prefix_timestamp);
+  CHECK_FALSE(plain.merge_stderr);
+  CHECK_FALSE(plain.display_map);
+  CHECK(plain.working_directory.empty());
+  CHECK(parse_options({"--tag-output", "-np", "1", "x"}, {}).tag_output);
+  CHECK(parse_options({"-tag-output", "-np", "1", "x"}, {}).tag_output);
+  CHECK(parse_options({"--timestamp-output", "-np", "1", "x"}, {}).prefix_timestamp);
+  CHECK(parse_options({"-timestamp-output", "-np", "1", "x"}, {}).prefix_timestamp);
+  CHECK(parse_options({"--merge-stderr-to-stdout", "-np", "1", "x"}, {}).merge_stderr);
+  CHECK(parse_options({"--display-map", "-np", "1", "x"}, {}).display_map);
+  CHECK(parse_options({"-report-bindings", "-np", "1", "x"}, {}).display_map);
+  CHECK(parse_options({"-wdir", "/tmp", "-np", "1", "x"}, {}).working_directory == "/tmp");
+  CHECK(parse_options({"--wdir", "sub", "-np", "1", "x"}, {}).working_directory == "sub");
+  CHECK_THROWS_WITH(parse_options({"--wdir=", "-np", "1", "x"}, {}), Contains("a directory"));
+  // -N/-npernode: ranks on the one host, as --nproc-per-node.
+  CHECK(parse_options({"-N", "3", "x"}, {}).num_proc == 3);
+  CHECK(parse_options({"-npernode", "2", "x"}, {}).num_proc == 2);
+  CHECK_THROWS_WITH(parse_options({"-N", "2", "-H", "a:2,b:2", "x"}, {}),
+                    Contains("give each host's slots there"));
+  CHECK_THROWS_WITH(parse_options({"-np", "3", "-N", "2", "x"}, {}), Contains("disagree"));
+  // --oversubscribe: the one host of a job without -H has -np slots; with -H it is refused.
+  CHECK(parse_options({"--oversubscribe", "-np", "64", "x"}, {}).num_proc == 64);
+  CHECK_THROWS_WITH(parse_options({"-oversubscribe", "-np", "4", "-H", "a:2", "x"}, {}),
+                    Contains("raise them"));
+  // Placement: slot and core are hora's; socket and numa are refused, naming what hora does.
+  CHECK(parse_options({"--map-by", "slot", "-np", "1", "x"}, {}).num_proc == 1);
+  CHECK_THROWS_WITH(parse_options({"--map-by", "socket", "-np", "1", "x"}, {}),
+                    Contains("--map-by socket: hora places ranks by slot only"));
+  CHECK_THROWS_WITH(parse_options({"--bind-to", "numa", "-np", "1", "x"}, {}),
+                    Contains("--bind-to numa: hora binds to none") && Contains("core"));
+  CHECK_THROWS_WITH(parse_options({"-bind-to", "socket", "-np", "1", "x"}, {}),
+                    Contains("not supported"));
+  const Options core = parse_options({"-bind-to", "core", "-np", "1", "x"}, {});
+  CHECK(std::find(core.tuning.begin(), core.tuning.end(),
+                  std::pair<std::string, std::string>{"HORA_BIND_TO", "core"}) !=
+        core.tuning.end());
+  // The values never reach the command, and the command's own -N stays its own.
+  CHECK(
+      parse_options({"-N", "1", "--tag-output", "train", "-N", "5", "--tag-output"}, {}).command ==
+      Args{"train", "-N", "5", "--tag-output"});
 }

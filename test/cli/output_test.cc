@@ -90,23 +90,29 @@ TEST_CASE("--output-filename writes DIR/rank.N/stdout and stderr, and the termin
     CHECK(out.take() == "[2]<stdout>:a\n[2]<stdout>:b\n");
     CHECK(err.take() == "[0]<stderr>:e\n");
   }
-  CHECK(slurp(dir / "rank.2" / "stdout") == "a\nb\n");
-  CHECK(slurp(dir / "rank.0" / "stderr") == "e\n");
+  // horovodrun's files: the terminal's prefix before every line.
+  CHECK(slurp(dir / "rank.2" / "stdout") == "[2]<stdout>:a\n[2]<stdout>:b\n");
+  CHECK(slurp(dir / "rank.0" / "stderr") == "[0]<stderr>:e\n");
   CHECK(slurp(dir / "rank.1" / "stdout").empty());
   CHECK(std::filesystem::exists(dir / "rank.1" / "stderr"));
   std::filesystem::remove_all(dir.parent_path());
 }
 
-TEST_CASE("--output-filename files are a byte copy: long lines, no final newline, no prefix") {
+TEST_CASE("--output-filename files are horovodrun's: long lines whole, CR ends a line") {
   const auto dir = temp_dir();
   // A 1 MiB line (sixteen 64 KiB terminal pieces), a line of exactly 64 KiB, NUL and CR bytes,
   // and an unterminated last line; handed over in uneven chunks as pipe reads would.
   std::string written(1u << 20, 'x');
   written += '\n';
   written += std::string(64 * 1024, 'y');
-  written += "\nnul\0cr\r\n";
+  written += std::string("\nnul\0cr\r\n", 9);
   written += std::string_view("\0", 1);
   written += "last line without newline";
+  // What horovodrun's prefix_connection writes: a prefix before each piece ending at \n or \r.
+  const std::string p = "[1]<stdout>:";
+  std::string want = p + std::string(1u << 20, 'x') + "\n" + p + std::string(64 * 1024, 'y') +
+                     "\n" + p + std::string("nul\0cr\r", 7) + p + "\n" + p + std::string("\0", 1) +
+                     "last line without newline";
   {
     Capture out, err;
     Output o(OutputOptions{false, dir.string()}, 2, out.fds[1], err.fds[1]);
@@ -123,9 +129,9 @@ TEST_CASE("--output-filename files are a byte copy: long lines, no final newline
     CHECK(err.take().empty());  // raw() never writes to the terminal
   }
   const std::string file = slurp(dir / "rank.1" / "stdout");
-  CHECK(file.size() == written.size());
-  CHECK(file == written);
-  CHECK(slurp(dir / "rank.1" / "stderr") == "err without newline");
+  CHECK(file.size() == want.size());
+  CHECK(file == want);
+  CHECK(slurp(dir / "rank.1" / "stderr") == "[1]<stderr>:err without newline");
   CHECK(slurp(dir / "rank.0" / "stdout").empty());
   std::filesystem::remove_all(dir);
 }
@@ -153,7 +159,7 @@ TEST_CASE("a closed terminal does not stop the file copy") {
   ::signal(SIGPIPE, SIG_IGN);
   o.line(0, Stream::kStdout, "still here");
   o.raw(0, Stream::kStdout, "still here\n");
-  CHECK(slurp(dir / "rank.0" / "stdout") == "still here\n");
+  CHECK(slurp(dir / "rank.0" / "stdout") == "[0]<stdout>:still here\n");
   std::filesystem::remove_all(dir);
 }
 
@@ -268,4 +274,29 @@ TEST_CASE("a regular file as stdout is appended to, not reopened") {
   ::close(fd);
   CHECK(slurp(file) == "before\n[0]<stdout>:after\n");
   std::filesystem::remove_all(dir);
+}
+
+// mpirun's --tag-output and --merge-stderr-to-stdout (issue 27).
+TEST_CASE("--tag-output tags lines as Open MPI does; --merge-stderr-to-stdout moves stderr") {
+  {
+    Capture out, err;
+    OutputOptions options;
+    options.tag_jobid = true;
+    Output o(options, 2, out.fds[1], err.fds[1]);
+    o.line(1, Stream::kStdout, "hi");
+    o.line(0, Stream::kStderr, "oops");
+    CHECK(out.take() == "[1,1]<stdout>:hi\n");
+    CHECK(err.take() == "[1,0]<stderr>:oops\n");
+  }
+  {
+    Capture out, err;
+    OutputOptions options;
+    options.merge_stderr = true;
+    Output o(options, 1, out.fds[1], err.fds[1]);
+    o.line(0, Stream::kStdout, "a");
+    o.line(0, Stream::kStderr, "b");
+    o.launcher_message("own");  // horarun's own messages stay on its stderr
+    CHECK(out.take() == "[0]<stdout>:a\n[0]<stderr>:b\n");
+    CHECK(err.take() == "horarun: own\n");
+  }
 }

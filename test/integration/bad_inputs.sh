@@ -26,6 +26,8 @@ printf '#!/nonexistent/python9\n' >no_interpreter.sh && chmod +x no_interpreter.
 printf '#!/bin/sh\necho localhost:x\n' >bad_discovery.sh && chmod +x bad_discovery.sh
 awk 'BEGIN { for (i = 0; i < 32769; i++) printf "h%d slots=65536\n", i }' >huge_hostfile
 printf 'params:\n  fusion_threshold_mb: 1e300\n' >big.yaml
+CTRL_HOST=$'a\x01b:1'  # a control character in -H, printed escaped
+{ head -c 1000000 /dev/zero | tr '\0' a; echo ' slots=1'; } >long_host  # a 1 MB host name
 
 ROWS=(
   # name | rc | words | args
@@ -43,6 +45,9 @@ ROWS=(
   'hostfile /dev/zero  | 2   | --hostfile /dev/zero;a device           | --hostfile /dev/zero true $M'
   'hostfile NUL bytes  | 2   | contains NUL bytes                      | --hostfile nul_bytes true $M'
   '32769 x 65536 slots | 2   | 32769 hosts have 2147549184 slots;-np   | --hostfile huge_hostfile true $M'
+  '-H control char     | 2   | host name;has the character;\x01        | -np 1 -H "$CTRL_HOST" true $M'
+  '1 MB host name      | 2   | (1000000 bytes);longer than 253         | -np 1 --hostfile long_host true $M'
+  'empty program       | 2   | the program to run is empty             | -np 1 "" $M'
   'fusion 1e300        | 2   | --fusion-threshold-mb;1e300             | -np 1 --fusion-threshold-mb 1e300 true $M'
   'cycle 1e300         | 2   | --cycle-time-ms;1e300                   | -np 1 --cycle-time-ms 1e300 true $M'
   'cycle -1            | 2   | --cycle-time-ms;-1                      | -np 1 --cycle-time-ms -1 true $M'

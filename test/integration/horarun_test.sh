@@ -157,11 +157,11 @@ case_output() {
     [ "$(whole_lines "$r" stdout line < out)" -eq 200 ] || fail "rank $r: stdout lines missing or mixed"
     [ "$(whole_lines "$r" stderr err < err)" -eq 200 ] || fail "rank $r: stderr lines missing or mixed"
     grep -qx "\[$r\]<stdout>:rank=$r last line without newline" out || fail "rank $r: partial last line lost"
-    # The files are byte copies: 200 lines, then the last one without its newline.
-    [ "$(wc -l < logs/rank.$r/stdout)" -eq 200 ] || fail "logs/rank.$r/stdout"
-    [ "$(tail -n 1 logs/rank.$r/stdout)" = "rank=$r last line without newline" ] || fail "logs/rank.$r/stdout: last line"
-    [ "$(wc -l < logs/rank.$r/stderr)" -eq 200 ] || fail "logs/rank.$r/stderr"
-    head -c 12 logs/rank.$r/stdout | grep -q "^rank=$r line" || fail "file lines must be unprefixed"
+    # The files are horovodrun's: 200 prefixed lines, then the last one without its newline.
+    [ "$(whole_lines "$r" stdout line < logs/rank.$r/stdout)" -eq 200 ] || fail "logs/rank.$r/stdout"
+    [ "$(wc -l < logs/rank.$r/stdout)" -eq 200 ] || fail "logs/rank.$r/stdout: line count"
+    [ "$(tail -n 1 logs/rank.$r/stdout)" = "[$r]<stdout>:rank=$r last line without newline" ] || fail "logs/rank.$r/stdout: last line"
+    [ "$(whole_lines "$r" stderr err < logs/rank.$r/stderr)" -eq 200 ] || fail "logs/rank.$r/stderr"
   done
   # Every line of horarun's stdout is a rank's whole line.
   [ "$(grep -cvE '^\[[0-2]\]<stdout>:rank=' out)" -eq 0 ] || fail "stray stdout lines"
@@ -601,6 +601,28 @@ EOF
     fail "no message for the interrupt"
   pids_gone pids || fail "ranks still running after horarun exited"
   ok "SIGINT while a failed attempt ends: 130, no restart, no rank left"
+}
+
+# mpirun's output options (issue 27): Open MPI's `[1,RANK]<stdout>:` tag, its timestamp in
+# front, stderr merged into stdout, -wdir, and --display-map's rank table.
+case_mpirun_output() {
+  run 30 --tag-output -np 2 sh -c 'echo "hi $HORA_RANK"'
+  [ $rc -eq 0 ] || fail "--tag-output: rc=$rc: $(cat err)"
+  grep -qx '\[1,0\]<stdout>:hi 0' out && grep -qx '\[1,1\]<stdout>:hi 1' out ||
+    fail "--tag-output: want [1,RANK]<stdout>:, got: $(cat out)"
+  run 30 --tag-output --timestamp-output -np 1 sh -c 'echo hi; echo oops >&2'
+  grep -qE '^[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9:]{8} [0-9]{4}\[1,0\]<stdout>:hi$' out ||
+    fail "--timestamp-output: got: $(cat out)"
+  grep -qE '^[A-Z][a-z]{2} .*[0-9]{4}\[1,0\]<stderr>:oops$' err || fail "stderr: $(cat err)"
+  run 30 --merge-stderr-to-stdout -np 1 sh -c 'echo oops >&2'
+  grep -qx '\[0\]<stderr>:oops' out || fail "--merge-stderr-to-stdout: out: $(cat out)"
+  ! grep -q oops err || fail "--merge-stderr-to-stdout: still on stderr"
+  mkdir -p work
+  run 30 -wdir work -np 1 pwd
+  grep -qx "\[0\]<stdout>:$PWD/work" out || fail "-wdir: got: $(cat out)"
+  run 30 --display-map -np 2 true
+  [ $rc -eq 0 ] && grep -q 'local_rank' out || fail "--display-map printed no rank table: $(cat out)"
+  ok "--tag-output, --timestamp-output, --merge-stderr-to-stdout, -wdir, --display-map"
 }
 
 "case_${1//-/_}" "${@:2}"
