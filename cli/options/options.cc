@@ -367,11 +367,7 @@ void apply_habits(const RawOptions& raw, Options& options) {
     }
     options.num_proc = *raw.npernode;
   }
-  if (raw.oversubscribe && listed) {
-    throw UsageError(
-        "--oversubscribe with -H/--hostfile: hora starts at most each host's slots; raise them "
-        "(-H host:N, or 'host slots=N' in the hostfile) to run more ranks there");
-  }
+  options.oversubscribe = raw.oversubscribe;
   if (!raw.map_by.empty()) {
     const std::string how = lower(raw.map_by);
     if (how != "slot" && how != "core") {

@@ -64,9 +64,10 @@ struct Options {
   bool merge_stderr = false;      // mpirun's --merge-stderr-to-stdout
   // mpirun's -wdir/--wdir DIR: the ranks' working directory (relative to horarun's); empty: hers.
   std::string working_directory;
-  bool display_map = false;  // mpirun's --display-map/--report-bindings: print the rank table
-  std::string log_level;     // --log-level; empty: not given
-  bool check_build = false;  // -cb/--check-build
+  bool oversubscribe = false;  // mpirun's --oversubscribe: -np above the slots spreads the rest
+  bool display_map = false;    // mpirun's --display-map/--report-bindings: print the rank table
+  std::string log_level;       // --log-level; empty: not given
+  bool check_build = false;    // -cb/--check-build
   bool dry_run = false;
 
   // Parsed now, used by the SSH launcher (issue 3) and interface selection (issue 4).

@@ -391,10 +391,19 @@ TEST_CASE("mpirun's output and placement options set hora's") {
   CHECK_THROWS_WITH(parse_options({"-N", "2", "-H", "a:2,b:2", "x"}, {}),
                     Contains("give each host's slots there"));
   CHECK_THROWS_WITH(parse_options({"-np", "3", "-N", "2", "x"}, {}), Contains("disagree"));
-  // --oversubscribe: the one host of a job without -H has -np slots; with -H it is refused.
+  // --oversubscribe: -np above the slots of -H places the rest one per host, round and round,
+  // as Open MPI does; without it the same -np is refused.
   CHECK(parse_options({"--oversubscribe", "-np", "64", "x"}, {}).num_proc == 64);
-  CHECK_THROWS_WITH(parse_options({"-oversubscribe", "-np", "4", "-H", "a:2", "x"}, {}),
-                    Contains("raise them"));
+  const Options over = parse_options({"-oversubscribe", "-np", "7", "-H", "a:2,b:1", "x"}, {});
+  CHECK(over.oversubscribe);
+  const hora::cli::JobHosts placed = hora::cli::resolve_job_hosts(over, {});
+  REQUIRE(placed.table.hosts().size() == 2);
+  CHECK(placed.table.hosts()[0].slots == 4);
+  CHECK(placed.table.hosts()[1].slots == 3);
+  CHECK(placed.table.size() == 7);
+  CHECK_THROWS_WITH(
+      hora::cli::resolve_job_hosts(parse_options({"-np", "7", "-H", "a:2,b:1", "x"}, {}), {}),
+      Contains("more processes (-np 7) than there are slots"));
   // Placement: slot and core are hora's; socket and numa are refused, naming what hora does.
   CHECK(parse_options({"--map-by", "slot", "-np", "1", "x"}, {}).num_proc == 1);
   CHECK_THROWS_WITH(parse_options({"--map-by", "socket", "-np", "1", "x"}, {}),
