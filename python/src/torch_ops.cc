@@ -549,6 +549,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cross_size", &hora::cross_size);
   m.def("cuda_built", &hora::cuda_built);
   m.def("barrier", without_gil([] { hora::barrier(); }));
+  m.def("join", without_gil([] { return hora::join(); }));
   m.def("reducescatter_count", [](int64_t count, int rank, int nranks) {
     return static_cast<int64_t>(hora::reducescatter_count(count, rank, nranks));
   });

@@ -76,6 +76,16 @@ Handle reducescatter_async(const std::string& name, const void* sendbuf, void* r
                                                       std::move(on_done)));
 }
 
+Handle join_async(Callback on_done) {
+  return submit(detail::engine::make_join_op(std::move(on_done)));
+}
+
+int join() {
+  Handle handle = join_async();
+  synchronize(handle);
+  return static_cast<int>(received_counts(handle).at(0));
+}
+
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
                        const Shape& shape, DataType type, ReduceOp op, Callback on_done) {
   const std::size_t n = elements("allreduce", name, shape);

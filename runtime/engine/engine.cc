@@ -1,5 +1,6 @@
 #include "runtime/engine/engine.h"
 
+#include <algorithm>
 #include <bit>
 #include <set>
 #include <string_view>
@@ -353,6 +354,12 @@ void Engine::announce_later(const std::string& name) {
 
 void Engine::classify(const std::string& name) {
   Local& l = local_.at(name);
+  if (l.state->request.type == OpType::kJoin || table_.any_joined()) {
+    // While a rank has joined it sets no cache bits, so a hit would wait for it forever: every
+    // op goes through full negotiation, where the joined rank's absence is known.
+    to_announce_.push_back(name);
+    return;
+  }
   ResponseCache::Lookup found = cache_.lookup(l.state->request, rank_);
   switch (found.state) {
     case ResponseCache::State::kHit:
@@ -480,6 +487,11 @@ bool Engine::cycle() {
   // 4. Full negotiation, only when some rank has something to announce.
   const bool full = (words[0] & kNothingToAnnounce) == 0 || any_invalid;
   if (full) negotiate(ready);
+  if (table_.any_joined() && !hits_.empty()) {
+    // A rank joined in this round: the hits still waiting go through negotiation instead.
+    for (const auto& [bit, name] : hits_) announce_later(name);
+    hits_.clear();
+  }
   if ((words[0] & kIdle) != 0 && !full) {
     ++idle_streak_;
   } else {
@@ -496,7 +508,7 @@ bool Engine::cycle() {
     finish(op, error);
   });
   for (const ReadyOp& op : ready) {
-    if (!op.response.ok()) continue;
+    if (!op.response.ok() || op.response.request.type == OpType::kJoin) continue;
     if (auto evicted = cache_.put(op.response)) {
       if (auto it = hits_.find(*evicted); it != hits_.end()) {
         announce_later(it->second);
@@ -534,20 +546,52 @@ void Engine::negotiate(std::vector<ReadyOp>& ready) {
   }
   const auto agreed = Clock::now();
   std::vector<std::string> completed;
+  std::set<std::string> seen;
   std::set<std::string> abandon;
+  bool joins = false;
   for (int r = 0; r < size_; ++r) {
     NegotiationMessage m = NegotiationMessage::decode(all[static_cast<std::size_t>(r)], r);
     for (const auto& a : m.requests) {
       auto first_seen = r == rank_ ? local_.at(a.request.name).state->submitted
                                    : now - std::chrono::milliseconds(a.waited_ms);
-      if (table_.add(r, a.request, first_seen)) completed.push_back(a.request.name);
+      joins = joins || a.request.type == OpType::kJoin;
+      if (table_.add(r, a.request, first_seen) && seen.insert(a.request.name).second) {
+        completed.push_back(a.request.name);
+      }
     }
     abandon.insert(m.abandon.begin(), m.abandon.end());
   }
+  if (joins) {
+    // Names that waited only for the ranks that joined now.
+    for (const std::string& name : table_.ready_names()) {
+      if (seen.insert(name).second) completed.push_back(name);
+    }
+  }
+  // The join last: taking it ends the join, and the others became ready because of it.
+  std::stable_partition(completed.begin(), completed.end(),
+                        [](const std::string& name) { return name != kJoinName; });
   for (const std::string& name : completed) {
     stall_.forget(name);
     counters_.negotiated++;
-    ready.push_back(ReadyOp{table_.take(name), local_.at(name).state, agreed});
+    Response response = table_.take(name);
+    auto it = local_.find(name);
+    if (it != local_.end()) {
+      if (it->second.hit) {
+        // It waited on a cache bit on this rank, which has joined: it runs now.
+        hits_.erase(it->second.bit);
+        it->second.hit = false;
+      }
+      ready.push_back(ReadyOp{std::move(response), it->second.state, agreed});
+    } else if (response.ok()) {
+      // This rank has joined: it takes part in the others' allreduce with zeros.
+      auto zeros = std::make_shared<Handle::State>();
+      zeros->request = response.request;
+      zeros->zeros.assign(static_cast<std::size_t>(response.bytes()), 0);
+      zeros->sendbuf = zeros->zeros.data();
+      zeros->recvbuf = zeros->zeros.data();
+      zeros->submitted = agreed;
+      ready.push_back(ReadyOp{std::move(response), std::move(zeros), agreed});
+    }
   }
   for (const std::string& name : abandon) {
     std::optional<MessageTable::Pending> p = table_.erase(name);

@@ -22,6 +22,10 @@
 //     successful Response is put into the cache in the same order on every rank.
 // In steady state (the same names every step) step 4 never happens: a step costs the bit-vector
 // allreduces of the cycles it spans.
+// Join (hora::join): a join request marks its rank joined in the MessageTable until every rank
+// has joined. Meanwhile no name waits for a joined rank, every op goes through full negotiation
+// (a joined rank sets no cache bits), and a joined rank runs the others' allreduces with zeros
+// of the agreed size; the join's Response names the last rank to join.
 //
 // Threading: submit(), stats() and shutdown() may be called from any thread; everything else
 // (cache, table, transport, timeline, executor) belongs to the thread that holds cycle_mu_, which

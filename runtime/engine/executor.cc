@@ -197,6 +197,7 @@ void Executor::run_one(ReadyOp& op, const Finish& finish) {
     switch (r.type) {
       case OpType::kAllreduce:  // handled by run_allreduce_batch
         break;
+      case OpType::kJoin: s.received_counts = {static_cast<std::size_t>(r.root)}; break;
       case OpType::kBroadcast:
         transport_.broadcast(s.recvbuf, static_cast<std::size_t>(r.count), r.dtype, r.root);
         break;

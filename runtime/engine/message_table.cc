@@ -82,6 +82,16 @@ std::string difference(const Request& x, int a, const Request& y, int b) {
 
 }  // namespace
 
+bool MessageTable::ready(const Entry& e) const {
+  for (int r = 0; r < size_; ++r) {
+    if (!e.by_rank[static_cast<std::size_t>(r)].has_value() &&
+        !joined_[static_cast<std::size_t>(r)]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool MessageTable::add(int rank, const Request& request, Clock::time_point first_seen) {
   auto [it, inserted] = entries_.try_emplace(request.name);
   Entry& e = it->second;
@@ -97,29 +107,63 @@ bool MessageTable::add(int rank, const Request& request, Clock::time_point first
                 " twice (internal error: names are unique among a " + "rank's in-flight ops)");
   }
   slot = request;
-  return ++e.submitted == size_;
+  ++e.submitted;
+  if (request.type == OpType::kJoin && !joined_[static_cast<std::size_t>(rank)]) {
+    joined_[static_cast<std::size_t>(rank)] = true;
+    ++joined_count_;
+    last_joined_ = rank;
+  }
+  return ready(e);
+}
+
+std::vector<std::string> MessageTable::ready_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) {
+    if (ready(e)) out.push_back(name);
+  }
+  return out;
 }
 
 Response MessageTable::take(const std::string& name) {
   auto it = entries_.find(name);
-  if (it == entries_.end() || it->second.submitted != size_) {
+  if (it == entries_.end() || !ready(it->second)) {
     throw Error("hora engine: internal error: " + quoted(name) + " taken before it was ready");
   }
   Entry e = std::move(it->second);
   entries_.erase(it);
+  int first = 0;
+  while (!e.by_rank[static_cast<std::size_t>(first)].has_value()) ++first;
+  const Request& reference = *e.by_rank[static_cast<std::size_t>(first)];
   Response response;
-  response.request = *e.by_rank[0];
-  for (int r = 1; r < size_; ++r) {
-    std::string diff = difference(*e.by_rank[0], 0, *e.by_rank[static_cast<std::size_t>(r)], r);
+  response.request = reference;
+  for (int r = first + 1; r < size_; ++r) {
+    const auto& slot = e.by_rank[static_cast<std::size_t>(r)];
+    if (!slot.has_value()) continue;  // joined
+    std::string diff = difference(reference, first, *slot, r);
     if (!diff.empty()) {
       response.error = std::move(diff);
       response.error_kind = Response::ErrorKind::kMismatch;
       return response;
     }
   }
+  if (reference.type == OpType::kJoin) {
+    response.request.root = last_joined_;
+    joined_.assign(joined_.size(), false);
+    joined_count_ = 0;
+    last_joined_ = -1;
+    return response;
+  }
+  if (joined_count_ > 0 && reference.type != OpType::kAllreduce) {
+    // Horovod's controller refuses these too: a joined rank has no tensor to send or receive.
+    response.error = std::string(name_of(reference.type)) + " " + quoted(name) +
+                     " is not supported while a rank has joined (hora.join()): only allreduce "
+                     "runs alongside a join, with zeros from the joined ranks";
+    response.error_kind = Response::ErrorKind::kMismatch;
+    return response;
+  }
   if (response.request.type == OpType::kAllgather) {
     response.rank_counts.reserve(e.by_rank.size());
-    for (const auto& r : e.by_rank) response.rank_counts.push_back(r->count);
+    for (const auto& r : e.by_rank) response.rank_counts.push_back(r ? r->count : 0);
   }
   return response;
 }
@@ -133,7 +177,7 @@ MessageTable::Pending MessageTable::describe(const std::string& name, const Entr
     if (slot.has_value()) {
       p.type = slot->type;
       p.submitted.push_back(r);
-    } else {
+    } else if (!joined_[static_cast<std::size_t>(r)]) {
       p.missing.push_back(r);
     }
   }

@@ -22,16 +22,24 @@ class MessageTable {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit MessageTable(int size) : size_(size) {}
+  explicit MessageTable(int size) : size_(size), joined_(static_cast<std::size_t>(size), false) {}
 
   // Records `rank`'s request; first_seen estimates when that rank submitted it. Returns true when
-  // every rank has now submitted request.name. Throws hora::Error if `rank` already announced
+  // every rank has now submitted request.name or joined. A join request (OpType::kJoin) marks
+  // `rank` joined until the join is taken: from then on no entry waits for that rank, and other
+  // entries may become ready (ready_names()). Throws hora::Error if `rank` already announced
   // the name (an engine invariant: names are unique among a rank's in-flight ops).
   bool add(int rank, const Request& request, Clock::time_point first_seen);
 
-  // Removes a name every rank has submitted and returns the agreed Response, or a kMismatch
-  // Response whose error names two disagreeing ranks and their values.
+  // Removes a ready name and returns the agreed Response, or a kMismatch Response whose error
+  // names two disagreeing ranks and their values (or, with joined ranks, says that only
+  // allreduce runs alongside a join, as Horovod's does). The join's Response carries the last
+  // rank to join in request.root; taking it ends the join (no rank is joined any more).
   Response take(const std::string& name);
+  // Every entry that is ready now, in name order (the same on every rank).
+  std::vector<std::string> ready_names() const;
+  bool any_joined() const { return joined_count_ > 0; }
+  bool joined(int rank) const { return joined_[static_cast<std::size_t>(rank)]; }
 
   struct Pending {
     std::string name;
@@ -55,8 +63,12 @@ class MessageTable {
     Clock::time_point first_seen;
   };
   Pending describe(const std::string& name, const Entry& entry) const;
+  bool ready(const Entry& entry) const;
 
   int size_;
+  std::vector<bool> joined_;  // by rank: announced the join now pending
+  int joined_count_ = 0;
+  int last_joined_ = -1;
   std::map<std::string, Entry> entries_;
 };
 

@@ -128,4 +128,8 @@ std::shared_ptr<Handle::State> make_reducescatter_op(const std::string& name, co
   return s;
 }
 
+std::shared_ptr<Handle::State> make_join_op(Callback on_done) {
+  return new_state(kJoinName, OpType::kJoin, DataType::kUInt8, 0, std::move(on_done));
+}
+
 }  // namespace hora::detail::engine

@@ -41,8 +41,11 @@ struct Handle::State {
   // cannot (Engine::drive()).
   std::function<void()> drive;
 
-  // Filled by the engine before complete() (allgather, alltoall).
+  // Filled by the engine before complete() (allgather, alltoall; join: the last rank to join).
   std::vector<std::size_t> received_counts;
+  // The zeros a joined rank contributes to the others' allreduce (sendbuf and recvbuf point
+  // here; Engine::negotiate builds such a state for an op this rank never submitted).
+  std::vector<std::uint8_t> zeros;
 
   // Records the outcome (first call wins), wakes waiters, then runs on_done on this thread.
   void complete(std::exception_ptr error);
@@ -79,6 +82,7 @@ std::shared_ptr<Handle::State> make_alltoall_op(const std::string& name, const v
                                                 const std::vector<std::size_t>& send_splits,
                                                 DataType type, OutputAllocator output,
                                                 Callback on_done = nullptr);
+std::shared_ptr<Handle::State> make_join_op(Callback on_done = nullptr);
 std::shared_ptr<Handle::State> make_reducescatter_op(const std::string& name, const void* sendbuf,
                                                      void* recvbuf, std::size_t count,
                                                      DataType type, ReduceOp op,

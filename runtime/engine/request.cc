@@ -9,6 +9,7 @@ const char* name_of(OpType type) {
     case OpType::kBroadcast: return "broadcast";
     case OpType::kAlltoall: return "alltoall";
     case OpType::kReducescatter: return "reducescatter";
+    case OpType::kJoin: return "join";
   }
   return "unknown-op";
 }
@@ -20,6 +21,7 @@ const char* upper_name_of(OpType type) {
     case OpType::kBroadcast: return "BROADCAST";
     case OpType::kAlltoall: return "ALLTOALL";
     case OpType::kReducescatter: return "REDUCESCATTER";
+    case OpType::kJoin: return "JOIN";
   }
   return "UNKNOWN";
 }

@@ -17,8 +17,15 @@ enum class OpType : std::uint8_t {
   kBroadcast = 2,
   kAlltoall = 3,
   kReducescatter = 4,
+  // hora::join: this rank has no more ops this epoch. Until every rank has joined, the others'
+  // allreduces run without waiting for it (it contributes zeros); its Response's root is the
+  // last rank to join.
+  kJoin = 5,
 };
-inline constexpr std::uint8_t kOpTypeCount = 5;
+inline constexpr std::uint8_t kOpTypeCount = 6;
+
+// The reserved name of the join op (users' names cannot start with "__hora").
+inline constexpr const char* kJoinName = "__hora_join__";
 
 const char* name_of(OpType type);        // "allreduce", "allgather", ...
 const char* upper_name_of(OpType type);  // "ALLREDUCE", ... (timeline activity names)

@@ -240,6 +240,61 @@ TEST_CASE("MessageTable reports pending names with submitted and missing ranks",
   CHECK(table.contains("late"));
 }
 
+TEST_CASE("MessageTable: a joined rank is not waited for, and the join names the last",
+          "[table][join]") {
+  const auto t = MessageTable::Clock::now();
+  Request join;
+  join.name = kJoinName;
+  join.type = OpType::kJoin;
+  join.dtype = DataType::kUInt8;
+  MessageTable table(3);
+  // Rank 1 joins first; rank 0 already waits for "x" (which waited for rank 1 only).
+  CHECK_FALSE(table.add(0, allreduce("x", 4), t));
+  CHECK_FALSE(table.add(2, allreduce("y", 4), t));
+  CHECK_FALSE(table.add(1, join, t));
+  CHECK(table.any_joined());
+  CHECK(table.joined(1));
+  CHECK_FALSE(table.joined(0));
+  CHECK(table.ready_names().empty());  // "x" still waits for rank 2, "y" for rank 0
+  CHECK(table.add(2, allreduce("x", 4), t));
+  CHECK(table.ready_names() == std::vector<std::string>{"x"});
+  Response x = table.take("x");
+  CHECK(x.ok());
+  CHECK(x.request.count == 4);
+  // The stall check does not call a joined rank missing.
+  auto pending = table.pending_since(t);
+  REQUIRE(pending.size() == 2);  // the join and "y"
+  CHECK(pending[1].name == "y");
+  CHECK(pending[1].missing == std::vector<int>{0});
+  // Only allreduce runs beside a join (Horovod's rule).
+  Request g = allreduce("g", 2);
+  g.type = OpType::kAllgather;
+  table.add(0, g, t);
+  CHECK(table.add(2, g, t));
+  Response refused = table.take("g");
+  CHECK(refused.error_kind == Response::ErrorKind::kMismatch);
+  CHECK(refused.error ==
+        "allgather 'g' is not supported while a rank has joined (hora.join()): only allreduce "
+        "runs alongside a join, with zeros from the joined ranks");
+  // Rank 2 joins: "y", which waited only for rank 0, is not ready; then rank 0 joins last, which
+  // readies both "y" and the join.
+  CHECK_FALSE(table.add(2, join, t));
+  CHECK(table.ready_names().empty());
+  CHECK(table.add(0, join, t));
+  CHECK(table.ready_names() == std::vector<std::string>{kJoinName, "y"});
+  CHECK(table.take("y").ok());
+  Response joined = table.take(kJoinName);
+  CHECK(joined.ok());
+  CHECK(joined.request.type == OpType::kJoin);
+  CHECK(joined.request.root == 0);  // the last rank to join
+  // Taking the join ends it: entries wait for every rank again.
+  CHECK_FALSE(table.any_joined());
+  CHECK_FALSE(table.add(0, allreduce("z", 4), t));
+  CHECK_FALSE(table.add(1, allreduce("z", 4), t));
+  CHECK(table.ready_names().empty());
+  CHECK(table.size() == 1);
+}
+
 TEST_CASE("StallInspector formats rank lists and the warning block", "[stall]") {
   CHECK(StallInspector::format_ranks({0, 2, 3, 4, 5, 7}) == "0, 2-5, 7");
   CHECK(StallInspector::format_ranks({1, 2}) == "1, 2");

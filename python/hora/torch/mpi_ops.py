@@ -10,7 +10,6 @@ kept alive until the handle is synchronized; non-contiguous tensors go through a
 import itertools
 import operator
 import threading
-import time
 
 import torch
 
@@ -770,10 +769,11 @@ def barrier(process_set=None):
 
 
 def join(device=-1):
-    """Blocks until every rank has called join(); returns the rank that called it last.
-
-    Unlike Horovod, a rank that has joined does not serve the allreduces other ranks still
-    submit: call join() once every rank has finished its collectives (e.g. after the epoch)."""
-    stamp = torch.tensor([time.time()], dtype=torch.float64)
-    stamps = synchronize(allgather_async(stamp, name=_auto_name('join', None)))
-    return int(torch.argmax(stamps).item())
+    """Horovod's join: this rank has no more collectives (uneven data). Until every rank has
+    joined, the other ranks' allreduces run without waiting for it, and it contributes zeros to
+    them (Average still divides by size(), as Horovod's does); an allgather, broadcast, alltoall
+    or reducescatter while a rank has joined fails on every rank. Returns, on every rank, the
+    last rank to join. Synchronize this rank's handles first. `device` is accepted for
+    Horovod's signature; the join itself moves no tensor."""
+    del device
+    return _C.join()

@@ -99,6 +99,16 @@ Handle reducescatter_async(const std::string& name, const void* sendbuf, void* r
                            std::size_t count, DataType type, ReduceOp op,
                            Callback on_done = nullptr);
 
+// Horovod's join: this rank has no more ops (uneven data: its epoch ended early). Until every
+// rank has joined, the other ranks' allreduces run without it, and it contributes zeros to them
+// (AVERAGE still divides by size()); an allgather, broadcast, alltoall or reducescatter while a
+// rank has joined fails with hora::MismatchError, as in Horovod. Completes when every rank has
+// joined; received_counts(handle)[0] is then the last rank to join, the same on every rank.
+// Synchronize every op of this rank before joining.
+Handle join_async(Callback on_done = nullptr);
+// join_async, synchronized: returns the last rank to join.
+int join();
+
 // The shaped forms: the same ops on a tensor of `shape` (count = the product of its dimensions;
 // alltoall's splits count elements). Every rank's shape is checked against the others' by
 // Horovod's rules, and a difference fails the op on every rank with hora::MismatchError naming
