@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   meson ninja-build pkg-config cmake g++
-  libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev
+  libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   catch2 libssl-dev zlib1g-dev
   dataset-fashion-mnist
   python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest python3-numpy
@@ -27,7 +27,7 @@ PACKAGES=(
 if [ "${1:-}" = --demo ]; then
   PACKAGES=(
     meson ninja-build pkg-config g++
-    libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev
+    libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
     libssl-dev zlib1g-dev dataset-fashion-mnist procps
   )
 fi

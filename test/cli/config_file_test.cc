@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -152,4 +154,98 @@ TEST_CASE("--config-file: flow mappings read as blocks; an unclosed bracket name
   const std::string open = dir.write("open.yaml", "# settings\nparams: [1,2\n");
   CHECK_THROWS_WITH(parse_with(open), Contains(open + ":2:9: YAML syntax error: '[' is never "
                                                       "closed"));
+}
+
+// Issue 27: the file is read by a YAML library (yaml-cpp), so what horovodrun's yaml.safe_load
+// takes, hora takes, and to the same settings.
+TEST_CASE("--config-file: flow mappings over lines, anchors, aliases and merge keys") {
+  TempDir dir;
+  const Options block = parse_with(dir.write("block.yaml",
+                                             "params:\n  cycle_time_ms: 7\n  cache_capacity: 9\n"
+                                             "stall_check:\n  warning_time_seconds: 30\n"
+                                             "  shutdown_time_seconds: 30\n"));
+  REQUIRE(tuning(block).at("HORA_CYCLE_TIME_MS") == "7");
+  const char* same[] = {
+      // A flow mapping over several lines, and flow mappings nested in one.
+      "params: {\n  cycle_time_ms: 7,\n  cache_capacity: 9\n}\n"
+      "stall_check: {warning_time_seconds: 30, shutdown_time_seconds: 30}\n",
+      // A mapping held by an anchor outside horovodrun's keys, used through an alias.
+      "defaults: &d {cycle_time_ms: 7, cache_capacity: 9}\nparams: *d\n"
+      "stall_check: {warning_time_seconds: &s 30, shutdown_time_seconds: *s}\n",
+      // Merge keys: the mapping's own keys win over the merged ones.
+      "defaults: &d\n  cycle_time_ms: 1\n  cache_capacity: 9\n"
+      "params:\n  <<: *d\n  cycle_time_ms: 7\n"
+      "stall_check: {warning_time_seconds: 30, shutdown_time_seconds: 30}\n",
+      // A list of merged mappings: the earlier wins.
+      "a: &a {cycle_time_ms: 7}\nb: &b {cycle_time_ms: 1, cache_capacity: 9}\n"
+      "params: {<<: [*a, *b]}\n"
+      "stall_check: {warning_time_seconds: 30, shutdown_time_seconds: 30}\n",
+      // Quotes, comments, a document start, and null settings (left out, as horovodrun does).
+      "--- # horovodrun's config\nparams:\n  cycle_time_ms: \"7\"  # ms\n"
+      "  cache_capacity: '9'\n  fusion_threshold_mb: ~\n  hierarchical_allreduce: null\n"
+      "timeline:\nstall_check:\n  warning_time_seconds: 30\n  shutdown_time_seconds: 30\n",
+      // A key given twice keeps its last value, as in PyYAML; a section given twice, its last.
+      "params: {cycle_time_ms: 1, fusion_threshold_mb: 8}\n"
+      "params: {cycle_time_ms: 1, cycle_time_ms: 7, cache_capacity: 9}\n"
+      "stall_check: {warning_time_seconds: 30, shutdown_time_seconds: 30}\n",
+  };
+  for (const char* yaml : same) {
+    INFO(yaml);
+    CHECK(tuning(parse_with(dir.write("same.yaml", yaml))) == tuning(block));
+  }
+}
+
+TEST_CASE("--config-file: booleans as PyYAML's YAML 1.1 reads them") {
+  TempDir dir;
+  for (const char* yes : {"true", "True", "yes", "Yes", "on", "ON"}) {
+    const std::string path =
+        dir.write("b.yaml", fmt::format("params: {{hierarchical_allreduce: {}}}\n", yes));
+    CHECK(tuning(parse_with(path)).at("HOROVOD_HIERARCHICAL_ALLREDUCE") == "1");
+  }
+  for (const char* no : {"false", "FALSE", "no", "No", "off", "Off"}) {
+    const std::string path =
+        dir.write("b.yaml", fmt::format("params:\n  hierarchical_allreduce: {}\n", no));
+    CHECK(tuning(parse_with(path)).at("HOROVOD_HIERARCHICAL_ALLREDUCE") == "0");
+  }
+}
+
+TEST_CASE("--config-file: what yaml.safe_load refuses is refused, naming line and column") {
+  TempDir dir;
+  struct Case {
+    const char* yaml;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"params:\n  cycle_time_ms: 7: 8\n", ":2:19: YAML syntax error: illegal map value"},
+      {"params: *nope\n", ":1:9: YAML syntax error: the referenced anchor is not defined"},
+      {"params: {cycle_time_ms: 7\n", ":1:9: YAML syntax error: '{' is never closed"},
+      {"- params\n", ":1:1: the file holds a list, not a mapping of settings"},
+      {"just words\n", "the file holds 'just words', not a mapping of settings"},
+      {"params: {cycle_time_ms: 7}\n---\nparams: {cycle_time_ms: 8}\n",
+       "holds 2 YAML documents ('---'); horovodrun reads a single one"},
+      {"params: {cycle_time_ms: [1, 2]}\n",
+       ":1:25: params.cycle_time_ms: a list is nested deeper than horovodrun's settings"},
+      {"params:\n  <<: 5\n", ":2:7: a merge key ('<<') takes a mapping or a list of mappings"},
+      // A tag safe_load has no constructor for (as Python's object tags) is not dropped silently.
+      {"params: {cycle_time_ms: !Ref 7}\n",
+       ":1:25: the tag '!Ref' is not one yaml.safe_load reads"},
+      {"? [a, b]\n: 1\n", ":1:3: a key is a list, not a name"},
+      // An anchor that is used nowhere does not hide an unknown key.
+      {"defaults: &d {cycle_time_ms: 7}\nparams: {cycle_time_ms: 7}\n",
+       "unknown setting 'defaults.cycle_time_ms'"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.write("bad.yaml", c.yaml);
+    check_refused(path, "--config-file " + path);
+    check_refused(path, c.says);
+  }
+  // Aliases that expand to a huge tree ("billion laughs") are refused, not followed.
+  std::string laughs = "l0: &l0 {cycle_time_ms: 7}\n";
+  for (int i = 1; i <= 9; ++i) {
+    laughs += fmt::format("l{}: &l{} {{<<: [", i, i);
+    for (int j = 0; j < 10; ++j) laughs += fmt::format("{}*l{}", j ? ", " : "", i - 1);
+    laughs += "]}\n";
+  }
+  laughs += "params: *l9\n";
+  check_refused(dir.write("laughs.yaml", laughs), "expand to more than 100000 entries");
 }

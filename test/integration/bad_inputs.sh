@@ -26,6 +26,7 @@ printf '#!/nonexistent/python9\n' >no_interpreter.sh && chmod +x no_interpreter.
 printf '#!/bin/sh\necho localhost:x\n' >bad_discovery.sh && chmod +x bad_discovery.sh
 awk 'BEGIN { for (i = 0; i < 32769; i++) printf "h%d slots=65536\n", i }' >huge_hostfile
 printf 'params:\n  fusion_threshold_mb: 1e300\n' >big.yaml
+printf 'params:\n  cycle_time_ms: 7: 8\n' >syntax.yaml
 CTRL_HOST=$'a\x01b:1'  # a control character in -H, printed escaped
 { head -c 1000000 /dev/zero | tr '\0' a; echo ' slots=1'; } >long_host  # a 1 MB host name
 
@@ -73,6 +74,7 @@ ROWS=(
   'config-file FIFO    | 2   | --config-file fifo: is a FIFO           | -np 1 --config-file fifo true $M'
   'config-file dir     | 2   | --config-file adir: is a directory      | -np 1 --config-file adir true $M'
   'config 1e300        | 2   | params.fusion_threshold_mb;(as --fusion-threshold-mb) | -np 1 --config-file big.yaml true $M'
+  'config YAML syntax  | 2   | --config-file syntax.yaml:2:19: YAML syntax error: illegal map value | -np 1 --config-file syntax.yaml true $M'
   '-x stall 1e300      | 2   | (as --stall-check-warning-time-seconds) | -np 1 -x HORA_STALL_CHECK_SECONDS=1e300 true $M'
   '-np twice           | 2   | -np is given 2 times (-np 2, -np 3)     | -np 2 -np 3 true $M'
   '-x without a value  | 2   | -x (--env) has no value                 | -x M=$M -np 1 -x'
