@@ -44,6 +44,15 @@ class Stream {
   virtual int fd() const = 0;
   virtual Interest interest() const = 0;
   virtual void pump() = 0;
+  // Kills the agent process `pid` by another way than this stream (an agent that stopped
+  // answering, SIGSTOPped or hung, does not read the close): over SSH, a second exec channel on
+  // the host's session runs `kill -KILL`, bounded by `deadline`. Returns what went wrong (empty:
+  // killed); a stream with no such way says so.
+  virtual std::string kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) {
+    (void)pid;
+    (void)deadline;
+    return "this transport cannot reach the agent's host by another way";
+  }
 
   void set_kick(std::function<void()> kick) { kick_ = std::move(kick); }
   void kick() {

@@ -15,6 +15,9 @@ inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 // The default agent timeout: the launcher's stall check names a stopped local rank after a poll
 // of 1 s; a remote agent gets this many missed heartbeats. HORA_AGENT_TIMEOUT_SECONDS changes it.
 inline constexpr std::chrono::milliseconds kDefaultAgentTimeout{15000};
+// How long the launcher waits for `kill -KILL` of an agent that stopped answering (its event
+// loop waits meanwhile; the job is ending).
+inline constexpr std::chrono::milliseconds kAgentKillTimeout{5000};
 inline constexpr const char* kAgentTimeoutVariable = "HORA_AGENT_TIMEOUT_SECONDS";
 
 // The agent timeout from `value` (HORA_AGENT_TIMEOUT_SECONDS; null or empty: the default).

@@ -160,6 +160,18 @@ void PipeStream::write(std::string_view data) {
   if (!closed_) out_.append(data);
 }
 
+std::string PipeStream::kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) {
+  (void)deadline;
+  if (pid_ <= 0 || reaped_ || static_cast<std::uint32_t>(pid_) != pid) {
+    return fmt::format("the agent (pid {}) is not this launcher's child (pid {}), e.g. under srun",
+                       pid, pid_);
+  }
+  if (::kill(pid_, SIGKILL) != 0) {
+    return fmt::format("kill({}, SIGKILL): {}", pid_, std::strerror(errno));
+  }
+  return "";
+}
+
 void PipeStream::close() {
   if (closed_) return;
   closed_ = true;

@@ -47,6 +47,9 @@ class PipeStream : public Stream {
   int fd() const override { return socket_.get(); }
   Interest interest() const override;
   void pump() override;
+  // SIGKILLs the child when it is the agent `pid` itself (this machine's agent); under srun the
+  // agent runs on another node and `pid` is not the child's.
+  std::string kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) override;
 
   // Where pump() delivers the agent's bytes; set by link().
   void attach(AgentLink* link) { link_ = link; }

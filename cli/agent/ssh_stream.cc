@@ -1,5 +1,9 @@
 #include "cli/agent/ssh_stream.h"
 
+#include <fmt/format.h>
+
+#include "common/text.h"
+
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 
@@ -10,6 +14,19 @@ SshStream::~SshStream() {
   channel_->set_handlers({});
   if (!channel_->done()) channel_->close();
   session_.pump();  // sends the close, so the agent sees EOF at once
+}
+
+std::string SshStream::kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) {
+  // A SIGKILLed agent's guards get their parent-death signal and end their ranks; a relaying
+  // agent's SSH connections close with it, and the agents behind it end on their stdin's EOF.
+  try {
+    const ssh::RunResult r = session_.run(fmt::format("kill -KILL {}", pid), "", deadline);
+    if (r.exit_status == 0 && r.exit_signal.empty()) return "";
+    return fmt::format("`kill -KILL {}` ended with exit status {}{}: {}", pid, r.exit_status,
+                       r.exit_signal.empty() ? "" : " (signal " + r.exit_signal + ")", trim(r.err));
+  } catch (const std::exception& e) {
+    return fmt::format("`kill -KILL {}` failed: {}", pid, e.what());
+  }
 }
 
 Stream::Interest SshStream::interest() const {

@@ -24,6 +24,7 @@ class SshStream : public Stream {
   int fd() const override { return session_.fd(); }
   Interest interest() const override;
   void pump() override { session_.pump(); }
+  std::string kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) override;
 
  private:
   ssh::Session& session_;

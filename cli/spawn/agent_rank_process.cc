@@ -286,6 +286,21 @@ void AgentRankProcessFactory::check_liveness() {
         hora::format_duration(agent::kHeartbeatInterval), d->host.carrier(),
         agent::kAgentTimeoutVariable,
         fmt::format("{:g}", std::chrono::duration<double>(agent_timeout_).count())));
+    // A stopped agent reads neither the close nor its stdin's EOF: kill it (its guards end their
+    // ranks, and the agents it relayed end with its connections), so nothing stays on its host.
+    if (link->agent_pid() != 0) {
+      const std::string why =
+          link->stream().kill_agent(link->agent_pid(),
+                                    agent::Liveness::Clock::now() + agent::kAgentKillTimeout);
+      if (!why.empty()) {
+        launcher_log()->warn(
+            "could not kill the silent agent on {} (pid {}), it may be left there: {}",
+            d->host.describe(), link->agent_pid(), why);
+      } else {
+        launcher_log()->debug("killed the silent agent on {} (pid {})", d->host.describe(),
+                              link->agent_pid());
+      }
+    }
   }
 }
 

@@ -221,6 +221,24 @@ TEST_CASE("a SIGSTOPped agent falls silent; horarun's own close is no failure") 
   CHECK(b.link->failure().empty());
 }
 
+TEST_CASE("a SIGSTOPped agent is killed by the stream's other way, and its ranks end") {
+  Agent a;
+  Run r;
+  auto c = a.link->exec("", {"--guard"}, r.handlers());
+  c->write(shell("echo $$; exec sleep 600").encode());
+  REQUIRE(a.pump_until([&] { return r.out.find('\n') != std::string::npos; }));
+  REQUIRE(a.pump_until([&] { return a.link->agent_pid() != 0; }, std::chrono::seconds(10)));
+  const pid_t rank = std::stoi(r.out);
+  ::kill(a.stream->pid(), SIGSTOP);
+  a.link->fail("the agent on test-host stopped answering");
+  // Closing the link does not reach a stopped agent; the kill does.
+  CHECK(a.stream->kill_agent(a.link->agent_pid() + 1, Liveness::Clock::now()) != "");
+  CHECK(alive(rank));
+  CHECK(a.stream->kill_agent(a.link->agent_pid(), Liveness::Clock::now()) == "");
+  CHECK(gone(rank));
+  CHECK(a.link->failure() == "the agent on test-host stopped answering");
+}
+
 TEST_CASE("liveness: expiry and a relayed host's silence") {
   using namespace std::chrono_literals;
   const auto t0 = Liveness::Clock::time_point{} + 1000s;
