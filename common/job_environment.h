@@ -220,6 +220,14 @@ inline constexpr char kElasticTimeout[] = "HORA_ELASTIC_TIMEOUT";  // seconds to
 inline constexpr std::string_view kElasticContract[] = {kElastic, kRound, kWorkerId,
                                                         kElasticTimeout};
 
+// Read by horarun from its own environment, never set for ranks (docs/environment.md, "Read by
+// horarun itself").
+inline constexpr char kAllowSrunStep[] = "HORA_ALLOW_SRUN_STEP";  // "1": run as a task of srun
+inline constexpr char kAgentTimeoutSeconds[] =
+    "HORA_AGENT_TIMEOUT_SECONDS";  // an agent's silence that ends the job
+
+inline constexpr std::string_view kLauncherSettings[] = {kAllowSrunStep, kAgentTimeoutSeconds};
+
 inline constexpr std::string_view kHorovodSettings[] = {
     kHorovodLogLevel,
     kHorovodLogHideTime,

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/job_environment.h"
+
 namespace hora::cli::agent {
 
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
@@ -18,7 +20,7 @@ inline constexpr std::chrono::milliseconds kDefaultAgentTimeout{15000};
 // How long the launcher waits for `kill -KILL` of an agent that stopped answering (its event
 // loop waits meanwhile; the job is ending).
 inline constexpr std::chrono::milliseconds kAgentKillTimeout{5000};
-inline constexpr const char* kAgentTimeoutVariable = "HORA_AGENT_TIMEOUT_SECONDS";
+inline constexpr const char* kAgentTimeoutVariable = job_env::kAgentTimeoutSeconds;
 
 // The agent timeout from `value` (HORA_AGENT_TIMEOUT_SECONDS; null or empty: the default).
 // Values below 3 heartbeats are raised to 3 heartbeats; one that does not parse gives the default.

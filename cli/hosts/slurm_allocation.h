@@ -21,6 +21,7 @@
 
 #include "cli/base/environment.h"
 #include "cli/hosts/host_list.h"
+#include "common/job_environment.h"
 
 namespace hora::cli {
 
@@ -46,7 +47,7 @@ std::optional<std::vector<HostSpec>> slurm_hosts(const Environment& env);
 
 // The variable that lets horarun run as one task of a multi-task srun step (each task then
 // launches a whole job of its own).
-inline constexpr std::string_view kAllowSrunStepVariable = "HORA_ALLOW_SRUN_STEP";
+inline constexpr std::string_view kAllowSrunStepVariable = job_env::kAllowSrunStep;
 
 // Throws UsageError when horarun is one of several tasks of an srun step (`srun -n2 horarun ...`:
 // SLURM_STEP_ID set and SLURM_STEP_NUM_TASKS, or SLURM_NTASKS when that is unset, above 1), which

@@ -158,8 +158,12 @@ case_network_cut() {
   # Discovery still lists h2: only the cut itself tells horarun.
   finish 240
   check_done 2
-  grep -q "elastic: round 1: .* on h2 lost its rendezvous connection .*; new size 2 on h1:2" err ||
+  # Whichever notices first: the rendezvous connection's loss, or h2's agent falling silent
+  # (HORA_AGENT_TIMEOUT_SECONDS), which ends its link and so its ranks (exit 255).
+  grep -qE "elastic: round 1: .* on h2 (lost its rendezvous connection .*|exited with code 255); new size 2 on h1:2" err ||
     fail "no reset line: $(cat err)"
+  grep -q "the agent on h2 .* stopped answering\|lost its rendezvous connection" err ||
+    fail "no line says why h2 was lost: $(cat err)"
   ip netns exec "hora$INDEX-h2" ip link set eth0 up
   wait_for 10 nothing_on h1 || fail "processes left on h1: $(pids_on h1)"
   ok "a host cut off the network mid-job is treated as lost: the job finishes on h1 at size 2"
