@@ -25,9 +25,13 @@ cd "$WORK" || exit 1
 . "$LIB"
 
 LOG=$WORK/shm.log
+# In the ASan build the sanitizer's runtime must come first among the preloaded libraries.
+PRELOAD=$SHIM
+ASAN_RUNTIME=$(ldd "$CHILD" | awk '/libasan/ {print $3; exit}')
+[ -z "$ASAN_RUNTIME" ] || PRELOAD=$ASAN_RUNTIME:$SHIM
 # start DELAY START_TIMEOUT: the job in the background, HPID its horarun.
 start() {
-  "$HORARUN" -np 2 -H localhost:2 --start-timeout "$2" -x HORA_SHM=1 -x LD_PRELOAD="$SHIM" \
+  "$HORARUN" -np 2 -H localhost:2 --start-timeout "$2" -x HORA_SHM=1 -x LD_PRELOAD="$PRELOAD" \
     -x HORA_TEST_SHM_LOG="$LOG" -x HORA_TEST_SHM_DELAY="$1" "$CHILD" 3 >out 2>err &
   HPID=$!
 }
