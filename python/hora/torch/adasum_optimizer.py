@@ -14,31 +14,14 @@ from contextlib import contextmanager
 import torch
 
 from hora.torch.mpi_ops import Adasum, allreduce_async_, synchronize
+from hora.torch.optimizer import _checked_named_parameters
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
         super(self.__class__, self).__init__(params)
         self._compression = compression
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [('allreduce.noname.%d.%d' % (i, j), v)
-                                for i, group in enumerate(self.param_groups)
-                                for j, v in enumerate(group['params'])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError('named_parameters should be a sequence of (name, parameter) tuples, '
-                             'usually model.named_parameters()')
-        names = [k for k, _ in named_parameters]
-        dups = sorted({k for k in names if names.count(k) > 1})
-        if dups:
-            raise ValueError('Parameter names in named_parameters must be unique. '
-                             'Found duplicates: %s' % ', '.join(dups))
-        all_ids = {id(v) for group in self.param_groups for v in group['params']}
-        unnamed = all_ids - {id(v) for _, v in named_parameters}
-        if unnamed:
-            raise ValueError('named_parameters was given, but %d model parameters are not named '
-                             'in it' % len(unnamed))
+        named_parameters = _checked_named_parameters(self.param_groups, named_parameters)
 
         self._parameter_names = {v: k for k, v in named_parameters}
         self.backward_passes_per_step = backward_passes_per_step

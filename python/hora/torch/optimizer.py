@@ -29,6 +29,32 @@ def _split_list(items, n):
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
+def _checked_named_parameters(param_groups, named_parameters):
+    """The (name, parameter) pairs both distributed optimizers key their work by: the user's,
+    checked as Horovod checks them (tuples, unique names, every parameter named), or generated
+    names when none were given."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [('allreduce.noname.%d.%d' % (i, j), v)
+                            for i, group in enumerate(param_groups)
+                            for j, v in enumerate(group['params'])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError('named_parameters should be a sequence of (name, parameter) tuples, '
+                         'usually model.named_parameters()')
+    names = [k for k, _ in named_parameters]
+    dups = sorted({k for k in names if names.count(k) > 1})
+    if dups:
+        raise ValueError('Parameter names in named_parameters must be unique. '
+                         'Found duplicates: %s' % ', '.join(dups))
+    all_ids = {id(v) for group in param_groups for v in group['params']}
+    unnamed = all_ids - {id(v) for _, v in named_parameters}
+    if unnamed:
+        raise ValueError('named_parameters was given, but %d model parameters are not named '
+                         'in it' % len(unnamed))
+    return named_parameters
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=Average, gradient_predivide_factor=1.0, groups=None,
@@ -37,25 +63,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         _check_process_set(process_set)
         self._compression = compression
 
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [('allreduce.noname.%d.%d' % (i, j), v)
-                                for i, group in enumerate(self.param_groups)
-                                for j, v in enumerate(group['params'])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError('named_parameters should be a sequence of (name, parameter) tuples, '
-                             'usually model.named_parameters()')
-        names = [k for k, _ in named_parameters]
-        dups = sorted({k for k in names if names.count(k) > 1})
-        if dups:
-            raise ValueError('Parameter names in named_parameters must be unique. '
-                             'Found duplicates: %s' % ', '.join(dups))
-        all_ids = {id(v) for group in self.param_groups for v in group['params']}
-        unnamed = all_ids - {id(v) for _, v in named_parameters}
-        if unnamed:
-            raise ValueError('named_parameters was given, but %d model parameters are not named '
-                             'in it' % len(unnamed))
+        named_parameters = _checked_named_parameters(self.param_groups, named_parameters)
 
         self._parameter_names = {v: k for k, v in named_parameters}
         self.backward_passes_per_step = backward_passes_per_step
