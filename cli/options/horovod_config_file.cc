@@ -73,11 +73,8 @@ UsageError syntax_error(const std::string& path, std::string_view text,
   if (e.msg.find("flow not found") != std::string::npos) {
     const auto [line, column] = unclosed_bracket(text);
     if (line != 0) {
-      const std::size_t start = line == 1 ? 0 : [&] {
-        std::size_t at = 0;
-        for (int l = 1; l < line; ++l) at = text.find('\n', at) + 1;
-        return at;
-      }();
+      std::size_t start = 0;
+      for (int l = 1; l < line; ++l) start = text.find('\n', start) + 1;
       return UsageError(
           fmt::format("--config-file {}:{}:{}: YAML syntax error: '{}' is never closed ({})", path,
                       line, column, text[start + static_cast<std::size_t>(column) - 1], e.msg));
