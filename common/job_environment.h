@@ -134,6 +134,8 @@ inline constexpr char kCudaDevice[] = "HORA_CUDA_DEVICE";
 inline constexpr char kGpuOperations[] = "HORA_GPU_OPERATIONS";
 // python/hora/torch/__init__.py: 0 imports the extension without RTLD_DEEPBIND.
 inline constexpr char kTorchDeepbind[] = "HORA_TORCH_DEEPBIND";
+// runtime/process/crash_report.cc: 0 installs no fatal-signal report.
+inline constexpr char kCrashReport[] = "HORA_CRASH_REPORT";
 // runtime/engine/engine_options.cc (the async engine):
 inline constexpr char kCycleTimeMs[] = "HORA_CYCLE_TIME_MS";
 inline constexpr char kCacheCapacity[] = "HORA_CACHE_CAPACITY";
@@ -156,6 +158,7 @@ inline constexpr std::string_view kSettings[] = {
     kCudaDevice,
     kGpuOperations,
     kTorchDeepbind,
+    kCrashReport,
     kCycleTimeMs,
     kCacheCapacity,
     kFusionThreshold,

@@ -225,7 +225,9 @@ EOF
       python/src/torch_ops.cc -o "$work/python/hora/torch/_hora_torch$suffix" \
       -L"$bundle/lib" -L"$bundle/deps" -Wl,--no-as-needed -lhora -l:libgloo.so.0 \
       -L"$tdir/lib" -ltorch -ltorch_cpu -lc10 -ltorch_python \
-      -Wl,-rpath,"$bundle/lib" || return 1
+      -Wl,-rpath,"$bundle/lib" -Wl,--version-script=python/src/torch_ops.map || return 1
+    # Nothing but the module's init may be exported (python/src/torch_ops.map).
+    nm -D --defined-only "$work"/python/hora/torch/_hora_torch*.so
     readelf -d "$work"/python/hora/torch/_hora_torch*.so | grep NEEDED
     "$python" -c 'import hora.torch as hvd; print("hora.torch imports; nccl_built:", hvd.nccl_built())'
   }
@@ -269,6 +271,76 @@ run_check "hora.torch CUDA -np 2 on one GPU (HORA_GPU_OPERATIONS=host)" 180 \
   env HORA_GPU_OPERATIONS=host bash -c 'pytest_gpu 2 test_cuda.py test_sync_batch_norm.py'
 run_check "hora.torch CUDA jobs set up wrong (hora's errors)" 180 \
   pytest_gpu 0 test_cuda_jobs.py
+
+# Repeated short two-rank jobs on the one GPU through the host path (an allreduce, allgather and
+# broadcast of CUDA tensors, then exit without shutdown; every other job with shutdown, every
+# other pair without RTLD_DEEPBIND), three at a time: each must exit 0. A rank that crashes
+# prints libhora's crash report (its thread and native stack) into checks.log, with the names
+# addr2line finds for its frames.
+repeat_jobs() {
+  local n=$1 i j rc crashed=0
+  if ! "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    echo "torch sees no GPU"
+    return 77
+  fi
+  mkdir -p "$work/jobs"
+  cat >"$work/jobs/prog.py" <<'PY'
+import os, sys, torch
+import hora.torch as hvd
+hvd.init()
+dev = torch.device('cuda', 0)
+x = torch.full((1000,), float(hvd.rank() + 1), device=dev)
+s = hvd.allreduce(x, op=hvd.Sum, name='s')
+g = hvd.allgather(x[:10], name='g')
+b = hvd.broadcast(x, root_rank=0, name='b')
+assert s.device == dev and s[0].item() == hvd.size() * (hvd.size() + 1) / 2
+assert g.shape[0] == 10 * hvd.size() and b[0].item() == 1.0
+print('rank', hvd.rank(), 'ok')
+if os.environ.get('SHUTDOWN') == '1':
+    hvd.shutdown()
+PY
+  for ((i = 0; i < n; i += 3)); do
+    for j in 0 1 2; do
+      [ $((i + j)) -lt "$n" ] || continue
+      (
+        k=$((i + j))
+        HORA_GPU_OPERATIONS=host SHUTDOWN=$((k % 2)) HORA_TORCH_DEEPBIND=$(((k / 2) % 2)) \
+          timeout -k 5 90 "$HORARUN" -np 2 "$PYTHON" "$work/jobs/prog.py" >"$work/jobs/$k.out" 2>&1
+        echo $? >"$work/jobs/$k.rc"
+      ) &
+    done
+    wait
+  done
+  for ((i = 0; i < n; i++)); do
+    rc=$(cat "$work/jobs/$i.rc")
+    echo "job $i (SHUTDOWN=$((i % 2)) HORA_TORCH_DEEPBIND=$(((i / 2) % 2))): exit $rc"
+    if [ "$rc" != 0 ]; then
+      crashed=$((crashed + 1))
+      sed "s/^/  job $i: /" "$work/jobs/$i.out"
+    fi
+  done
+  # The crash reports' frames lib(+0xOFFSET), with the names addr2line finds there.
+  cat "$work"/jobs/*.out | "$PYTHON" -c '
+import re, subprocess, sys
+seen = set()
+for m in re.finditer(r"([^\s\[\]:]+)\(\+(0x[0-9a-f]+)\)", sys.stdin.read()):
+    if m.group(0) in seen:
+        continue
+    seen.add(m.group(0))
+    try:
+        name = subprocess.run(["addr2line", "-f", "-C", "-e", m.group(1), m.group(2)],
+                              capture_output=True, text=True, timeout=20).stdout.split("\n")[0]
+    except (OSError, subprocess.SubprocessError) as e:
+        name = "(addr2line: %s)" % e
+    print("frame", m.group(0), "=", name)
+'
+  echo "$crashed of $n jobs failed"
+  [ "$crashed" = 0 ]
+}
+export -f repeat_jobs
+repeats=${GPU_CHECK_REPEAT:-$([ "$local_mode" = 1 ] && echo 2 || echo 24)}
+run_check "hora.torch CUDA -np 2 on one GPU (host path), $repeats short jobs" 240 \
+  repeat_jobs "$repeats"
 
 # --- The report ------------------------------------------------------------------------------
 {

@@ -18,6 +18,23 @@ std::string ifnames(const HostChoice& c) {
   return c.names.empty() ? c.iface : fmt::format("{}", fmt::join(c.names, ","));
 }
 
+// The addresses the remote hosts may connect from: every address of every interface they
+// reported, and the one SSH reached. Empty (no filter) when one of them reported none.
+std::vector<std::string> remote_host_addresses(const JobNetwork& network, const RemotePlan& plan) {
+  std::vector<std::string> out;
+  for (const auto& [index, host] : plan.hosts) {
+    const auto i = static_cast<std::size_t>(index);
+    if (i >= network.probed.size() || network.probed[i].interfaces.empty()) return {};
+    for (const NetworkInterface& nic : network.probed[i].interfaces) {
+      for (const InterfaceAddress& a : nic.addresses) out.push_back(a.address);
+    }
+    if (!host.host_address.empty()) out.push_back(host.host_address);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace
 
 JobNetwork choose_job_network(const RankTable& table, RemotePlan& plan, const NetworkSpec& spec,
@@ -117,6 +134,7 @@ void apply_job_network(const JobNetwork& network, const RankTable& table, const 
     config.bind_address = same ? first : (first.find(':') != std::string::npos ? "::" : "0.0.0.0");
   }
   config.host_network.clear();
+  config.remote_host_addresses = remote_host_addresses(network, plan);
   for (std::size_t i = 0; i < n; ++i) {
     const auto it = plan.hosts.find(static_cast<int>(i));
     HostNetwork hn;

@@ -43,6 +43,8 @@ HorovodRendezvous::HorovodRendezvous(boost::asio::io_context& io, const RankTabl
   // this machine must be this user's (the server checks the connecting socket's owner).
   options.max_connections = 4u * static_cast<std::size_t>(table.size()) + 64u;
   options.reserved_connections = 2u * static_cast<std::size_t>(table.size());
+  // Peers from other machines: only the job's hosts' addresses (none known: any).
+  options.allowed_remote = config.remote_host_addresses;
   rdv::horovod::HttpServerEvents events;
   events.on_rank_seen = [](int rank, const std::string& peer) {
     launcher_log()->info("rank {} reached Horovod's rendezvous from {}", rank, peer);

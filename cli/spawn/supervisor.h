@@ -58,6 +58,11 @@ struct SupervisorConfig {
   // binds bind_address (the launcher host's chosen address, see cli/launch/job_network.h) and each
   // host is told the address it can reach.
   std::vector<HostNetwork> host_network;
+  // Every address of the job's remote hosts (their interface reports, and the address SSH
+  // reached): Horovod's key-value server answers a peer from another machine only when it comes
+  // from one of them. Empty: no such filter (all-local jobs, elastic jobs, or a remote host
+  // whose addresses are unknown).
+  std::vector<std::string> remote_host_addresses;
   // Where MASTER_PORT is checked for being free: master_addr when empty. When rank 0 is remote
   // the launcher can only check a port on this machine (cli/launch/job_network.cc passes the
   // wildcard address).

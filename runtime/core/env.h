@@ -5,7 +5,8 @@
 // engine/engine_options.cc (EngineOptions::from_environment, the engine's HORA_CYCLE_TIME_MS,
 // HORA_FUSION_THRESHOLD, HORA_STALL_*, HORA_TIMELINE*, ...), nccl/backend.cc (HORA_CUDA_DEVICE,
 // NCCL_SOCKET_IFNAME) and gloo/sync_policy.h (HORA_GLOO_SYNC, HORA_GLOO_SYNC_BYTES: sync Gloo
-// pairs for small allreduces). Nothing else in runtime/ calls getenv().
+// pairs for small allreduces) and process/crash_report.cc (HORA_CRASH_REPORT). Nothing else in
+// runtime/ calls getenv().
 #pragma once
 
 #include "common/job_environment.h"

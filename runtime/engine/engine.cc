@@ -1,5 +1,7 @@
 #include "runtime/engine/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <bit>
 #include <set>
@@ -121,7 +123,10 @@ void Engine::start() {
   if (!options_.timeline_path.empty() && rank_ == 0) {
     timeline_.open(options_.timeline_path, options_.timeline_mark_cycles);
   }
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hora-engine");  // named in crash reports and top -H
+    loop();
+  });
 }
 
 void Engine::shutdown() {

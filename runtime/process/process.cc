@@ -1,6 +1,7 @@
 #include "runtime/process/process.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_options.h"
 #include "runtime/engine/transport.h"
+#include "runtime/process/crash_report.h"
 #include "runtime/process/elastic_session.h"
 #include "runtime/process/runtime.h"
 
@@ -66,6 +68,9 @@ void Process::init() {
   if (elastic.enabled()) {
     world.secret = rdv::round_secret(world.secret, static_cast<std::uint32_t>(elastic.round()));
   }
+  install_crash_report(fmt::format("rank {} ({}, pid {})", world.rank,
+                                   world.hostname.empty() ? "this host" : world.hostname,
+                                   static_cast<long>(::getpid())));
   auto runtime = std::make_shared<Runtime>(std::move(world));
 
   // The async engine: its thread cycles with every other rank's from now on (the first cycle

@@ -204,6 +204,24 @@ case_kill_in_allreduce() {
   ok "rank SIGKILLed in an allreduce: the others fail naming rank 1, exit 137 in $((SECONDS - start)) s"
 }
 
+case_crash_report() {
+  run 90 -np 3 "$PROBE" crash
+  [ $rc -eq 139 ] || fail "rc=$rc, want 139 (SIGSEGV)"
+  grep -q "^horarun: rank 1 on localhost was killed by signal 11 (SIGSEGV)$" err || fail "final message"
+  # libhora's report: the rank, its host and pid, the signal, the address, the thread by name,
+  # then native frames naming the program.
+  grep -Eq "^\[1\]<stderr>:hora: rank 1 \(localhost, pid [0-9]+\): fatal signal SIGSEGV \(invalid memory access\) at address 0x0 in thread [0-9]+ 'probe-crasher'" err ||
+    fail "no crash report naming rank 1, the address and the thread"
+  grep -Eq "^\[1\]<stderr>:.*rank_probe\(" err || fail "the report's stack does not reach rank_probe"
+  grep -q "^\[1\]<stderr>:hora: end of the crash report$" err || fail "the report is not complete"
+  ok "a rank that segfaults reports its rank, thread and stack, then dies of SIGSEGV (rc 139)"
+  # Turned off, the same crash prints no report and still ends the same way.
+  HORA_CRASH_REPORT=0 run 90 -np 3 "$PROBE" crash
+  [ $rc -eq 139 ] || fail "HORA_CRASH_REPORT=0: rc=$rc, want 139"
+  grep -q "fatal signal" err && fail "HORA_CRASH_REPORT=0 still printed a report"
+  ok "HORA_CRASH_REPORT=0: no report, the same SIGSEGV"
+}
+
 case_sigkill_launcher() {
   mkdir pids
   # Started directly (not under `timeout`) so that the signals below reach horarun itself;

@@ -4,6 +4,9 @@
 //   output LINES        print LINES long, rank-tagged lines to stdout and to stderr, no init
 //   exit CODE RANK      init(); rank RANK exits CODE; the others wait in allreduces until aborted
 //   kill-in-allreduce   init(); rank 1 SIGKILLs itself while the others are in an allreduce
+//   crash               init(); rank 1 writes through a null pointer in a thread named
+//                       "probe-crasher" (libhora's crash report, then SIGSEGV); the others wait
+//                       in an allreduce until aborted
 //   hang DIR            init(); write DIR/<rank>.pid; block in a barrier rank 0 never enters
 //   spin DIR            init(); write DIR/<rank>.pid; every rank in allreduces until aborted
 //                       (a test SIGSTOPs one of them)
@@ -16,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -142,6 +146,28 @@ int mode_kill_in_allreduce() {
   }
 }
 
+int mode_crash() {
+  hora::init();
+  hora::barrier();
+  if (hora::rank() == 1) {
+    std::thread crasher([] {
+      pthread_setname_np(pthread_self(), "probe-crasher");
+      volatile int* nowhere = nullptr;
+      *nowhere = 1;
+    });
+    crasher.join();
+    return 2;  // not reached
+  }
+  std::vector<float> v(1024, 1.0f);
+  try {
+    hora::allreduce(v.data(), v.data(), v.size(), hora::DataType::kFloat32, hora::ReduceOp::kSum);
+  } catch (const hora::Error& e) {
+    std::fprintf(stderr, "rank %d failed as expected: %s\n", hora::rank(), e.what());
+    return 1;
+  }
+  return 2;
+}
+
 int mode_hang(const std::string& dir) {
   hora::init();
   write_pid(dir);
@@ -254,6 +280,7 @@ int main(int argc, char** argv) {
     if (mode == "output") return mode_output(std::atoi(arg(2).c_str()));
     if (mode == "exit") return mode_exit(std::atoi(arg(2).c_str()), std::atoi(arg(3).c_str()));
     if (mode == "kill-in-allreduce") return mode_kill_in_allreduce();
+    if (mode == "crash") return mode_crash();
     if (mode == "hang") return mode_hang(arg(2));
     if (mode == "sleep") return mode_sleep(arg(2));
     if (mode == "spin") return mode_spin(arg(2));
@@ -264,7 +291,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr,
-               "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|hang DIR|"
+               "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|crash|hang DIR|"
                "spin DIR|sleep DIR|noinit RANK|garbage\n");
   return 2;
 }

@@ -49,3 +49,18 @@ def test_extension_lists_libgloo_before_torch():
     torch_libs = [i for i, n in enumerate(needed) if n.startswith(('libtorch', 'libc10'))]
     assert torch_libs and gloo < min(torch_libs)
     assert needed.index('libhora.so.0') < gloo
+
+
+def test_extension_exports_its_init_only():
+    # The libraries loaded with the extension (libhora, libgloo) look up C++ library functions in
+    # its scope before libstdc++'s: a copy the compiler emitted into the extension and exported
+    # would be used instead of libstdc++'s. On the GPU machine (pip's torch, another compiler)
+    # Gloo's thread crashed in such a copy, std::ostream::_M_insert<long>, whenever a peer closed
+    # its connection (docs/gpu.md). python/src/torch_ops.map exports PyInit__hora_torch alone.
+    import glob
+    import hora.torch
+    ext = glob.glob(os.path.join(os.path.dirname(hora.torch.__file__), '_hora_torch*.so'))[0]
+    defined = [line.split()[-1] for line in subprocess.run(
+        ['nm', '-D', '--defined-only', ext], capture_output=True, text=True,
+        check=True).stdout.splitlines() if line.strip()]
+    assert defined == ['PyInit__hora_torch'], defined

@@ -626,6 +626,35 @@ case_horovod_store_hosts() {
   ok "Horovod's HTTP store across hosts and in a mixed local + remote job"
 }
 
+# http_status NAMESPACE METHOD URL: the HTTP status of a request from that test host, 000 when
+# the server closed the connection without an answer.
+http_status() {
+  local data=()
+  [ "$2" = PUT ] && data=(--data x)
+  ip netns exec "$1" curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X "$2" "${data[@]}" "$3"
+}
+
+case_horovod_stranger_host() {
+  up 3
+  # Horovod's key-value server runs for every job; h3 is a test host outside this job.
+  "$HORARUN" --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 bash -c \
+    'echo "kv=$HOROVOD_GLOO_RENDEZVOUS_ADDR:$HOROVOD_GLOO_RENDEZVOUS_PORT"; sleep 20' >out 2>err &
+  BACKGROUND+=($!)
+  wait_for 60 grep -q "^\[0\]<stdout>:kv=" out || fail "the ranks did not start: $(cat err)"
+  local kv
+  kv=$(sed -n 's/^\[0\]<stdout>:kv=//p' out | head -1)
+  local from_job from_stranger
+  # A key nobody stored: the server answers the job's host (404), and closes on the stranger.
+  from_job=$(http_status "hora$INDEX-h1" GET "http://$kv/global/nobody")
+  from_stranger=$(http_status "hora$INDEX-h3" PUT "http://$kv/global/rank_0")
+  [ "$from_job" = 404 ] || fail "a GET from the job's host h1 got HTTP $from_job, want 404"
+  [ "$from_stranger" = 000 ] || fail "a PUT from h3, outside the job, got HTTP $from_stranger"
+  wait_for 10 grep -q "refused a request from $NET.13:[0-9]*: $NET.13 is not the address of one of the job's hosts" err ||
+    fail "the refusal does not name h3's address: $(grep -i refused err)"
+  kill -TERM "${BACKGROUND[-1]}"
+  ok "Horovod's key-value server answers the job's hosts and refuses another host ($NET.13)"
+}
+
 case_horovod_torch_hosts() {
   unpack_horovod
   up 2
