@@ -18,14 +18,14 @@ fail() {
 report=$out/report.md
 [ -s "$out/checks.log" ] || fail "no checks.log"
 rows=$(grep -c '^| test/gpu \|^| allreduce_bench \|^| hora.torch ' "$report")
-[ "$rows" = 11 ] || fail "expected 11 check rows in report.md, found $rows"
+[ "$rows" = 12 ] || fail "expected 12 check rows in report.md, found $rows"
 grep -q '^| test/gpu cuda_api_test | PASS ' "$report" || fail "cuda_api_test did not pass"
 grep -q '^| allreduce_bench --device cpu -np 2 | PASS ' "$report" || fail "CPU bench did not pass"
 grep -q '^### allreduce_bench: cpu2' "$report" || fail "the CPU -np 2 table is missing"
 grep -q 'float32 *sum' "$report" || fail "the bench table has no float32 sum rows"
 if nvidia-smi -L >/dev/null 2>&1; then want=PASS; else want=SKIP; fi
 for check in 'test/gpu nccl_gpu_test' 'allreduce_bench --device cuda -np 1 (NCCL)' \
-  'hora.torch CUDA -np 1 (default path)'; do
+  'hora.torch CUDA -np 1 (default path)' 'hora.torch CUDA -np 2 on one GPU (host path), 2 short jobs'; do
   grep -qF "| $check | $want " "$report" || fail "'$check' is not $want"
 done
 echo "gpu_check.sh --local: $rows checks, GPU checks $want"
