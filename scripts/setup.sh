@@ -13,6 +13,8 @@ PACKAGES=(
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin libopenmpi-dev
   python3-cloudpickle python3-psutil python3-yaml python3-packaging python3-cffi
+  # Horovod's PyTorch examples import torchvision (test/python/test_horovod_examples.py).
+  python3-torchvision
   # `pip install .` (pyproject.toml's build backend) and its test in test/install (python3-venv); meson-python runs patchelf on libhora's users.
   python3-mesonpy python3-venv python3-pip patchelf
   # scripts/format.sh (clang-format 14) and scripts/fuzz.sh (clang 14 with libFuzzer and the
