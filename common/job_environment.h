@@ -147,6 +147,7 @@ inline constexpr char kTimeline[] = "HORA_TIMELINE";
 inline constexpr char kTimelineMarkCycles[] = "HORA_TIMELINE_MARK_CYCLES";
 // Read by the guard that starts the rank (cli/spawn/guard.cc), not by the runtime.
 inline constexpr char kBindTo[] = "HORA_BIND_TO";
+inline constexpr char kMapBy[] = "HORA_MAP_BY";
 
 inline constexpr std::string_view kSettings[] = {
     kTimeout,
@@ -168,6 +169,7 @@ inline constexpr std::string_view kSettings[] = {
     kTimeline,
     kTimelineMarkCycles,
     kBindTo,
+    kMapBy,
 };
 
 // --- Horovod's names for hora's settings: wherever horarun sets the hora name (its flags, its

@@ -176,8 +176,9 @@ void add_mpirun_output_flags(CLI::App& app, RawOptions& raw) {
   app.add_flag("--display-map,--report-bindings", raw.display_map,
                "mpirun's: print the rank table (hosts, ranks, binding) before the job starts");
   app.add_option("--map-by", raw.map_by,
-                 "mpirun's: slot or core (hora's placement: each host's slots in -H order); "
-                 "socket and numa are refused");
+                 "mpirun's: slot or core (each host's local ranks in order), socket or numa "
+                 "(round-robin over the host's sockets or NUMA nodes; binds to them unless "
+                 "--bind-to says otherwise) (HORA_MAP_BY)");
 }
 
 std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
@@ -240,8 +241,8 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_flag("--tcp", raw.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
   app->add_option("--bind-to", raw.bind_to,
                   "core: bind each rank to an equal share of its host's CPUs (one CPU each when "
-                  "ranks outnumber them); none (default): no binding (HORA_BIND_TO); mpirun's "
-                  "socket and numa are refused");
+                  "ranks outnumber them); socket, numa: to all CPUs of its socket or NUMA node, "
+                  "placed as mpirun places them; none (default): no binding (HORA_BIND_TO)");
   app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
   app->add_option("--launcher", raw.launcher,
                   "how agents start on remote hosts: ssh, slurm (srun inside an allocation) or "
@@ -370,18 +371,22 @@ void apply_habits(const RawOptions& raw, Options& options) {
   options.oversubscribe = raw.oversubscribe;
   if (!raw.map_by.empty()) {
     const std::string how = lower(raw.map_by);
-    if (how != "slot" && how != "core") {
+    if (how != "slot" && how != "core" && how != "socket" && how != "numa") {
       throw UsageError(fmt::format(
-          "--map-by {}: hora places ranks by slot only (each host's slots in -H order); use "
-          "--map-by slot or leave it out, and --bind-to core to bind each rank to CPUs",
+          "--map-by {}: hora maps each host's local ranks by slot or core (in order), socket or "
+          "numa (round-robin over the host's sockets or NUMA nodes); use one of those or leave "
+          "it out",
           raw.map_by));
     }
   }
-  if (!raw.bind_to.empty() && raw.bind_to != "none" && raw.bind_to != "core") {
-    throw UsageError(fmt::format(
-        "--bind-to {}: hora binds to none (the default) or core (an equal share of the host's "
-        "CPUs per rank); socket and numa binding are not supported",
-        raw.bind_to));
+  if (!raw.bind_to.empty()) {
+    const std::string how = lower(raw.bind_to);
+    if (how != "none" && how != "core" && how != "socket" && how != "numa") {
+      throw UsageError(fmt::format(
+          "--bind-to {}: hora binds to none (the default), core (an equal share of the host's "
+          "CPUs per rank), socket or numa (all CPUs of the rank's socket or NUMA node)",
+          raw.bind_to));
+    }
   }
   options.tag_output = raw.tag_output;
   options.merge_stderr = raw.merge_stderr;
@@ -408,7 +413,8 @@ void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::s
     if (raw.tuning_numbers[i])
       out.emplace_back(f.variable, tuning_value(f, *raw.tuning_numbers[i]));
   }
-  if (!raw.bind_to.empty()) out.emplace_back("HORA_BIND_TO", raw.bind_to);
+  if (!raw.bind_to.empty()) out.emplace_back(job_env::kBindTo, lower(raw.bind_to));
+  if (!raw.map_by.empty()) out.emplace_back(job_env::kMapBy, lower(raw.map_by));
 }
 
 // One CLI11 parse: the raw values, the split, or the help text.

@@ -215,13 +215,14 @@ class Guard {
                       request.cwd, std::strerror(errno)));
       return 1;
     }
-    // --bind-to: the guard binds itself, and the rank inherits it.
+    // --bind-to, --map-by: the guard binds itself, and the rank inherits it.
     auto variable = [](const char* name) -> std::optional<std::string> {
       const char* v = std::getenv(name);
       return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
     };
-    if (auto error = apply_cpu_binding(variable("HORA_BIND_TO"), variable("HORA_LOCAL_RANK"),
-                                       variable("HORA_LOCAL_SIZE"))) {
+    if (auto error =
+            apply_cpu_binding({variable("HORA_BIND_TO"), variable("HORA_MAP_BY"),
+                               variable("HORA_LOCAL_RANK"), variable("HORA_LOCAL_SIZE")})) {
       say(*error);
       return 1;
     }

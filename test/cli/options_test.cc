@@ -196,7 +196,9 @@ TEST_CASE("horovodrun's engine flags become the runtime's variables") {
   CHECK(parse_options({"-np", "2", "x"}, {}).tuning.empty());
   CHECK(parse_options({"-np", "2", "--bind-to", "core", "x"}, {}).tuning ==
         Tuning{{"HORA_BIND_TO", "core"}});
-  CHECK_THROWS_WITH(parse_options({"-np", "2", "--bind-to", "socket", "x"}, {}),
+  CHECK(parse_options({"-np", "2", "--bind-to", "Socket", "--map-by", "NUMA", "x"}, {}).tuning ==
+        Tuning{{"HORA_BIND_TO", "socket"}, {"HORA_MAP_BY", "numa"}});
+  CHECK_THROWS_WITH(parse_options({"-np", "2", "--bind-to", "board", "x"}, {}),
                     Contains("--bind-to"));
   CHECK_THROWS_WITH(parse_options({"-np", "2", "--cycle-time-ms", "0", "x"}, {}),
                     Contains("--cycle-time-ms"));
@@ -404,14 +406,19 @@ TEST_CASE("mpirun's output and placement options set hora's") {
   CHECK_THROWS_WITH(
       hora::cli::resolve_job_hosts(parse_options({"-np", "7", "-H", "a:2,b:1", "x"}, {}), {}),
       Contains("more processes (-np 7) than there are slots"));
-  // Placement: slot and core are hora's; socket and numa are refused, naming what hora does.
+  // Placement: slot, core, socket and numa reach the guard (HORA_MAP_BY, HORA_BIND_TO); others
+  // are refused, naming what hora does.
+  using Tuning = std::vector<std::pair<std::string, std::string>>;
   CHECK(parse_options({"--map-by", "slot", "-np", "1", "x"}, {}).num_proc == 1);
-  CHECK_THROWS_WITH(parse_options({"--map-by", "socket", "-np", "1", "x"}, {}),
-                    Contains("--map-by socket: hora places ranks by slot only"));
-  CHECK_THROWS_WITH(parse_options({"--bind-to", "numa", "-np", "1", "x"}, {}),
-                    Contains("--bind-to numa: hora binds to none") && Contains("core"));
-  CHECK_THROWS_WITH(parse_options({"-bind-to", "socket", "-np", "1", "x"}, {}),
-                    Contains("not supported"));
+  CHECK(parse_options({"--map-by", "socket", "-np", "1", "x"}, {}).tuning ==
+        Tuning{{"HORA_MAP_BY", "socket"}});
+  CHECK(parse_options({"-bind-to", "numa", "-np", "1", "x"}, {}).tuning ==
+        Tuning{{"HORA_BIND_TO", "numa"}});
+  CHECK_THROWS_WITH(parse_options({"--map-by", "board", "-np", "1", "x"}, {}),
+                    Contains("--map-by board: hora maps") && Contains("socket or numa"));
+  CHECK_THROWS_WITH(parse_options({"--bind-to", "l3cache", "-np", "1", "x"}, {}),
+                    Contains("--bind-to l3cache: hora binds to none") && Contains("core") &&
+                        Contains("socket or numa"));
   const Options core = parse_options({"-bind-to", "core", "-np", "1", "x"}, {});
   CHECK(std::find(core.tuning.begin(), core.tuning.end(),
                   std::pair<std::string, std::string>{"HORA_BIND_TO", "core"}) !=

@@ -524,9 +524,102 @@ case_bind_to() {
   run 60 -np 2 -H localhost:2 sh -c 'sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status'
   [ $rc -eq 0 ] || fail "-np 2 exited $rc"
   [ "$(grep -c "^\[[01]\]<stdout>:$want\$" out)" -eq 2 ] || fail "unbound ranks: $(cat out)"
-  run 10 -np 2 --bind-to socket true
-  [ $rc -eq 2 ] && grep -q -- "--bind-to" err || fail "--bind-to socket gave rc=$rc: $(cat err)"
+  run 10 -np 2 --bind-to l3cache true
+  [ $rc -eq 2 ] && grep -q -- "--bind-to" err || fail "--bind-to l3cache gave rc=$rc: $(cat err)"
   ok "--bind-to core gives each local rank its share of the host's CPUs"
+}
+
+# The CPU list --bind-to $1 --map-by $2 ("-": not given) must give local rank $3 of $4, from this
+# host's sysfs and this shell's own CPUs (docs/launcher.md, "CPU binding").
+expected_placement() {
+  python3 - "$@" <<'PY'
+import glob, os, re, sys
+bind, mapping, r, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+allowed = sorted(os.sched_getaffinity(0))
+def cpus(text):
+    out = []
+    for part in filter(None, text.strip().split(",")):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+sockets = {}
+for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*"):
+    f = d + "/topology/physical_package_id"
+    pkg = int(open(f).read()) if os.path.exists(f) else 0
+    sockets.setdefault(pkg, []).append(int(re.sub(r".*cpu", "", d)))
+nodes = [cpus(open(f).read()) for f in sorted(glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"),
+                                              key=lambda f: int(re.sub(r"\D", "", f.split("/")[-2])))]
+def within(objs):
+    return [o for o in ([c for c in sorted(obj) if c in allowed] for obj in objs) if o]
+levels = {"socket": within([sockets[k] for k in sorted(sockets)]),
+          "numa": within([x for x in nodes if x]) or [allowed]}
+if bind == "-":
+    bind = mapping
+maplevel = mapping if mapping in ("socket", "numa") else ("numa" if mapping == "-" and n > 2 else "core")
+if maplevel == "core":
+    place, k, m = [allowed[r % len(allowed)]], 0, 1
+else:
+    objs = levels[maplevel]
+    o = r % len(objs)
+    place, k, m = objs[o], r // len(objs), (n - o + len(objs) - 1) // len(objs)
+if bind == "core":
+    mine = [place[k % len(place)]] if len(place) < m else place[k * (len(place) // m):(k + 1) * (len(place) // m)]
+else:
+    cands = [o for o in levels[bind] if set(o) & set(place)]
+    mine = cands[k % len(cands)]
+runs, i = [], 0
+while i < len(mine):
+    j = i
+    while j + 1 < len(mine) and mine[j + 1] == mine[j] + 1:
+        j += 1
+    runs.append(str(mine[i]) if i == j else "%d-%d" % (mine[i], mine[j]))
+    i = j + 1
+print(",".join(runs))
+PY
+}
+
+# check_placement BIND MAP NP: a job with those flags ("-": left out) binds each local rank where
+# expected_placement says.
+check_placement() {
+  local bind=$1 map=$2 np=$3 r want got flags=()
+  [ "$bind" = - ] || flags+=(--bind-to "$bind")
+  [ "$map" = - ] || flags+=(--map-by "$map")
+  run 60 -np "$np" -H "localhost:$np" "${flags[@]}" \
+    sh -c 'echo "$HORA_LOCAL_RANK $(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"'
+  [ $rc -eq 0 ] || fail "${flags[*]} at -np $np exited $rc: $(head -3 err)"
+  for r in $(seq 0 $((np - 1))); do
+    want=$(expected_placement "$bind" "$map" "$r" "$np")
+    got=$(sed -n "s/^\[$r\]<stdout>:$r //p" out)
+    [ "$got" = "$want" ] || fail "${flags[*]} -np $np: local rank $r runs on CPUs '$got', expected '$want'"
+  done
+}
+
+case_bind_to_socket() {
+  check_placement socket - 2
+  check_placement numa - 2
+  check_placement socket - 3
+  check_placement - socket 3
+  check_placement core socket 2
+  check_placement numa socket 2
+  check_placement socket core 2
+  # A socket is its part inside the launcher's affinity mask (a cpuset): with one CPU allowed,
+  # --bind-to socket binds to that CPU alone, not to the whole socket.
+  if [ "$(nproc)" -ge 2 ]; then
+    (
+      taskset -pc "$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')" $BASHPID >/dev/null
+      check_placement socket - 2
+      only=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
+      [ "$(grep -c "^\[[01]\]<stdout>:[01] $only\$" out)" -eq 2 ] ||
+        fail "--bind-to socket under a one-CPU mask: $(cat out)"
+    ) || exit 1
+  fi
+  # Without binding, the same mapping flags leave ranks unbound.
+  want=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  run 60 -np 2 -H localhost:2 --map-by socket --bind-to none \
+    sh -c 'sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status'
+  [ $rc -eq 0 ] || fail "--map-by socket --bind-to none exited $rc: $(head -3 err)"
+  [ "$(grep -c "^\[[01]\]<stdout>:$want\$" out)" -eq 2 ] || fail "--bind-to none: $(cat out)"
+  ok "--bind-to/--map-by socket and numa place ranks as mpirun does on this host's topology"
 }
 
 case_scale() {
