@@ -53,11 +53,12 @@ meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
 summarize build "suite"
 
 # ---- sanitizers ----
-# Unit and integration suites of every folder, as a 2-core CI machine can afford them within
-# .ci/run's budget (CONTRIBUTING.md, "Time budget"). Not `remote` (SSH test hosts in network
-# namespaces: slow, and what it adds over `integration` is sshd's side) and not `gpu` (NCCL is
-# not in this build).
-read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime shm engine cli network integration}"
+# The unit suites of every folder, as a 2-core CI machine can afford them within .ci/run's
+# budget (CONTRIBUTING.md, "Time budget"). Not `integration` (whole jobs: 53 tests, about 5 min
+# under ASan; the ThreadSanitizer stage runs them through an instrumented launcher and libhora),
+# not `remote` (SSH test hosts in network namespaces: slow, and what it adds over `integration`
+# is sshd's side) and not `gpu` (NCCL is not in this build). HORA_ASAN_SUITES adds them back.
+read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime shm engine cli network}"
 if [ "${HORA_ASAN:-1}" != 0 ]; then
   if [ ! -f build-asan/build.ninja ]; then
     # -O0: at -O2 the sanitizers' instrumentation made this build 3-4x the normal one's compile
