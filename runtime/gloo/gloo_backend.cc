@@ -21,6 +21,7 @@
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
+#include "runtime/gloo/checked_sync_allreduce.h"
 #include "runtime/gloo/ring_reduce_scatter.h"
 #include "runtime/gloo/sync_allreduce.h"
 
@@ -112,6 +113,52 @@ void GlooBackend::run(Group scope, const OpInfo& info, Body&& body) {
   } catch (...) {
     fail(s, *context, scope, info);
   }
+}
+
+void GlooBackend::check(Group scope, const OpInfo& info, const OpHeader& mine) {
+  ScopeState& s = state(scope);
+  OpInfo exchange = info;
+  exchange.sync = s.sync != nullptr;
+  OpCheck merged = start_check(mine);
+  if (exchange.sync) {
+    // The check alone on the sync pairs: log2(n) small messages.
+    run(scope, exchange, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+      merged = checked_sync_allreduce(*context, merged, nullptr, 0, 1, nullptr, tag,
+                                      mesh_.sync.max_bytes, s.scratch);
+    });
+  } else {
+    std::vector<OpHeader> all(static_cast<std::size_t>(s.context->size));
+    run(scope, exchange, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+      ::gloo::AllgathervOptions opts(context);
+      OpHeader input = mine;
+      opts.setInput<std::uint8_t>(reinterpret_cast<std::uint8_t*>(&input), sizeof input);
+      opts.setOutput<std::uint8_t>(reinterpret_cast<std::uint8_t*>(all.data()),
+                                   std::vector<std::size_t>(all.size(), sizeof(OpHeader)));
+      opts.setTag(tag);
+      opts.setTimeout(world_.timeout);
+      ::gloo::allgatherv(opts);
+    });
+    merged = start_check(all[0]);
+    for (std::size_t i = 1; i < all.size(); ++i) {
+      const OpCheck next = start_check(all[i]);
+      merge_checks(&merged, &merged, &next, sizeof merged);
+    }
+  }
+  throw_if_disagree(scope, info, merged);
+}
+
+void GlooBackend::throw_if_disagree(Group scope, const OpInfo& info, const OpCheck& merged) {
+  const std::string problem = check_problem(merged);
+  if (problem.empty()) return;
+  ScopeState& s = state(scope);
+  // Every rank found the same problem and none sent data: the scope is broken like after any
+  // other failure (as the shared-memory group's), so later collectives fail at once.
+  const std::string message =
+      fmt::format("{}: {} failed: {}", who(world_), describe(info, scope), problem);
+  log().debug("{}", message);
+  s.broken = message;
+  s.broken_kind = kMismatch;
+  throw MismatchError(message, world_.rank, world_.hostname);
 }
 
 bool GlooBackend::on_sync(Group scope, std::size_t bytes) {
@@ -249,6 +296,9 @@ void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbu
 }
 
 std::vector<std::size_t> GlooBackend::allgather_counts(std::size_t count, Group scope) {
+  if (scope != Group::kEngine) {
+    check(scope, OpInfo{"allgather_counts"}, make_header(OpKind::kAllgatherCounts, world_.rank));
+  }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(state(scope).context->size));
   std::uint64_t mine = count;
   run(scope, OpInfo{"allgather_counts"},
@@ -310,6 +360,9 @@ void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& 
 
 std::vector<std::size_t> GlooBackend::alltoall_splits(const std::vector<std::size_t>& send_splits,
                                                       Group scope) {
+  if (scope != Group::kEngine) {
+    check(scope, OpInfo{"alltoall_splits"}, make_header(OpKind::kAlltoallSplits, world_.rank));
+  }
   std::vector<std::uint64_t> out(send_splits.begin(), send_splits.end());
   std::vector<std::uint64_t> in(send_splits.size());
   run(scope, OpInfo{"alltoall_splits"},
@@ -376,44 +429,84 @@ int GlooBackend::size_of_scope(Scope scope) const {
   return 0;
 }
 
+int GlooBackend::rank_in(Scope scope) const {
+  switch (scope) {
+    case Scope::kGlobal: return world_.rank;
+    case Scope::kLocal: return world_.local_rank;
+    case Scope::kCross: return world_.cross_rank;
+  }
+  return 0;
+}
+
 void GlooBackend::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                             ReduceOp op, Scope scope, void* /*stream*/) {
   if (count == 0) return;
   if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * hora::size_of(type));
-  allreduce(recvbuf, count, type, op, group_of(scope));
+  const Group group = group_of(scope);
+  OpInfo info{"allreduce", count, type, op};
+  const OpHeader mine = make_header(OpKind::kAllreduce, world_.rank, count, &type, &op);
+  info.sync = on_sync(group, count * size_of(type));
+  if (info.sync) {
+    // The check rides in the data's messages (checked_sync_allreduce.h): no extra round trip.
+    OpCheck merged = start_check(mine);
+    ScopeState& s = state(group);
+    run(group, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+      merged =
+          checked_sync_allreduce(*context, merged, recvbuf, count, size_of(type),
+                                 reduce_function(type, op), tag, mesh_.sync.max_bytes, s.scratch);
+    });
+    throw_if_disagree(group, info, merged);
+  } else {
+    check(group, info, mine);
+    allreduce(recvbuf, count, type, op, group);
+  }
   if (op == ReduceOp::kAverage) divide(recvbuf, count, type, size_of_scope(scope));
 }
 
 void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                             const std::vector<std::size_t>& counts, DataType type, Scope scope,
                             void* /*stream*/) {
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  check(group_of(scope), {"allgather", count, type},
+        make_header(OpKind::kAllgather, world_.rank, total, &type, nullptr, -1,
+                    hash_counts(counts)));
   allgather(sendbuf, count, recvbuf, counts, type, group_of(scope));
 }
 
 void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
                             void* /*stream*/) {
+  OpInfo info{"broadcast", count, type};
+  info.root = root;
+  check(group_of(scope), info,
+        make_header(OpKind::kBroadcast, world_.rank, count, &type, nullptr, root));
   broadcast(buffer, count, type, root, group_of(scope));
 }
 
 void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
                            void* recvbuf, const std::vector<std::size_t>& recv_splits,
                            DataType type, Scope scope, void* /*stream*/) {
+  const std::size_t sent = std::accumulate(send_splits.begin(), send_splits.end(), std::size_t{0});
+  check(group_of(scope), {"alltoall", sent, type},
+        make_header(OpKind::kAlltoall, world_.rank, sent, &type, nullptr, -1, 0,
+                    splits_balance(rank_in(scope), send_splits, recv_splits)));
   alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, group_of(scope));
 }
 
 void GlooBackend::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf,
                                 DataType type, ReduceOp op, Scope scope, void* /*stream*/) {
   if (count == 0) return;
+  check(group_of(scope), {"reducescatter", count, type, op},
+        make_header(OpKind::kReducescatter, world_.rank, count, &type, &op));
   const int n = size_of_scope(scope);
   const std::vector<std::size_t> blocks = block_counts(count, n);
   reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));
-  const int me = scope == Scope::kGlobal  ? world_.rank
-                 : scope == Scope::kLocal ? world_.local_rank
-                                          : world_.cross_rank;
-  if (op == ReduceOp::kAverage) divide(recvbuf, blocks[me], type, n);
+  if (op == ReduceOp::kAverage) divide(recvbuf, blocks[rank_in(scope)], type, n);
 }
 
-void GlooBackend::barrier(Scope scope, void* /*stream*/) { barrier(group_of(scope)); }
+void GlooBackend::barrier(Scope scope, void* /*stream*/) {
+  check(group_of(scope), OpInfo{"barrier"}, make_header(OpKind::kBarrier, world_.rank));
+  barrier(group_of(scope));
+}
 
 void GlooBackend::abort(const std::string& reason) { close_all(reason); }
 

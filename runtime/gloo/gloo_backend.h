@@ -12,6 +12,10 @@
 // fail at once, quoting the first error. After the launcher's abort everything fails with
 // AbortedError.
 //
+// Every public collective first checks that all ranks of the scope run the same one with the
+// same counts, types, ops and roots (op_check.h), so a disagreement is a MismatchError on every
+// rank instead of a Gloo abort, a hang or wrong data.
+//
 // Allreduces of at most mesh.sync.max_bytes on a group with a sync twin (global, engine,
 // cross; sync_policy.h) run on that twin (sync_allreduce.h), with tags of its own; a failure
 // on either breaks the scope.
@@ -30,7 +34,9 @@
 #include "runtime/core/backend.h"
 #include "runtime/core/reduce.h"
 #include "runtime/core/world.h"
+#include "runtime/gloo/checked_sync_allreduce.h"
 #include "runtime/gloo/mesh.h"
+#include "runtime/gloo/op_check.h"
 
 namespace hora::detail::gloo {
 
@@ -119,6 +125,7 @@ class GlooBackend : public Backend {
     std::uint32_t next_tag = 0;
     std::shared_ptr<MeshContext> sync;  // the sync twin, or null
     std::uint32_t next_sync_tag = 0;
+    SyncScratch scratch;                // checked_sync_allreduce's buffers on `sync`
     std::optional<std::string> broken;  // the first failure's message
     int broken_kind = 0;                // which hora::Error subclass it was
   };
@@ -126,12 +133,19 @@ class GlooBackend : public Backend {
   // info.sync: on the scope's sync twin (which must exist).
   template <typename Body>
   void run(Group scope, const OpInfo& info, Body&& body);
+  // Before a public collective (op_check.h): exchanges what every rank is about to run, on the
+  // sync twin when the scope has one; throws MismatchError (and breaks the scope) on every rank
+  // when they disagree. Not for the engine's group (the engine checks its own).
+  void check(Group scope, const OpInfo& info, const OpHeader& mine);
+  // After the exchange: MismatchError (the scope broken) unless every rank agreed.
+  void throw_if_disagree(Group scope, const OpInfo& info, const OpCheck& merged);
   [[noreturn]] void fail(ScopeState& state, MeshContext& context, Group scope, const OpInfo& info);
   // Whether an allreduce of `bytes` on `scope` goes to its sync twin.
   bool on_sync(Group scope, std::size_t bytes);
   std::string describe(const OpInfo& info, Group scope) const;
   ScopeState& state(Group scope);
   int size_of_scope(Scope scope) const;
+  int rank_in(Scope scope) const;  // this rank's rank in the scope
 
   const WorldInfo& world_;
   Mesh mesh_;

@@ -53,6 +53,9 @@ struct alignas(kCacheLine) RankState {
   // message). Written before the barrier, read after it.
   std::atomic<std::uint64_t> signature[2];
   std::atomic<std::uint64_t> shared_value[2];
+  // alltoall: this rank's splits balance (common/fnv.h's splits_balance); the ranks' balances
+  // add up to 0 (mod 2^64) when every send_splits[j] matches rank j's recv_splits[i].
+  std::atomic<std::uint64_t> splits_balance[2];
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);

@@ -17,6 +17,7 @@
 #include "runtime/core/blocks.h"
 #include "runtime/core/copy.h"
 #include "runtime/core/reduce.h"
+#include "runtime/core/splits_balance.h"
 #include "runtime/shm/futex.h"
 
 namespace hora::detail::shm {
@@ -682,12 +683,24 @@ void ShmGroup::alltoall(const void* sendbuf, const std::vector<std::size_t>& sen
     }
     if (t == 0) {
       ranks_[me_].shared_value[h].store(my_max, std::memory_order_relaxed);
+      ranks_[me_].splits_balance[h].store(splits_balance(me_, send_splits, recv_splits),
+                                          std::memory_order_relaxed);
       first_sync(info, h, signature(4, type, 0, 0));
       std::size_t max_bytes = 0;
+      std::uint64_t balance = 0;
       for (int k = 0; k < n; ++k) {
         max_bytes =
             std::max<std::size_t>(max_bytes,
                                   ranks_[k].shared_value[h].load(std::memory_order_relaxed));
+        balance += ranks_[k].splits_balance[h].load(std::memory_order_relaxed);
+      }
+      if (balance != 0) {
+        // Every rank sums the same values: all of them fail here, before any data is read.
+        fail(info, kMismatch,
+             "the ranks' send_splits and recv_splits disagree: some rank sends another rank a "
+             "count that rank does not expect in its recv_splits (build recv_splits with "
+             "hora::alltoall_splits())",
+             -1);
       }
       steps = std::max<std::size_t>(1, (max_bytes + sub - 1) / sub);
     } else {

@@ -736,4 +736,50 @@ case_mpirun_output() {
   ok "--tag-output, --timestamp-output, --merge-stderr-to-stdout, -wdir, --display-map"
 }
 
+# mismatch TRANSPORT NP: mismatch_probe's every case (one synchronous collective, the last rank
+# passing another count, type, op or root) over shared memory (shm), Gloo (gloo: HORA_SHM=0,
+# small ops on sync pairs) or Gloo without sync pairs (gloo-async). Every rank must throw
+# MismatchError whose text names the collective and the ranks that disagree: no Gloo abort, no
+# hang (HORA_TIMEOUT_SECONDS=20 turns one into a TimeoutError, which fails here), no "no error".
+MISMATCH_CASES="allreduce-count-small allreduce-count-large allreduce-count-mixed allreduce-type
+  allreduce-op allgather-counts-small allgather-counts-large broadcast-count-small
+  broadcast-count-large broadcast-root broadcast-type alltoall-splits-small alltoall-splits-large
+  reducescatter-count-small reducescatter-count-large reducescatter-op barrier-vs-allreduce"
+case_mismatch() {
+  local transport=$1 np=$2 odd=$(($2 - 1)) c r line op want flags=()
+  case $transport in
+    shm) ;;
+    gloo) flags=(-x HORA_SHM=0) ;;
+    gloo-async) flags=(-x HORA_SHM=0 -x HORA_GLOO_SYNC=0) ;;
+  esac
+  for c in $MISMATCH_CASES; do
+    rm -rf done && mkdir done
+    run 90 -np "$np" -H "localhost:$np" -x HORA_TIMEOUT_SECONDS=20 "${flags[@]}" \
+      "$MISMATCH" "$PWD/done" "$c"
+    [ $rc -eq 0 ] || fail "$transport -np $np $c: rc=$rc"
+    op=${c%%-*}
+    [ "$c" = barrier-vs-allreduce ] && op="(barrier|allreduce)"
+    for r in $(seq 0 "$odd"); do
+      line=$(grep "^\[$r\]<stderr>:rank $r: " err)
+      [ -n "$line" ] || fail "$transport -np $np $c: rank $r printed nothing"
+      want="MismatchError: rank $r on localhost: $op .*over the global group.* failed: "
+      echo "$line" | grep -Eq "$want" || fail "$transport -np $np $c: rank $r: $line"
+      case "$transport:$c" in
+        *:alltoall-*) want="send_splits and recv_splits disagree" ;;
+        shm:*) want="local rank [0-9] \(rank ([0-9])\) called a different collective, or passed other counts" ;;
+        *) want="rank [0-9] called .*, but rank [0-9] called " ;;
+      esac
+      echo "$line" | grep -Eq "$want" || fail "$transport -np $np $c: rank $r: $line"
+      # The ranks named: the odd one (or, for the odd one itself, another one).
+      case "$transport:$c" in
+        *:alltoall-*) ;;
+        shm:*) [ "$r" = "$odd" ] && want="local rank 0 \(rank 0\)" || want="\(rank $odd\)" ;;
+        *) want="rank $odd called" ;;
+      esac
+      echo "$line" | grep -Eq "$want" || fail "$transport -np $np $c: rank $r names the wrong rank: $line"
+    done
+  done
+  ok "$transport -np $np: every rank of every mismatched collective got MismatchError naming it"
+}
+
 "case_${1//-/_}" "${@:2}"
