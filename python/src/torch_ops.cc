@@ -580,6 +580,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("timeout_seconds"));
   m.def("poll", &poll);
   m.def("synchronize", &synchronize);
+  // <hora/async.h>'s run-time timeline (hvd.start_timeline / stop_timeline). Without the GIL:
+  // they wait for the engine's current cycle, whose callbacks may need it.
+  m.def(
+      "start_timeline",
+      [](const std::string& file_path, bool mark_cycles) {
+        py::gil_scoped_release nogil;
+        hora::start_timeline(file_path, mark_cycles);
+      },
+      py::arg("file_path"), py::arg("mark_cycles"));
+  m.def("stop_timeline", without_gil([] { hora::stop_timeline(); }));
 
   m.attr("SUM") = static_cast<int>(hora::ReduceOp::kSum);
   m.attr("AVERAGE") = static_cast<int>(hora::ReduceOp::kAverage);

@@ -1,6 +1,7 @@
 // The public async API (<hora/async.h>), its submitting half: builds a Handle::State per call
 // and hands it to the process's Engine (runtime/process/process.h), held by shared_ptr for the
-// submission. What one does with a Handle (poll, synchronize, ...) is runtime/engine/handle.cc.
+// submission (or the timeline call). What one does with a Handle (poll, synchronize, ...) is
+// runtime/engine/handle.cc.
 #include <hora/async.h>
 
 #include "runtime/engine/engine.h"
@@ -43,7 +44,24 @@ Handle submit_shaped(std::shared_ptr<Handle::State> s, const Shape& shape) {
   return submit(std::move(s));
 }
 
+std::shared_ptr<Engine> engine_for(const std::string& call) {
+  std::shared_ptr<Engine> engine = detail::Process::instance().engine();
+  if (!engine) {
+    throw UsageError("hora::" + call + ": hora::init() has not been called (or " +
+                     "hora::shutdown() already ran); call hora::init() first");
+  }
+  return engine;
+}
+
 }  // namespace
+
+void start_timeline(const std::string& path, bool mark_cycles) {
+  const std::string call = "start_timeline('" + path + "')";
+  if (path.empty()) throw UsageError("hora::" + call + ": the path is empty");
+  engine_for(call)->start_timeline(path, mark_cycles);
+}
+
+void stop_timeline() { engine_for("stop_timeline()")->stop_timeline(); }
 
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
                        std::size_t count, DataType type, ReduceOp op, Callback on_done) {

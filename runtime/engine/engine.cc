@@ -120,13 +120,37 @@ void Engine::start() {
   Lock lock(mu_);
   if (thread_.joinable() || stopped_) return;
   started_ = true;
-  if (!options_.timeline_path.empty() && rank_ == 0) {
+  // HOROVOD_TIMELINE=DYNAMIC (Horovod's "no file yet, start_timeline() later") opens nothing:
+  // hora::start_timeline needs no preparation at start.
+  if (!options_.timeline_path.empty() && options_.timeline_path != "DYNAMIC" && rank_ == 0) {
     timeline_.open(options_.timeline_path, options_.timeline_mark_cycles);
   }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hora-engine");  // named in crash reports and top -H
     loop();
   });
+}
+
+void Engine::start_timeline(const std::string& path, bool mark_cycles) {
+  if (rank_ != 0) return;
+  Lock cycle(cycle_mu_);  // the timeline is the cycles': wait for the one in progress
+  if (timeline_.enabled() && timeline_.path() == path) {
+    timeline_.set_mark_cycles(mark_cycles);
+    return;
+  }
+  try {
+    timeline_.open(path, mark_cycles, "the file_path given to hora::start_timeline");
+  } catch (const Error& e) {
+    std::string_view why = e.what();
+    if (why.starts_with("hora: ")) why.remove_prefix(6);
+    throw Error(who_ + ": hora::start_timeline: " + std::string(why), rank_, options_.hostname);
+  }
+}
+
+void Engine::stop_timeline() {
+  if (rank_ != 0) return;
+  Lock cycle(cycle_mu_);
+  timeline_.close();
 }
 
 void Engine::shutdown() {

@@ -96,6 +96,15 @@ class Engine {
   // hora::UsageError for invalid arguments or a name already in flight on this rank.
   Handle submit(std::shared_ptr<Handle::State> state) HORA_EXCLUDES(mu_);
 
+  // hora::start_timeline / stop_timeline: rank 0 opens `path` (a Chrome trace of the ops from
+  // now on; another path closes the current file first, the same path while it is open only
+  // changes mark_cycles, as in Horovod) or closes the current file, which is then valid JSON. On
+  // other ranks both do nothing (rank 0 writes the timeline). Waits for the cycle in progress;
+  // any thread, a completion callback included. start throws hora::Error naming the path if it
+  // cannot be created (the previous file is closed then).
+  void start_timeline(const std::string& path, bool mark_cycles) HORA_EXCLUDES(mu_);
+  void stop_timeline() HORA_EXCLUDES(mu_);
+
   EngineStats stats() const { return counters_.snapshot(); }
   int rank() const { return rank_; }
   int size() const { return size_; }

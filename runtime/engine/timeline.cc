@@ -34,12 +34,12 @@ std::string json_string(std::string_view s) {
 
 }  // namespace
 
-void Timeline::open(const std::string& path, bool mark_cycles) {
+void Timeline::open(const std::string& path, bool mark_cycles, std::string_view fix) {
   close();
   file_ = std::fopen(path.c_str(), "w");
   if (file_ == nullptr) {
-    throw Error("hora: cannot create the timeline file '" + path + "' (HORA_TIMELINE / " +
-                "horarun --timeline-filename): " + std::strerror(errno));
+    throw Error("hora: cannot create the timeline file '" + path + "' (" + std::string(fix) +
+                "): " + std::strerror(errno));
   }
   path_ = path;
   mark_cycles_ = mark_cycles;
@@ -76,7 +76,7 @@ void Timeline::span(const std::string& tensor, std::string_view activity, Clock:
                     Clock::time_point end, std::string_view args_json) {
   if (file_ == nullptr) return;
   int pid = row(tensor);
-  long long ts = micros(start);
+  long long ts = micros(std::max(start, origin_));
   long long dur = std::max(0LL, micros(end) - ts);
   std::string e = R"({"name":)" + json_string(activity) + R"(,"ph":"X","pid":)" +
                   std::to_string(pid) + R"(,"tid":0,"ts":)" + std::to_string(ts) + R"(,"dur":)" +
@@ -106,6 +106,7 @@ void Timeline::close() {
   // Nothing useful can be done about a failing close at shutdown: the trace is diagnostics only.
   std::fclose(file_);
   file_ = nullptr;
+  path_.clear();
 }
 
 }  // namespace hora::detail::engine

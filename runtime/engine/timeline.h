@@ -10,12 +10,17 @@
 //   <OP>                       the collective itself (ALLREDUCE, ALLGATHER, ...);
 //                              args: bytes, fused (tensors in the batch), batch (batch id)
 //   MEMCPY_OUT_FUSION_BUFFER   (fused allreduces only) unpacking
-// Cycle markers ("ph":"i", CYCLE_START) are written with HORA_TIMELINE_MARK_CYCLES=1, for cycles
-// that negotiated or ran something (idle cycles are skipped to keep the file small).
+// Cycle markers ("ph":"i", CYCLE_START) are written with HORA_TIMELINE_MARK_CYCLES=1 (or
+// start_timeline's mark_cycles), for cycles that negotiated or ran something (idle cycles are
+// skipped to keep the file small). Times count from open(); an op submitted before it starts
+// its NEGOTIATE span at 0.
 //
-// Threading: only the thread that runs the engine's cycle calls it (Engine::cycle_mu_ held). The
-// file is valid JSON once close() ran (Engine shutdown, at the latest the runtime's atexit
-// shutdown); until then it lacks the closing "]".
+// Opened at engine start (HORA_TIMELINE) or at run time (hora::start_timeline, which may switch
+// to another file), closed by hora::stop_timeline or engine shutdown.
+// Threading: only the thread that holds Engine::cycle_mu_ calls it (the cycle's thread, or
+// hora::start_timeline/stop_timeline's caller between cycles). The file is valid JSON once
+// close() ran (stop_timeline, engine shutdown, at the latest the runtime's atexit shutdown);
+// until then it lacks the closing "]".
 #pragma once
 
 #include <chrono>
@@ -35,9 +40,13 @@ class Timeline {
   Timeline& operator=(const Timeline&) = delete;
   ~Timeline() { close(); }
 
-  // Creates (truncates) path; throws hora::Error naming the path and the reason.
-  void open(const std::string& path, bool mark_cycles);
+  // Closes the current file (if any), then creates (truncates) path; throws hora::Error naming
+  // the path, the reason and `fix` (the variable, flag or call that named the path).
+  void open(const std::string& path, bool mark_cycles,
+            std::string_view fix = "HORA_TIMELINE / horarun --timeline-filename");
   bool enabled() const { return file_ != nullptr; }
+  const std::string& path() const { return path_; }  // the open file's; empty when closed
+  void set_mark_cycles(bool mark_cycles) { mark_cycles_ = mark_cycles; }
 
   // A complete event on the tensor's row. args_json, when not empty, is a JSON object's members
   // without braces, e.g. "\"bytes\":4096,\"fused\":3".

@@ -26,6 +26,7 @@
 
 using namespace hora;
 using namespace hora::detail::engine;
+using hora::test::fast_options;
 using hora::test::RankHarness;
 
 using hora::test::slurp;
@@ -34,14 +35,8 @@ namespace {
 
 constexpr auto kWait = std::chrono::seconds(20);
 
-EngineOptions fast_options() {
-  EngineOptions o;
-  o.cycle_time = std::chrono::microseconds(500);
-  return o;
-}
-
 std::string temp_path(const std::string& stem) {
-  return "/tmp/hora_engine_test_" + std::to_string(::getpid()) + "_" + stem;
+  return hora::test::temp_path("hora_engine_test", stem);
 }
 
 // The error an op completed with, as text ("" = success), waiting at most kWait.

@@ -4,6 +4,8 @@
 // run() returns; an exception escaping a body is rethrown by run().
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -16,6 +18,18 @@
 #include "test/engine/thread_transport.h"
 
 namespace hora::test {
+
+// Engine options for tests: a 0.5 ms cycle, so ops move without waiting for the default tick.
+inline detail::engine::EngineOptions fast_options() {
+  detail::engine::EngineOptions o;
+  o.cycle_time = std::chrono::microseconds(500);
+  return o;
+}
+
+// A file name under /tmp unique to this process: "/tmp/<prefix>_<pid>_<stem>".
+inline std::string temp_path(const std::string& prefix, const std::string& stem) {
+  return "/tmp/" + prefix + "_" + std::to_string(::getpid()) + "_" + stem;
+}
 
 class RankHarness {
  public:

@@ -16,6 +16,17 @@ def world():
     hvd.shutdown()
 
 
+@pytest.fixture
+def world_with_deadline(world, request):
+    """world, and a watchdog: a test still running after the module's DEADLINE_S seconds (60 if
+    it sets none) dumps every thread's stack and exits, so a collective that never completes
+    fails its job instead of hanging it."""
+    import faulthandler
+    faulthandler.dump_traceback_later(getattr(request.module, 'DEADLINE_S', 60), exit=True)
+    yield world
+    faulthandler.cancel_dump_traceback_later()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """With HORA_SKIP_IS_77=1 (a test row whose every test needs something absent, such as the
     Horovod archive), a run whose every test was skipped exits 77, which Meson reports as

@@ -3,7 +3,7 @@
 named parameter of Horovod's functions is accepted by hora's (issue 26). Real Horovod comes from
 the archive named by HOROVOD_ARCHIVE (test/lib.sh's unpack_horovod does the same), imported in
 this process beside hora.torch; without the archive every test skips (run_pytest.sh exit 77).
-docs/pytorch.md's table says which names refuse (process sets, timeline, Adasum)."""
+docs/pytorch.md's table says which names refuse (process sets, Adasum)."""
 
 import inspect
 import os

@@ -6,7 +6,6 @@ A regression hangs (a joined rank that does not serve the others' allreduces), s
 under a deadline: faulthandler prints the stacks and ends the rank, failing the job long before
 the stall check's 180 s or meson's timeout."""
 
-import faulthandler
 
 import pytest
 import torch
@@ -17,10 +16,8 @@ DEADLINE_S = 60
 
 
 @pytest.fixture(autouse=True)
-def _deadline(world):
-    faulthandler.dump_traceback_later(DEADLINE_S, exit=True)
+def _deadline(world_with_deadline):
     yield
-    faulthandler.cancel_dump_traceback_later()
 
 
 def expected(step, scale, size):

@@ -183,5 +183,3 @@ def test_process_set():
         hvd.allreduce(torch.ones(2), process_set=other)
     with pytest.raises(NotImplementedError, match='process sets'):
         hvd.add_process_set(other)
-    with pytest.raises(NotImplementedError, match='--timeline-filename'):
-        hvd.start_timeline('/tmp/x.json')

@@ -236,17 +236,26 @@ def remove_process_set(process_set):
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Refused: hora's timeline covers the whole job (horarun --timeline-filename)."""
-    raise NotImplementedError('hora.torch cannot start a timeline at run time: start_timeline(%r) '
-                              'is not supported; launch with horarun --timeline-filename FILE '
-                              '(HORA_TIMELINE) instead (docs/pytorch.md, "Limits")' % (file_path,))
+    """Creates a timeline file at ``file_path`` and begins recording (Horovod's signature): a
+    Chrome trace of the ops from now on, written by rank 0 (only rank 0's call matters; calling
+    it on every rank, as Horovod asks, is fine). ``mark_cycles`` marks the engine's busy cycles.
+    While a timeline is recording, another path switches to it (the old file is closed complete)
+    and the same path only changes ``mark_cycles``. Unlike Horovod, HOROVOD_TIMELINE=DYNAMIC is
+    not needed. Raises ValueError before init(), HoraError when rank 0 cannot create the file."""
+    if not _C.is_initialized():
+        raise ValueError('hora.torch.start_timeline(%r): hora is not initialized; use hvd.init() '
+                         'first' % (file_path,))
+    _C.start_timeline(str(file_path), bool(mark_cycles))
 
 
 def stop_timeline():
-    """Refused, as start_timeline()."""
-    raise NotImplementedError('hora.torch cannot stop a timeline at run time: stop_timeline() is '
-                              'not supported; horarun --timeline-filename FILE writes one for '
-                              'the whole job (docs/pytorch.md, "Limits")')
+    """Stops the timeline recording and closes the file, which is complete JSON when this
+    returns (rank 0); does nothing when none is recording, as in Horovod. Raises ValueError
+    before init()."""
+    if not _C.is_initialized():
+        raise ValueError('hora.torch.stop_timeline(): hora is not initialized; use hvd.init() '
+                         'first')
+    _C.stop_timeline()
 
 
 def poll(handle):

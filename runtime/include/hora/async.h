@@ -144,6 +144,18 @@ void synchronize(const Handle& handle, std::chrono::milliseconds timeout);
 // every rank; other ops: empty. Throws hora::UsageError before completion.
 const std::vector<std::size_t>& received_counts(const Handle& handle);
 
+// Horovod's hvd.start_timeline / stop_timeline: a Chrome trace (chrome://tracing, Perfetto) of
+// the async ops from now on, written by rank 0 (the ops run in the same order everywhere), in
+// the format of HORA_TIMELINE. mark_cycles adds a CYCLE_START marker per busy engine cycle. As in
+// Horovod: only rank 0's call matters (on other ranks both return at once, so calling them on
+// every rank is fine); start while a timeline is open switches to `path` (the old file is closed
+// complete), or with the same path only changes mark_cycles; stop without a timeline does
+// nothing. stop_timeline returns once the file is closed and valid JSON; shutdown closes it too.
+// Both wait for the engine's current cycle. Throw hora::UsageError before hora::init() (or after
+// hora::shutdown()); start throws hora::Error naming the path when rank 0 cannot create it.
+void start_timeline(const std::string& path, bool mark_cycles = false);
+void stop_timeline();
+
 // --- Typed conveniences. The vectors must outlive the op. ---
 
 template <typename T>
