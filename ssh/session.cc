@@ -490,11 +490,23 @@ void Session::pump() {
   // A pass steps every channel once. Any libssh2 read drains the socket into per-channel queues,
   // so data for a channel stepped earlier in the pass may arrive during a later step. Hence the
   // loop ends only after a pass that made no progress AND received no bytes: then every queue
-  // was seen in its final state and the next data will make the socket readable again. The pass
-  // limit keeps one busy connection from starving the caller's event loop (interest().again).
+  // was seen in its final state and the next data will make the socket readable again. The
+  // budgets keep one busy connection from starving the caller's event loop (interest().again):
+  // at most kMaxPasses passes, kPumpBytes received, kPumpTime spent. A connection that never
+  // runs dry (ranks printing as fast as they can) would otherwise hold the loop for seconds per
+  // call — its handlers format and write every line — and delay the launcher's timers, the agent
+  // watchdog among them (24 s for a 5 s agent timeout, docs/agent.md "Liveness").
   constexpr int kMaxPasses = 64;
-  int pass = 0;
-  for (; pass < kMaxPasses && error_.empty(); ++pass) {
+  constexpr std::size_t kPumpBytes = 1 << 20;
+  constexpr auto kPumpTime = std::chrono::milliseconds(50);
+  const auto started = std::chrono::steady_clock::now();
+  const std::size_t bytes_at_start = recv_bytes_;
+  for (int pass = 0; error_.empty(); ++pass) {
+    if (pass == kMaxPasses || recv_bytes_ - bytes_at_start >= kPumpBytes ||
+        std::chrono::steady_clock::now() - started >= kPumpTime) {
+      again_ = true;
+      break;
+    }
     const std::size_t bytes_before = recv_bytes_;
     bool progress = false;
     for (std::size_t i = 0; i < channels_.size() && error_.empty(); ++i) {
@@ -503,7 +515,6 @@ void Session::pump() {
     }
     if (!progress && recv_bytes_ == bytes_before) break;
   }
-  if (pass == kMaxPasses) again_ = true;
   std::erase_if(channels_, [](const auto& c) { return c->done(); });
   pumping_ = false;
 }

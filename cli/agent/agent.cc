@@ -185,6 +185,7 @@ void Agent::handle(const Frame& f) {
     }
     case FrameType::kRelayData: return relay_.data(f.id, f.payload);
     case FrameType::kRelayClose: return relay_.close(f.id);
+    case FrameType::kRelayKill: return relay_.kill(f.id, f.payload);
     default: break;
   }
   const auto it = children_.find(f.id);

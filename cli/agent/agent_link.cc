@@ -130,7 +130,8 @@ void AgentLink::on_data(std::string_view data) {
       continue;
     }
     if (f->type == FrameType::kRelayReady || f->type == FrameType::kRelayOutput ||
-        f->type == FrameType::kRelayStderr || f->type == FrameType::kRelayEnded) {
+        f->type == FrameType::kRelayStderr || f->type == FrameType::kRelayEnded ||
+        f->type == FrameType::kRelayKilled) {
       if (relay_) relay_->on_frame(*f);
       continue;
     }

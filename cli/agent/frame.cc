@@ -35,6 +35,8 @@ bool known_type(std::uint8_t type) {
     case FrameType::kRelayOpen:
     case FrameType::kRelayData:
     case FrameType::kRelayClose:
+    case FrameType::kRelayKill:
+    case FrameType::kRelayKilled:
     case FrameType::kRelayReady:
     case FrameType::kRelayOutput:
     case FrameType::kRelayStderr:
@@ -59,6 +61,8 @@ const char* type_name(FrameType type) {
     case FrameType::kRelayOpen: return "RELAY_OPEN";
     case FrameType::kRelayData: return "RELAY_DATA";
     case FrameType::kRelayClose: return "RELAY_CLOSE";
+    case FrameType::kRelayKill: return "RELAY_KILL";
+    case FrameType::kRelayKilled: return "RELAY_KILLED";
     case FrameType::kRelayReady: return "RELAY_READY";
     case FrameType::kRelayOutput: return "RELAY_OUTPUT";
     case FrameType::kRelayStderr: return "RELAY_STDERR";

@@ -27,6 +27,10 @@ enum class FrameType : std::uint8_t {
   kRelayOpen = 0x05,   // start agents on other hosts over SSH: payload = RelayOpen (relay.h)
   kRelayData = 0x06,   // id = relayed host: bytes for that host's agent's stdin (its frames)
   kRelayClose = 0x07,  // id = relayed host: close that host's channel (its agent stops)
+  // id = relayed host: run `kill -KILL <pid>` there over the relaying agent's SSH session (a
+  // relayed agent that stopped answering, docs/agent.md "Liveness"); payload = u32 pid.
+  // RELAY_KILLED answers it.
+  kRelayKill = 0x08,
   // agent -> launcher
   kStdout = 0x11,  // the child's stdout bytes
   kStderr = 0x12,  // the child's stderr bytes
@@ -47,6 +51,8 @@ enum class FrameType : std::uint8_t {
   // id 0: the agent is ending by itself (a signal); payload = why ("was terminated by signal 15
   // (SIGTERM)"). Sent before it stops its children, so the launcher blames the agent.
   kEnding = 0x1B,
+  // id = relayed host: RELAY_KILL's outcome; payload = what went wrong (text; empty: killed).
+  kRelayKilled = 0x1C,
 };
 
 inline constexpr std::size_t kHeaderBytes = 9;

@@ -19,6 +19,9 @@ namespace {
 // interface report; a flood on stderr must not push the frame past kMaxPayload.
 constexpr std::size_t kMaxReadyOutput = 256u << 10;
 constexpr std::size_t kMaxReadyError = 16u << 10;
+// How long a closed host's session stays for a RELAY_KILL (the launcher sends it right after the
+// RELAY_CLOSE of an agent that stopped answering, and waits kAgentKillTimeout for the answer).
+constexpr auto kCloseLinger = std::chrono::seconds(10);
 
 std::string capped(const std::string& s, std::size_t max) {
   return s.size() <= max ? s : s.substr(0, max) + "\n[... cut by the relaying agent]";
@@ -148,15 +151,59 @@ void RelayChildren::data(std::uint32_t id, std::string_view bytes) {
 void RelayChildren::close(std::uint32_t id) {
   const auto it = hosts_.find(id);
   if (it == hosts_.end()) return;
-  if (it->second.channel) it->second.channel->set_handlers({});
-  // Dropping the session closes the connection: the host's agent sees its stdin end.
-  hosts_.erase(it);
+  Host& host = it->second;
+  if (!host.channel || host.channel->done()) {
+    hosts_.erase(it);
+    return;
+  }
+  // Closing the channel ends the agent's stdin (it stops its ranks); the session goes when the
+  // channel is done. A stopped agent reads nothing, and the launcher's RELAY_KILL follows this
+  // close: the session stays for it a while (pump()).
+  host.channel->set_handlers({});
+  host.channel->close();
+  host.closed_until = std::chrono::steady_clock::now() + kCloseLinger;
+  host.session->pump();
+}
+
+void RelayChildren::kill(std::uint32_t id, std::string_view payload) {
+  const std::optional<std::uint32_t> pid = decode_pid(payload);
+  const auto it = hosts_.find(id);
+  if (!pid || *pid == 0) {
+    append_frame(out_, FrameType::kRelayKilled, id, "malformed RELAY_KILL");
+    return;
+  }
+  if (it == hosts_.end() || !it->second.session || it->second.kill) {
+    append_frame(out_, FrameType::kRelayKilled, id,
+                 it == hosts_.end() || !it->second.session
+                     ? "the relaying agent has no connection to that host any more"
+                     : "a kill is already running there");
+    return;
+  }
+  // The answer comes from the command's end; the stopped agent's channel may end first (it
+  // dies), so the host is kept until this channel is done (pump()).
+  auto err = std::make_shared<std::string>();
+  ssh::Channel::Handlers h;
+  h.on_stderr = [err](std::string_view d) {
+    if (err->size() < 4096) err->append(d);
+  };
+  h.on_exit = [this, id, pid = *pid, err](const ssh::ExitInfo& e) {
+    std::string why;
+    if (!e.error.empty()) {
+      why = fmt::format("`kill -KILL {}` failed: {}", pid, e.error);
+    } else if (e.exit_status != 0 || !e.exit_signal.empty()) {
+      why = fmt::format("`kill -KILL {}` ended ({}): {}", pid, e.describe(), *err);
+    }
+    append_frame(out_, FrameType::kRelayKilled, id, why);
+  };
+  it->second.kill = it->second.session->exec(fmt::format("kill -KILL {}", *pid), std::move(h));
+  it->second.session->pump();
 }
 
 void RelayChildren::close_all() {
   closing_ = true;
   for (auto& [id, host] : hosts_) {
     if (host.channel) host.channel->set_handlers({});
+    if (host.kill) host.kill->set_handlers({});
   }
   hosts_.clear();
 }
@@ -170,7 +217,9 @@ bool RelayChildren::add_pollfds(std::vector<pollfd>& fds, bool room) const {
     short events = 0;
     if (in.read && room) events |= POLLIN;
     if (in.write) events |= POLLOUT;
-    again = again || (in.again && room);
+    const bool killing = host.kill && !host.kill->done();
+    if (killing) events |= POLLIN;
+    again = again || (in.again && (room || killing));
     // Without room nothing is read: a reset socket would report POLLHUP at once, every time.
     if (events != 0) fds.push_back({host.session->fd(), events, 0});
   }
@@ -197,8 +246,15 @@ void RelayChildren::pump(bool room) {
   }
   for (auto it = hosts_.begin(); it != hosts_.end();) {
     Host& host = it->second;
-    if (host.session && (room || host.session->interest().write)) host.session->pump();
-    if (!host.channel) {
+    // A kill is moved along even without room: its host's agent is stopped and sends little.
+    const bool killing = host.kill && !host.kill->done();
+    if (host.session && (room || killing || host.closed_until || host.session->interest().write)) {
+      host.session->pump();
+    }
+    const bool closed =
+        host.closed_until && (!host.channel || host.channel->done() ||
+                              std::chrono::steady_clock::now() >= *host.closed_until);
+    if ((!host.channel || closed) && !(host.kill && !host.kill->done())) {
       it = hosts_.erase(it);  // ended: RELAY_ENDED is queued
     } else {
       ++it;

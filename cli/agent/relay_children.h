@@ -6,13 +6,15 @@
 // Frames for the launcher are appended to the agent's output queue: one RELAY_READY per host,
 // then that host's agent's stdout (RELAY_OUTPUT) and stderr (RELAY_STDERR), and RELAY_ENDED when
 // its channel ends. RELAY_DATA from the launcher goes to the host's agent's stdin; RELAY_CLOSE
-// closes its channel. Lifetime: close_all() (the agent's own shutdown) drops every session, so
-// each relayed agent sees its stdin end and stops its ranks; if this agent is SIGKILLed, the
-// kernel closes the connections and the same happens.
+// closes its channel; RELAY_KILL kills its agent by pid (RELAY_KILLED answers). Lifetime:
+// close_all() (the agent's own shutdown) drops every session, so each relayed agent sees its stdin
+// end and stops its ranks; if this agent is SIGKILLed, the kernel closes the connections and the
+// same happens.
 #pragma once
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,6 +45,9 @@ class RelayChildren {
   std::string open(std::string_view payload);
   void data(std::uint32_t id, std::string_view bytes);
   void close(std::uint32_t id);
+  // RELAY_KILL: runs `kill -KILL <pid>` on host `id` over its session (its agent stopped
+  // answering); RELAY_KILLED follows with the outcome. The host's session stays until it ran.
+  void kill(std::uint32_t id, std::string_view payload);
   // Drops every relayed host's session (their agents stop); a preflight still running is
   // dropped when it returns.
   void close_all();
@@ -59,6 +64,10 @@ class RelayChildren {
   struct Host {
     std::unique_ptr<ssh::Session> session;
     std::shared_ptr<ssh::Channel> channel;
+    std::shared_ptr<ssh::Channel> kill;  // a RELAY_KILL's `kill -KILL`, until it finished
+    // Set by RELAY_CLOSE: the channel is closed, and the session kept until it is done or this
+    // time, so that a RELAY_KILL right behind it (the launcher's watchdog) still has a way there.
+    std::optional<std::chrono::steady_clock::time_point> closed_until;
   };
   struct Pending {  // shared with the preflight thread
     std::mutex mu;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/agent/stream_poll.h"
 #include "cli/output/log.h"
+#include "common/duration.h"
 
 namespace hora::cli::agent {
 
@@ -63,6 +65,7 @@ void RelayHub::on_frame(const Frame& f) {
         launcher_log()->warn("{}: {}", h.name, line);
       });
       break;
+    case FrameType::kRelayKilled: h.killed = f.payload; break;
     case FrameType::kRelayEnded:
       if (h.ended) return;
       h.ended = f.payload.empty() ? std::string("its agent ended") : f.payload;
@@ -108,6 +111,33 @@ void RelayHub::end_all(const std::string& why, bool tell_streams) {
   }
 }
 
+std::string RelayHub::kill(std::uint32_t id, std::uint32_t pid,
+                           Liveness::Clock::time_point deadline) {
+  const auto it = hosts_.find(id);
+  if (it == hosts_.end()) return "this host is not relayed by that agent";
+  if (parent_ == nullptr || parent_->closed()) {
+    return "its relaying agent ended, and with it the only way there";
+  }
+  it->second.killed.reset();
+  const auto started = Liveness::Clock::now();
+  parent_->send_relay(FrameType::kRelayKill, id, encode_pid(pid));
+  AgentLink* parent = parent_;
+  const bool answered = pump_streams_until({&parent->stream()}, deadline, [&] {
+    const auto h = hosts_.find(id);
+    return h == hosts_.end() || h->second.killed.has_value() || parent_ == nullptr ||
+           parent->closed();
+  });
+  const auto h = hosts_.find(id);
+  if (h != hosts_.end() && h->second.killed) return *h->second.killed;
+  if (!answered) {
+    return fmt::format("the relaying agent on {} did not answer RELAY_KILL within {}",
+                       parent->host(),
+                       hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           Liveness::Clock::now() - started)));
+  }
+  return "its relaying agent ended before it answered";
+}
+
 std::unique_ptr<RelayStream> RelayHub::stream(std::uint32_t id) {
   // Each stream holds the hub: it outlives the relaying host's link if need be.
   Host& h = hosts_.at(id);
@@ -151,6 +181,10 @@ void RelayStream::pump() {
   if (it != hub_->hosts_.end() && it->second.ended && !link_->closed()) {
     link_->on_closed(fmt::format("the agent on {} ended: {}", link_->host(), *it->second.ended));
   }
+}
+
+std::string RelayStream::kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) {
+  return hub_->kill(id_, pid, deadline);
 }
 
 void RelayStream::deliver(std::string_view data) {

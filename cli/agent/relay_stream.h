@@ -50,6 +50,11 @@ class RelayHub : public std::enable_shared_from_this<RelayHub> {
   // Why the relaying host's agent ended ("" while it runs).
   const std::string& parent_error() const { return parent_error_; }
 
+  // Kills relayed host `id`'s agent `pid` through the relaying agent (RELAY_KILL: `kill -KILL`
+  // over its SSH session there), pumping the relaying host's stream until RELAY_KILLED answers
+  // or `deadline`. Returns what went wrong (empty: killed).
+  std::string kill(std::uint32_t id, std::uint32_t pid, Liveness::Clock::time_point deadline);
+
   // The stream of host `id`, which started (its RelayReady says so); it delivers first what the
   // host's agent printed after its ready line.
   std::unique_ptr<RelayStream> stream(std::uint32_t id);
@@ -65,8 +70,9 @@ class RelayHub : public std::enable_shared_from_this<RelayHub> {
     RelayStream* stream = nullptr;
     std::string early;  // RELAY_OUTPUT before a stream was made
     std::optional<std::string> ended;
-    std::string name;        // for the agent's stderr lines (the link's host name)
-    LineSplitter err_lines;  // its stderr, logged line by line
+    std::string name;                   // for the agent's stderr lines (the link's host name)
+    LineSplitter err_lines;             // its stderr, logged line by line
+    std::optional<std::string> killed;  // RELAY_KILLED's answer, once it came
   };
 
   AgentLink* parent_;
@@ -85,6 +91,8 @@ class RelayStream : public Stream {
   int fd() const override { return -1; }
   Interest interest() const override { return {}; }
   void pump() override;
+  // Through the relaying agent (RelayHub::kill).
+  std::string kill_agent(std::uint32_t pid, Liveness::Clock::time_point deadline) override;
 
   // Where the host's bytes go; set by link_over_relay().
   void attach(AgentLink* link) { link_ = link; }

@@ -385,8 +385,12 @@ agent_signal_case() {
   local host=$1 sig=$2 within=$3 words=$4 p
   p=$(agent_pid_on "$host")
   [ -n "$p" ] || fail "no agent process in $host's namespace"
+  local t0; t0=$(date +%s.%N)
   kill "-$sig" "$p"
   wait_for "$within" gone "$pid" || fail "horarun still running $within s after SIG$sig to $host's agent"
+  # Reported, not asserted: the time from the signal to horarun's end.
+  echo "SIG$sig to $host's agent: horarun ended after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+  echo "verdict: $(tail -n 1 err)"
   wait "$pid"
   rc=$?
   [ $rc -eq 255 ] || fail "exit $rc after SIG$sig to $host's agent, not 255: $(tail -n 3 err)"
@@ -429,6 +433,51 @@ case_agent_stop_relay() {
   WRITERS=1 start_agent_job --ssh-fanout 1
   agent_signal_case h1 STOP 40 "^horarun: the agent on h1 ($NET.11:12345) (pid [0-9]*) stopped answering"
   ok "a SIGSTOPped relaying agent ends the job within the bound, named, nothing left"
+}
+
+# The agent of a host reached through h1 (--ssh-fanout 1) is stopped while h1's agent keeps
+# answering: the verdict names that host via h1, and h1's agent kills it (RELAY_KILL).
+case_agent_stop_leaf() {
+  up 4
+  export HORA_AGENT_TIMEOUT_SECONDS=5
+  WRITERS=1 start_agent_job --ssh-fanout 1
+  agent_signal_case h3 STOP 60 "^horarun: the agent on h3 ($NET.13:12345) via h1 (pid [0-9]*) stopped answering"
+  if grep -q "could not kill the silent agent" err; then
+    fail "the stopped relayed agent was not killed: $(grep "could not kill" err)"
+  fi
+  ok "a SIGSTOPped relayed agent whose relaying agent answers is named and killed, nothing left"
+}
+
+# Every rank prints as fast as it can (`yes`) when h3's agent is stopped: the launcher's loop,
+# busy with output, still runs the watchdog, and the verdict names h3's agent first. The times
+# are printed, not asserted (docs/agent.md, "Liveness").
+case_agent_stop_flooding() {
+  up 4
+  export HORA_AGENT_TIMEOUT_SECONDS=5
+  "$HORARUN" --ssh-config "$CONFIG" -np 4 -H h1,h2,h3,h4 sh -c 'yes "line from $HORA_RANK" & exec sleep 300' >out 2>err &
+  pid=$!
+  BACKGROUND+=("$pid")
+  wait_for 60 count_sleepers 4 || fail "the 4 ranks did not start: $(rank_processes)"
+  wait_for 60 grep -q "^\[3\]<stdout>:line from 3" out || fail "rank 3's output does not arrive"
+  local p t0 words="the agent on h3 ($NET.13:12345) (pid [0-9]*) stopped answering: nothing came from it for [0-9.]* m\?s"
+  p=$(agent_pid_on h3)
+  [ -n "$p" ] || fail "no agent process in h3's namespace"
+  t0=$(date +%s.%N)
+  kill -STOP "$p"
+  wait_for 120 grep -q "^horarun: error: rank 2 on h3: $words" err ||
+    fail "no verdict on h3's stopped agent 120 s after SIGSTOP under output: $(grep -v '^\[' err | tail -n 3)"
+  echo "SIGSTOP to h3's agent under output: the watchdog's verdict after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s: $(grep -o 'nothing came from it for [^(]*' err | head -n 1)"
+  wait_for 60 gone "$pid" || fail "horarun still running 60 s after its verdict on h3's agent"
+  echo "horarun ended after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+  wait "$pid"
+  rc=$?
+  [ $rc -eq 255 ] || fail "exit $rc after SIGSTOP to h3's agent, not 255: $(tail -n 3 err)"
+  # Nothing else was blamed first: the first error is the verdict on h3, and the last line too.
+  grep -m 1 "^horarun: error:" err | grep -q "^horarun: error: rank 2 on h3: $words" ||
+    fail "the first error is not the verdict on h3's agent: $(grep -m 1 '^horarun: error:' err)"
+  tail -n 1 err | grep -q "^horarun: $words" || fail "the verdict does not name h3's agent: $(tail -n 1 err)"
+  wait_for 15 no_rank_processes || fail "processes left after SIGSTOP to h3's agent: $(rank_processes)"
+  ok "a SIGSTOPped agent under a flood of output is named by the watchdog, nothing left"
 }
 
 case_secret_not_on_command_line() {
@@ -634,15 +683,21 @@ http_status() {
   ip netns exec "$1" curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X "$2" "${data[@]}" "$3"
 }
 
+# start_kv_job HOSTS: a job on HOSTS (-H) whose ranks sleep, in the background; sets KV to its
+# Horovod key-value server's ADDR:PORT (rank 0's HOROVOD_GLOO_RENDEZVOUS_*).
+start_kv_job() {
+  "$HORARUN" --ssh-config "$CONFIG" -np 2 -H "$1" bash -c \
+    'echo "kv=$HOROVOD_GLOO_RENDEZVOUS_ADDR:$HOROVOD_GLOO_RENDEZVOUS_PORT"; sleep 30' >out 2>err &
+  BACKGROUND+=($!)
+  wait_for 60 grep -q "^\[0\]<stdout>:kv=" out || fail "the ranks did not start: $(cat err)"
+  KV=$(sed -n 's/^\[0\]<stdout>:kv=//p' out | head -1)
+}
+
 case_horovod_stranger_host() {
   up 3
   # Horovod's key-value server runs for every job; h3 is a test host outside this job.
-  "$HORARUN" --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 bash -c \
-    'echo "kv=$HOROVOD_GLOO_RENDEZVOUS_ADDR:$HOROVOD_GLOO_RENDEZVOUS_PORT"; sleep 20' >out 2>err &
-  BACKGROUND+=($!)
-  wait_for 60 grep -q "^\[0\]<stdout>:kv=" out || fail "the ranks did not start: $(cat err)"
-  local kv
-  kv=$(sed -n 's/^\[0\]<stdout>:kv=//p' out | head -1)
+  start_kv_job h1:1,h2:1
+  local kv=$KV
   local from_job from_stranger
   # A key nobody stored: the server answers the job's host (404), and closes on the stranger.
   from_job=$(http_status "hora$INDEX-h1" GET "http://$kv/global/nobody")
@@ -653,6 +708,35 @@ case_horovod_stranger_host() {
     fail "the refusal does not name h3's address: $(grep -i refused err)"
   kill -TERM "${BACKGROUND[-1]}"
   ok "Horovod's key-value server answers the job's hosts and refuses another host ($NET.13)"
+}
+
+case_horovod_reserved_slots() {
+  up 1
+  # A job with a rank here and one on h1: the key-value server allows 4 x 2 + 64 = 72
+  # connections, 2 per rank (4) kept for this machine's ranks. h1, a job host, opens 72 idle
+  # connections and holds them: 68 are accepted, the rest refused; a request from this machine
+  # is still answered.
+  start_kv_job localhost:1,h1:1
+  local kv=$KV
+  ip netns exec "hora$INDEX-h1" /usr/bin/python3 -c '
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+held = []
+for _ in range(72):
+    s = socket.create_connection((host, int(port)), timeout=10)
+    held.append(s)
+print("holding", len(held), flush=True)
+time.sleep(15)
+' "$kv" >holder.out 2>&1 &
+  BACKGROUND+=($!)
+  wait_for 30 grep -q "^holding 72" holder.out || fail "h1 could not open its connections: $(cat holder.out)"
+  wait_for 10 grep -q "more than 72 open connections (4 kept for this machine's ranks)" err ||
+    fail "no refusal for h1's connections past the limit: $(grep -i refused err | head -3)"
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://$kv/global/nobody")
+  [ "$code" = 404 ] || fail "a request from this machine got HTTP $code while h1 held the rest, want 404"
+  kill -TERM "${BACKGROUND[@]}" 2>/dev/null
+  ok "Horovod's key-value server keeps 4 connections for this machine's ranks while a host holds the rest"
 }
 
 case_horovod_torch_hosts() {
