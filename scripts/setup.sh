@@ -31,6 +31,9 @@ if [ "${1:-}" = --demo ]; then
     meson ninja-build pkg-config g++
     libboost-dev libssh2-1-dev libgloo-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
     libssl-dev zlib1g-dev dataset-fashion-mnist procps
+    # runtime/meson.build writes hora's CMake package files with Meson's cmake module, which runs
+    # cmake: without it `meson setup` fails (found on a bare Debian 12 root, CONTRIBUTING.md).
+    cmake
   )
 fi
 
@@ -55,6 +58,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "setup.sh: installing ${missing[*]}" >&2
+# apt-get's own output is silenced below: say that the quiet minutes are the download and install.
+echo "setup.sh: apt-get update, then install, quietly (minutes: --demo alone is 140 MB)" >&2
 export DEBIAN_FRONTEND=noninteractive
 # Packages with a daemon (munge, slurmctld, slurmd, openssh-server) start it from their postinst
 # through invoke-rc.d, which asks /usr/sbin/policy-rc.d first. Tests start their own daemons

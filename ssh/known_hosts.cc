@@ -160,7 +160,12 @@ std::string HostKey::fingerprint() const {
 
 std::string known_hosts_name(std::string_view host, int port) {
   if (port == 22) return lower(host);
-  return "[" + lower(host) + "]:" + std::to_string(port);
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) about "[" + string&&.
+  std::string name = "[";
+  name += lower(host);
+  name += "]:";
+  name += std::to_string(port);
+  return name;
 }
 
 KnownHosts::KnownHosts(std::vector<std::string> files) : files_(std::move(files)) {

@@ -35,9 +35,11 @@ std::string StallInspector::format_ranks(const std::vector<int>& ranks) {
     if (!out.empty()) out += ", ";
     out += std::to_string(ranks[i]);
     if (j == i + 1) {
-      out += ", " + std::to_string(ranks[j]);
+      out += ", ";  // (not ", " + string: GCC 12's -Wrestrict false positive at -O3)
+      out += std::to_string(ranks[j]);
     } else if (j > i + 1) {
-      out += "-" + std::to_string(ranks[j]);
+      out += '-';
+      out += std::to_string(ranks[j]);
     }
     i = j + 1;
   }
