@@ -440,8 +440,8 @@ int GlooBackend::rank_in(Scope scope) const {
 
 void GlooBackend::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                             ReduceOp op, Scope scope, void* /*stream*/) {
-  if (count == 0) return;
-  if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * hora::size_of(type));
+  // count 0 runs the check alone: a rank passing 0 while the others pass N gets MismatchError.
+  if (sendbuf != recvbuf && count > 0) std::memmove(recvbuf, sendbuf, count * hora::size_of(type));
   const Group group = group_of(scope);
   OpInfo info{"allreduce", count, type, op};
   const OpHeader mine = make_header(OpKind::kAllreduce, world_.rank, count, &type, &op);
@@ -458,9 +458,10 @@ void GlooBackend::allreduce(const void* sendbuf, void* recvbuf, std::size_t coun
     throw_if_disagree(group, info, merged);
   } else {
     check(group, info, mine);
+    if (count == 0) return;
     allreduce(recvbuf, count, type, op, group);
   }
-  if (op == ReduceOp::kAverage) divide(recvbuf, count, type, size_of_scope(scope));
+  if (op == ReduceOp::kAverage && count > 0) divide(recvbuf, count, type, size_of_scope(scope));
 }
 
 void GlooBackend::allgather(const void* sendbuf, std::size_t count, void* recvbuf,

@@ -329,12 +329,13 @@ void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, D
   check_op("allreduce", op);
   check_buffer(world_, "allreduce", "sendbuf", sendbuf, count);
   check_buffer(world_, "allreduce", "recvbuf", recvbuf, count);
-  if (count == 0) return;
   if (n == 1) {  // the average of one value is itself
-    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+    if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
   }
-  if (scope == Scope::kGlobal && hierarchical_) {
+  // count 0 still goes to the backend: its cross-rank check must see it, or a rank passing 0
+  // while the others pass N would leave them waiting for it until their timeout.
+  if (scope == Scope::kGlobal && hierarchical_ && count > 0) {
     if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     allreduce_hierarchical(recvbuf, count, type, op);
     if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);

@@ -741,7 +741,7 @@ case_mpirun_output() {
 # small ops on sync pairs) or Gloo without sync pairs (gloo-async). Every rank must throw
 # MismatchError whose text names the collective and the ranks that disagree: no Gloo abort, no
 # hang (HORA_TIMEOUT_SECONDS=20 turns one into a TimeoutError, which fails here), no "no error".
-MISMATCH_CASES="allreduce-count-small allreduce-count-large allreduce-count-mixed allreduce-type
+MISMATCH_CASES="allreduce-count-small allreduce-count-large allreduce-count-zero allreduce-count-mixed allreduce-type
   allreduce-op allgather-counts-small allgather-counts-large broadcast-count-small
   broadcast-count-large broadcast-root broadcast-type alltoall-splits-small alltoall-splits-large
   reducescatter-count-small reducescatter-count-large reducescatter-op barrier-vs-allreduce"

@@ -55,6 +55,8 @@ bool run_case(const std::string& c, bool odd) {
   if (c == "allreduce-count-small" || c == "allreduce-count-large") {
     hora::allreduce(in.data(), out.data(), odd ? count + 1 : count, DataType::kFloat32,
                     ReduceOp::kSum);
+  } else if (c == "allreduce-count-zero") {  // the odd rank passes nothing at all
+    hora::allreduce(in.data(), out.data(), odd ? 0 : count, DataType::kFloat32, ReduceOp::kSum);
   } else if (c == "allreduce-count-mixed") {  // the odd rank's is larger than any sync message
     std::vector<float> big(odd ? kLarge : kSmall, 1.0f);
     hora::allreduce(big.data(), big.data(), big.size(), DataType::kFloat32, ReduceOp::kSum);
