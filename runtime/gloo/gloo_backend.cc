@@ -480,6 +480,7 @@ void GlooBackend::broadcast(void* buffer, std::size_t count, DataType type, int 
   info.root = root;
   check(group_of(scope), info,
         make_header(OpKind::kBroadcast, world_.rank, count, &type, nullptr, root));
+  if (count == 0) return;  // the check alone (see allreduce)
   broadcast(buffer, count, type, root, group_of(scope));
 }
 
@@ -495,9 +496,9 @@ void GlooBackend::alltoall(const void* sendbuf, const std::vector<std::size_t>& 
 
 void GlooBackend::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf,
                                 DataType type, ReduceOp op, Scope scope, void* /*stream*/) {
-  if (count == 0) return;
   check(group_of(scope), {"reducescatter", count, type, op},
         make_header(OpKind::kReducescatter, world_.rank, count, &type, &op));
+  if (count == 0) return;  // the check alone (see allreduce)
   const int n = size_of_scope(scope);
   const std::vector<std::size_t> blocks = block_counts(count, n);
   reducescatter(sendbuf, recvbuf, blocks, type, op, group_of(scope));

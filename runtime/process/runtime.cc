@@ -405,7 +405,7 @@ void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root
                      world_.rank, world_.hostname);
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
-  if (count == 0 || n == 1) return;
+  if (n == 1) return;  // count 0 still goes to the backend's check (see allreduce)
   host_backend("broadcast", scope)->broadcast(buffer, count, type, root, scope, nullptr);
 }
 
@@ -460,11 +460,10 @@ void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbu
   const std::vector<std::size_t> blocks = block_counts(count, n);
   check_buffer(world_, "reducescatter", "sendbuf", sendbuf, count);
   check_buffer(world_, "reducescatter", "recvbuf", recvbuf, blocks[me]);
-  if (count == 0) return;
   if (n == 1) {
-    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
+    if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
     return;
-  }
+  }  // count 0 still goes to the backend's check (see allreduce)
   host_backend("reducescatter", scope)
       ->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
 }

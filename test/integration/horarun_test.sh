@@ -743,8 +743,9 @@ case_mpirun_output() {
 # hang (HORA_TIMEOUT_SECONDS=20 turns one into a TimeoutError, which fails here), no "no error".
 MISMATCH_CASES="allreduce-count-small allreduce-count-large allreduce-count-zero allreduce-count-mixed allreduce-type
   allreduce-op allgather-counts-small allgather-counts-large broadcast-count-small
-  broadcast-count-large broadcast-root broadcast-type alltoall-splits-small alltoall-splits-large
-  reducescatter-count-small reducescatter-count-large reducescatter-op barrier-vs-allreduce"
+  broadcast-count-large broadcast-count-zero broadcast-root broadcast-type alltoall-splits-small
+  alltoall-splits-large reducescatter-count-small reducescatter-count-large reducescatter-count-zero
+  reducescatter-op barrier-vs-allreduce"
 case_mismatch() {
   local transport=$1 np=$2 odd=$(($2 - 1)) c r line op want flags=()
   case $transport in

@@ -74,6 +74,8 @@ bool run_case(const std::string& c, bool odd) {
                     DataType::kFloat32);
   } else if (c == "broadcast-count-small" || c == "broadcast-count-large") {
     hora::broadcast(out.data(), odd ? count + 1 : count, DataType::kFloat32, 0);
+  } else if (c == "broadcast-count-zero") {
+    hora::broadcast(in.data(), odd ? 0 : count, DataType::kFloat32, 0);
   } else if (c == "broadcast-root") {
     hora::broadcast(out.data(), count, DataType::kFloat32, odd ? 1 : 0);
   } else if (c == "broadcast-type") {  // the same byte count, another type
@@ -91,6 +93,10 @@ bool run_case(const std::string& c, bool odd) {
     const std::size_t total =
         odd ? static_cast<std::size_t>(n) * count + 1 : static_cast<std::size_t>(n) * count;
     hora::reducescatter(data.data(), total, out.data(), DataType::kFloat32, ReduceOp::kSum);
+  } else if (c == "reducescatter-count-zero") {
+    std::vector<float> data(static_cast<std::size_t>(n) * count, 1.0f);
+    hora::reducescatter(data.data(), odd ? 0 : data.size(), out.data(), DataType::kFloat32,
+                        ReduceOp::kSum);
   } else if (c == "reducescatter-op") {
     std::vector<float> data(static_cast<std::size_t>(n) * count, 1.0f);
     hora::reducescatter(data.data(), data.size(), out.data(), DataType::kFloat32,
