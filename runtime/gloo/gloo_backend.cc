@@ -84,7 +84,9 @@ std::string GlooBackend::describe(const OpInfo& info, Group scope) const {
   if (info.op) text += fmt::format(" ({})", name_of(*info.op));
   if (info.root >= 0) text += fmt::format(" from root {}", info.root);
   text += fmt::format(" over the {} group", group_name(scope));
-  if (info.sync) text += fmt::format(" (sync Gloo pairs; {}=0 turns them off)", kSyncModeVariable);
+  if (info.sync && !info.checking) {
+    text += fmt::format(" (sync Gloo pairs; {}=0 turns them off)", kSyncModeVariable);
+  }
   return text;
 }
 
@@ -119,6 +121,7 @@ void GlooBackend::check(Group scope, const OpInfo& info, const OpHeader& mine) {
   ScopeState& s = state(scope);
   OpInfo exchange = info;
   exchange.sync = s.sync != nullptr;
+  exchange.checking = true;
   OpCheck merged = start_check(mine);
   if (exchange.sync) {
     // The check alone on the sync pairs: log2(n) small messages.

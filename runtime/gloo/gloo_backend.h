@@ -118,6 +118,9 @@ class GlooBackend : public Backend {
     std::optional<ReduceOp> op;
     int root = -1;
     bool sync = false;  // on the scope's sync twin
+    // The cross-rank check before the op (op_check.h): it runs on the sync twin when the scope
+    // has one, but a failure there is the op's, reported without the sync pairs' note.
+    bool checking = false;
   };
 
   struct ScopeState {
