@@ -12,6 +12,8 @@ cd "$WORK"
 # fail, ok, run, wait_for, gone, check_collectives
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# cpu_list.py, imported by the placement checks' Python.
+INTEGRATION_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 pids_gone() {
   local f
@@ -496,19 +498,13 @@ case_stall_check_stopped_rank() {
 
 # The CPU list --bind-to core must give local rank $1 of $2, from this shell's own CPUs.
 expected_cpus() {
-  python3 - "$1" "$2" <<'PY'
+  PYTHONPATH=$INTEGRATION_DIR python3 - "$1" "$2" <<'PY'
 import os, sys
+import cpu_list
 r, s = int(sys.argv[1]), int(sys.argv[2])
 a = sorted(os.sched_getaffinity(0))
 mine = [a[r % len(a)]] if len(a) < s else a[r * (len(a) // s):(r + 1) * (len(a) // s)]
-runs, i = [], 0
-while i < len(mine):
-    j = i
-    while j + 1 < len(mine) and mine[j + 1] == mine[j] + 1:
-        j += 1
-    runs.append(str(mine[i]) if i == j else "%d-%d" % (mine[i], mine[j]))
-    i = j + 1
-print(",".join(runs))
+print(cpu_list.format_runs(mine))
 PY
 }
 
@@ -537,22 +533,17 @@ case_bind_to() {
 # The CPU list --bind-to $1 --map-by $2 ("-": not given) must give local rank $3 of $4, from this
 # host's sysfs and this shell's own CPUs (docs/launcher.md, "CPU binding").
 expected_placement() {
-  python3 - "$@" <<'PY'
+  PYTHONPATH=$INTEGRATION_DIR python3 - "$@" <<'PY'
 import glob, os, re, sys
+import cpu_list
 bind, mapping, r, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 allowed = sorted(os.sched_getaffinity(0))
-def cpus(text):
-    out = []
-    for part in filter(None, text.strip().split(",")):
-        a, _, b = part.partition("-")
-        out += range(int(a), int(b or a) + 1)
-    return out
 sockets = {}
 for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*"):
     f = d + "/topology/physical_package_id"
     pkg = int(open(f).read()) if os.path.exists(f) else 0
     sockets.setdefault(pkg, []).append(int(re.sub(r".*cpu", "", d)))
-nodes = [cpus(open(f).read()) for f in sorted(glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"),
+nodes = [cpu_list.parse(open(f).read()) for f in sorted(glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"),
                                               key=lambda f: int(re.sub(r"\D", "", f.split("/")[-2])))]
 def within(objs):
     return [o for o in ([c for c in sorted(obj) if c in allowed] for obj in objs) if o]
@@ -572,14 +563,7 @@ if bind == "core":
 else:
     cands = [o for o in levels[bind] if set(o) & set(place)]
     mine = cands[k % len(cands)]
-runs, i = [], 0
-while i < len(mine):
-    j = i
-    while j + 1 < len(mine) and mine[j + 1] == mine[j] + 1:
-        j += 1
-    runs.append(str(mine[i]) if i == j else "%d-%d" % (mine[i], mine[j]))
-    i = j + 1
-print(",".join(runs))
+print(cpu_list.format_runs(mine))
 PY
 }
 
