@@ -25,6 +25,7 @@
 #include <hora/elastic.h>
 #include <hora/error.h>
 #include <hora/hora.h>
+#include <hora/process_set.h>
 #include <hora/types.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -98,7 +99,9 @@ std::vector<int64_t> shape_with_rows(const at::Tensor& t, int64_t rows) {
 // How the CUDA tensors of this process travel (HORA_GPU_OPERATIONS; see the top of this file).
 enum class GpuPath { kNccl, kHost };
 
-GpuPath gpu_path(const char* op) {
+GpuPath gpu_path(const char* op, hora::ProcessSet set = hora::kGlobalProcessSet) {
+  // Process sets have no NCCL communicators: their CUDA tensors are staged through host memory.
+  if (set.id != 0) return GpuPath::kHost;
   const char* env = std::getenv("HORA_GPU_OPERATIONS");
   std::string value = env ? env : "";
   for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -203,10 +206,11 @@ at::Tensor writable(const at::Tensor& out, bool keep_data, Record& r) {
 }
 
 int allreduce_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
-                    int op) {
+                    int op, int process_set) {
   c10::NoGradGuard no_grad;  // hora writes tensors' memory; autograd must not record the copies
+  const hora::ProcessSet set{process_set};
   const bool gpu = on_gpu(tensor, "allreduce");
-  const GpuPath path = gpu ? gpu_path("allreduce") : GpuPath::kHost;
+  const GpuPath path = gpu ? gpu_path("allreduce", set) : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   hora::ReduceOp rop = reduce_op(op);
   if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
@@ -230,23 +234,26 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
     r.completed = true;
   } else {
     r.handle = hora::allreduce_async(name, r.input.data_ptr(), r.output.data_ptr(),
-                                     tensor.sizes().vec(), type, rop);
+                                     tensor.sizes().vec(), type, rop, nullptr, set);
   }
   return registry().add(std::move(r));
 }
 
 int broadcast_async(const std::string& name, const at::Tensor& tensor, const at::Tensor& output,
-                    int root) {
+                    int root, int process_set) {
   c10::NoGradGuard no_grad;
+  const hora::ProcessSet set{process_set};
   const bool gpu = on_gpu(tensor, "broadcast");
-  const GpuPath path = gpu ? gpu_path("broadcast") : GpuPath::kHost;
+  const GpuPath path = gpu ? gpu_path("broadcast", set) : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
     throw py::value_error("hora.torch.broadcast: output does not match the input tensor");
   }
   Record r;
   bool in_place = output.is_same(tensor);
-  bool is_root = hora::is_initialized() && hora::rank() == root;
+  // root is a rank of the set (the global one: a rank of the job).
+  bool is_root =
+      hora::is_initialized() && (process_set == 0 ? hora::rank() : hora::rank(set)) == root;
   r.input = tensor;
   if (gpu && path == GpuPath::kHost) {
     // Only the root's data travels: the others receive into an empty host buffer.
@@ -264,7 +271,8 @@ int broadcast_async(const std::string& name, const at::Tensor& tensor, const at:
     hora::broadcast(r.output.data_ptr(), tensor.numel(), type, root, stream);
     r.completed = true;
   } else {
-    r.handle = hora::broadcast_async(name, r.output.data_ptr(), tensor.sizes().vec(), type, root);
+    r.handle = hora::broadcast_async(name, r.output.data_ptr(), tensor.sizes().vec(), type, root,
+                                     nullptr, set);
   }
   return registry().add(std::move(r));
 }
@@ -311,9 +319,10 @@ std::vector<int64_t> exchange_sizes(const std::string& name, const std::vector<i
 
 // allgather/alltoall: the output is allocated once the engine knows how much arrives. A CUDA
 // tensor on the host path sends a host copy; `gpu` tells the NCCL path to run at submission.
-Record gathering_record(const at::Tensor& tensor, const char* op, bool& nccl) {
+Record gathering_record(const at::Tensor& tensor, const char* op, hora::ProcessSet set,
+                        bool& nccl) {
   const bool gpu = on_gpu(tensor, op);
-  nccl = gpu && gpu_path(op) == GpuPath::kNccl;
+  nccl = gpu && gpu_path(op, set) == GpuPath::kNccl;
   Record r;
   r.input = gpu && !nccl ? to_host(tensor) : tensor.contiguous();
   if (gpu && !nccl) r.device = tensor.device();
@@ -341,9 +350,10 @@ void gather_on_gpu(Record& r, const at::Tensor& tensor, Collective&& collective)
   r.completed = true;
 }
 
-int allgather_async(const std::string& name, const at::Tensor& tensor) {
+int allgather_async(const std::string& name, const at::Tensor& tensor, int process_set) {
+  const hora::ProcessSet set{process_set};
   bool nccl = false;
-  Record r = gathering_record(tensor, "allgather", nccl);
+  Record r = gathering_record(tensor, "allgather", set, nccl);
   hora::DataType type = hora_type(tensor);
   if (nccl) {
     r.rows_received = exchange_sizes(name + ".rows", {tensor.dim() ? tensor.size(0) : 1}, false);
@@ -352,15 +362,16 @@ int allgather_async(const std::string& name, const at::Tensor& tensor) {
     });
   } else {
     r.handle = hora::allgather_async(name, r.input.data_ptr(), r.input.sizes().vec(), type,
-                                     allocate_rows(r.input, r.row, r.allocated));
+                                     allocate_rows(r.input, r.row, r.allocated), nullptr, set);
   }
   return registry().add(std::move(r));
 }
 
 int alltoall_async(const std::string& name, const at::Tensor& tensor,
-                   const std::vector<int64_t>& split_rows) {
+                   const std::vector<int64_t>& split_rows, int process_set) {
+  const hora::ProcessSet set{process_set};
   bool nccl = false;
-  Record r = gathering_record(tensor, "alltoall", nccl);
+  Record r = gathering_record(tensor, "alltoall", set, nccl);
   std::vector<std::size_t> splits;
   int64_t total = 0;
   auto splits_text = [&] {
@@ -394,18 +405,19 @@ int alltoall_async(const std::string& name, const at::Tensor& tensor,
     });
   } else {
     r.handle = hora::alltoall_async(name, r.input.data_ptr(), r.input.sizes().vec(), splits, type,
-                                    allocate_rows(r.input, r.row, r.allocated));
+                                    allocate_rows(r.input, r.row, r.allocated), nullptr, set);
   }
   return registry().add(std::move(r));
 }
 
 // Element-wise reducescatter: this rank receives hora::reducescatter_count(numel) elements, as
 // `out_rows` slices of the input's trailing shape (the Python side checks that they divide).
-int reducescatter_async(const std::string& name, const at::Tensor& tensor, int op,
-                        int64_t out_rows) {
+int reducescatter_async(const std::string& name, const at::Tensor& tensor, int op, int64_t out_rows,
+                        int process_set) {
   c10::NoGradGuard no_grad;
+  const hora::ProcessSet set{process_set};
   const bool gpu = on_gpu(tensor, "reducescatter");
-  const GpuPath path = gpu ? gpu_path("reducescatter") : GpuPath::kHost;
+  const GpuPath path = gpu ? gpu_path("reducescatter", set) : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   hora::ReduceOp rop = reduce_op(op);
   Record r;
@@ -426,7 +438,7 @@ int reducescatter_async(const std::string& name, const at::Tensor& tensor, int o
     r.completed = true;
   } else {
     r.handle = hora::reducescatter_async(name, r.input.data_ptr(), r.output.data_ptr(),
-                                         r.input.sizes().vec(), type, rop);
+                                         r.input.sizes().vec(), type, rop, nullptr, set);
   }
   return registry().add(std::move(r));
 }
@@ -541,28 +553,63 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     registry().drop_all();
   });
   m.def("is_initialized", &hora::is_initialized);
-  m.def("rank", &hora::rank);
-  m.def("size", &hora::size);
+  m.def("rank", [] { return hora::rank(); });
+  m.def("size", [] { return hora::size(); });
   m.def("local_rank", &hora::local_rank);
   m.def("local_size", &hora::local_size);
   m.def("cross_rank", &hora::cross_rank);
   m.def("cross_size", &hora::cross_size);
   m.def("cuda_built", &hora::cuda_built);
-  m.def("barrier", without_gil([] { hora::barrier(); }));
+  m.def(
+      "barrier",
+      [](int process_set) {
+        py::gil_scoped_release nogil;
+        if (process_set == 0) {
+          hora::barrier();
+        } else {
+          hora::barrier(hora::ProcessSet{process_set});
+        }
+      },
+      py::arg("process_set") = 0);
+  // <hora/process_set.h>. add/remove are collectives of the whole job: without the GIL.
+  m.def(
+      "add_process_set",
+      [](std::vector<int> ranks) {
+        py::gil_scoped_release nogil;
+        return hora::add_process_set(std::move(ranks)).id;
+      },
+      py::arg("ranks"));
+  m.def(
+      "remove_process_set",
+      [](int id) {
+        py::gil_scoped_release nogil;
+        hora::remove_process_set(hora::ProcessSet{id});
+      },
+      py::arg("id"));
+  m.def("process_set_ids", [] {
+    std::vector<int> ids;
+    for (hora::ProcessSet s : hora::process_sets()) ids.push_back(s.id);
+    return ids;
+  });
+  m.def("process_set_ranks", [](int id) { return hora::ranks(hora::ProcessSet{id}); });
+  m.def("process_set_rank", [](int id) { return hora::rank(hora::ProcessSet{id}); });
+  m.def("process_set_size", [](int id) { return hora::size(hora::ProcessSet{id}); });
   m.def("join", without_gil([] { return hora::join(); }));
   m.def("reducescatter_count", [](int64_t count, int rank, int nranks) {
     return static_cast<int64_t>(hora::reducescatter_count(count, rank, nranks));
   });
 
+  // process_set: the set's id (0: the global set); ranks and roots are the set's.
   m.def("allreduce_async", &allreduce_async, py::arg("name"), py::arg("tensor"), py::arg("output"),
-        py::arg("op"));
+        py::arg("op"), py::arg("process_set") = 0);
   m.def("broadcast_async", &broadcast_async, py::arg("name"), py::arg("tensor"), py::arg("output"),
-        py::arg("root_rank"));
-  m.def("allgather_async", &allgather_async, py::arg("name"), py::arg("tensor"));
+        py::arg("root_rank"), py::arg("process_set") = 0);
+  m.def("allgather_async", &allgather_async, py::arg("name"), py::arg("tensor"),
+        py::arg("process_set") = 0);
   m.def("alltoall_async", &alltoall_async, py::arg("name"), py::arg("tensor"),
-        py::arg("split_rows"));
+        py::arg("split_rows"), py::arg("process_set") = 0);
   m.def("reducescatter_async", &reducescatter_async, py::arg("name"), py::arg("tensor"),
-        py::arg("op"), py::arg("out_rows"));
+        py::arg("op"), py::arg("out_rows"), py::arg("process_set") = 0);
   // <hora/elastic.h>: hora.torch.elastic's run() and State are built on these.
   m.def("elastic_enabled", &hora::elastic::enabled);
   m.def("elastic_round", &hora::elastic::round);

@@ -13,8 +13,13 @@ namespace {
 
 using detail::engine::Engine;
 
-Handle submit(std::shared_ptr<Handle::State> s) {
-  std::shared_ptr<Engine> engine = detail::Process::instance().engine();
+Handle submit(std::shared_ptr<Handle::State> s, ProcessSet set) {
+  std::shared_ptr<Engine> engine =
+      set.id == 0 ? detail::Process::instance().engine()
+                  : detail::Process::instance().engine(std::string(detail::engine::name_of(
+                                                           s->request.type)) +
+                                                           "_async('" + s->request.name + "')",
+                                                       set.id);
   if (!engine) {
     throw UsageError(std::string("hora::") + detail::engine::name_of(s->request.type) + "_async('" +
                      s->request.name + "'): hora::init() has not been called (or " +
@@ -39,9 +44,9 @@ std::size_t elements(const char* what, const std::string& name, const Shape& sha
   return n;
 }
 
-Handle submit_shaped(std::shared_ptr<Handle::State> s, const Shape& shape) {
+Handle submit_shaped(std::shared_ptr<Handle::State> s, const Shape& shape, ProcessSet set) {
   s->request.shape = shape;
-  return submit(std::move(s));
+  return submit(std::move(s), set);
 }
 
 std::shared_ptr<Engine> engine_for(const std::string& call) {
@@ -64,38 +69,45 @@ void start_timeline(const std::string& path, bool mark_cycles) {
 void stop_timeline() { engine_for("stop_timeline()")->stop_timeline(); }
 
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
-                       std::size_t count, DataType type, ReduceOp op, Callback on_done) {
+                       std::size_t count, DataType type, ReduceOp op, Callback on_done,
+                       ProcessSet set) {
   return submit(detail::engine::make_allreduce_op(name, sendbuf, recvbuf, count, type, op,
-                                                  std::move(on_done)));
+                                                  std::move(on_done)),
+                set);
 }
 
 Handle allgather_async(const std::string& name, const void* sendbuf, std::size_t count,
-                       DataType type, OutputAllocator output, Callback on_done) {
+                       DataType type, OutputAllocator output, Callback on_done, ProcessSet set) {
   return submit(detail::engine::make_allgather_op(name, sendbuf, count, type, std::move(output),
-                                                  std::move(on_done)));
+                                                  std::move(on_done)),
+                set);
 }
 
 Handle broadcast_async(const std::string& name, void* buffer, std::size_t count, DataType type,
-                       int root, Callback on_done) {
-  return submit(
-      detail::engine::make_broadcast_op(name, buffer, count, type, root, std::move(on_done)));
+                       int root, Callback on_done, ProcessSet set) {
+  return submit(detail::engine::make_broadcast_op(name, buffer, count, type, root,
+                                                  std::move(on_done)),
+                set);
 }
 
 Handle alltoall_async(const std::string& name, const void* sendbuf,
                       const std::vector<std::size_t>& send_splits, DataType type,
-                      OutputAllocator output, Callback on_done) {
+                      OutputAllocator output, Callback on_done, ProcessSet set) {
   return submit(detail::engine::make_alltoall_op(name, sendbuf, send_splits, type,
-                                                 std::move(output), std::move(on_done)));
+                                                 std::move(output), std::move(on_done)),
+                set);
 }
 
 Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
-                           std::size_t count, DataType type, ReduceOp op, Callback on_done) {
+                           std::size_t count, DataType type, ReduceOp op, Callback on_done,
+                           ProcessSet set) {
   return submit(detail::engine::make_reducescatter_op(name, sendbuf, recvbuf, count, type, op,
-                                                      std::move(on_done)));
+                                                      std::move(on_done)),
+                set);
 }
 
 Handle join_async(Callback on_done) {
-  return submit(detail::engine::make_join_op(std::move(on_done)));
+  return submit(detail::engine::make_join_op(std::move(on_done)), kGlobalProcessSet);
 }
 
 int join() {
@@ -105,32 +117,33 @@ int join() {
 }
 
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
-                       const Shape& shape, DataType type, ReduceOp op, Callback on_done) {
+                       const Shape& shape, DataType type, ReduceOp op, Callback on_done,
+                       ProcessSet set) {
   const std::size_t n = elements("allreduce", name, shape);
   return submit_shaped(detail::engine::make_allreduce_op(name, sendbuf, recvbuf, n, type, op,
                                                          std::move(on_done)),
-                       shape);
+                       shape, set);
 }
 
 Handle allgather_async(const std::string& name, const void* sendbuf, const Shape& shape,
-                       DataType type, OutputAllocator output, Callback on_done) {
+                       DataType type, OutputAllocator output, Callback on_done, ProcessSet set) {
   const std::size_t n = elements("allgather", name, shape);
   return submit_shaped(detail::engine::make_allgather_op(name, sendbuf, n, type, std::move(output),
                                                          std::move(on_done)),
-                       shape);
+                       shape, set);
 }
 
 Handle broadcast_async(const std::string& name, void* buffer, const Shape& shape, DataType type,
-                       int root, Callback on_done) {
+                       int root, Callback on_done, ProcessSet set) {
   const std::size_t n = elements("broadcast", name, shape);
   return submit_shaped(detail::engine::make_broadcast_op(name, buffer, n, type, root,
                                                          std::move(on_done)),
-                       shape);
+                       shape, set);
 }
 
 Handle alltoall_async(const std::string& name, const void* sendbuf, const Shape& shape,
                       const std::vector<std::size_t>& send_splits, DataType type,
-                      OutputAllocator output, Callback on_done) {
+                      OutputAllocator output, Callback on_done, ProcessSet set) {
   const std::size_t n = elements("alltoall", name, shape);
   auto state = detail::engine::make_alltoall_op(name, sendbuf, send_splits, type, std::move(output),
                                                 std::move(on_done));
@@ -139,15 +152,16 @@ Handle alltoall_async(const std::string& name, const void* sendbuf, const Shape&
                      std::to_string(state->request.count) + " elements but the shape holds " +
                      std::to_string(n));
   }
-  return submit_shaped(std::move(state), shape);
+  return submit_shaped(std::move(state), shape, set);
 }
 
 Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
-                           const Shape& shape, DataType type, ReduceOp op, Callback on_done) {
+                           const Shape& shape, DataType type, ReduceOp op, Callback on_done,
+                           ProcessSet set) {
   const std::size_t n = elements("reducescatter", name, shape);
   return submit_shaped(detail::engine::make_reducescatter_op(name, sendbuf, recvbuf, n, type, op,
                                                              std::move(on_done)),
-                       shape);
+                       shape, set);
 }
 
 }  // namespace hora

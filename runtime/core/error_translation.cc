@@ -12,7 +12,11 @@
 
 namespace hora::detail {
 
-std::string who(const WorldInfo& world) { return rank_name(world.rank, world.hostname); }
+std::string who(const WorldInfo& world) {
+  if (world.set_id == 0) return rank_name(world.rank, world.hostname);
+  return fmt::format("{} (rank {} of process set {})", rank_name(world.global_rank, world.hostname),
+                     world.rank, world.set_id);
+}
 
 std::string aborted_message(const WorldInfo& world, const std::string& step,
                             const std::string& reason) {

@@ -31,6 +31,10 @@ struct WorldInfo {
   std::chrono::milliseconds start_timeout = kDefaultStartTimeout;  // HORA_START_TIMEOUT
   bool shm = true;                  // HORA_SHM: shared memory between the ranks of a host
   int hierarchical_allreduce = -1;  // HORA_HIERARCHICAL_ALLREDUCE: -1 by layout, 0 off, 1 on
+  // A process set's world (Runtime's set constructor, runtime/process/runtime.h): rank and size are
+  // the set's, set_id its id (0: the job itself), global_rank this rank in the job (for messages).
+  int set_id = 0;
+  int global_rank = -1;
 
   bool launched() const { return !rendezvous_host.empty(); }
 };

@@ -23,6 +23,7 @@
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
 #include "runtime/gloo/mesh_record.h"
+#include "runtime/gloo/mesh_steps.h"
 
 namespace hora::detail::gloo {
 namespace {
@@ -61,41 +62,9 @@ void put_ports(std::vector<std::uint8_t>& slices, int to, std::uint16_t first,
 // of the sender's global, engine and cross sync pairs for j (0: none).
 constexpr std::size_t kSyncSliceBytes = 6;
 
-void put_u16(std::uint8_t* at, std::uint16_t value) {
-  at[0] = static_cast<std::uint8_t>(value);
-  at[1] = static_cast<std::uint8_t>(value >> 8);
-}
-
-std::uint16_t get_u16(const std::uint8_t* at) {
-  return static_cast<std::uint16_t>(at[0] | at[1] << 8);
-}
-
 std::pair<std::uint16_t, std::uint16_t> get_ports(std::span<const std::uint8_t> slice) {
   return {static_cast<std::uint16_t>(slice[0] | slice[1] << 8),
           static_cast<std::uint16_t>(slice[2] | slice[3] << 8)};
-}
-
-// The port of every pair of `transport` (by peer), checking that they all share `base`: the
-// assumption that lets a rank publish its address once (runtime/gloo/mesh_record.h).
-std::vector<std::uint16_t> pair_ports(const WorldInfo& world, ::gloo::transport::Context& transport,
-                                      int size, int self, PairAddressBase* base, bool* have_base) {
-  std::vector<std::uint16_t> ports(static_cast<std::size_t>(size), 0);
-  for (int j = 0; j < size; ++j) {
-    if (j == self) continue;
-    PairAddressBase b;
-    ports[j] = split_pair_address(transport.getPair(j)->address().bytes(), &b);
-    if (!*have_base) {
-      *base = b;
-      *have_base = true;
-    } else if (!(b == *base)) {
-      throw Error(fmt::format("{}: init(): this Gloo's pairs do not share one address and sequence "
-                              "number (pair for rank {}: {}); hora's mesh exchange needs pairs "
-                              "that differ only in their port",
-                              who(world), j, format_pair_endpoint(b, ports[j])),
-                  world.rank, world.hostname);
-    }
-  }
-  return ports;
 }
 
 // Pairs one rank holds: global and engine, local, cross, and with sync contexts their twins of
@@ -155,19 +124,6 @@ void ensure_fd_limit(const WorldInfo& world, bool sync) {
                    world.rank, world.hostname);
 }
 
-std::string gloo_name_of(const std::vector<char>& bytes) {
-  const ::gloo::transport::tcp::Address address(bytes);
-  // Gloo prints a pair's address with its sequence number ("$n"); errors print the socket
-  // address without it. Keep the part before '$' so both match.
-  std::string name = address.str();
-  return name.substr(0, name.find('$'));
-}
-
-std::chrono::milliseconds remaining(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return std::max(left, std::chrono::milliseconds(1));
-}
-
 // Members of one group, indexed by their rank within it; checks the launcher's numbering.
 // `key` selects the ranks that share this rank's group; `scope_rank`/`scope_size` read a
 // rank's claimed position and group size.
@@ -208,79 +164,12 @@ std::vector<int> group_members(const WorldInfo& world, const std::vector<Layout>
   return members;
 }
 
-struct PendingContext {
-  std::shared_ptr<MeshContext> context;
-  std::vector<std::vector<char>> peer_addresses;  // by scope rank: the peer's pair for us
-};
-
-// The port of this rank's pair for scope rank `slot` of `pending`; 0 when there is none.
-std::uint16_t port_for(PendingContext& pending, int slot) {
-  if (!pending.context || slot < 0) return 0;
-  PairAddressBase base;
-  return split_pair_address(pending.context->transport().getPair(slot)->address().bytes(), &base);
-}
-
 std::shared_ptr<MeshContext> make_context(const std::vector<int>& members, int my_scope_rank,
                                           const std::vector<Layout>& layouts, const Mesh& mesh,
                                           std::chrono::milliseconds pair_timeout) {
-  std::vector<MeshPeer> peers(members.size());
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    peers[i].global_rank = members[i];
-    peers[i].hostname = layouts[members[i]].hostname;
-  }
-  auto context = std::make_shared<MeshContext>(my_scope_rank, std::move(peers));
-  auto transport = mesh.device->createContext(my_scope_rank, static_cast<int>(members.size()));
-  // A pair waits up to 5x this for its peer to connect (Gloo's rule); the operations set their
-  // own timeouts. Pairs are created before the context is reachable from the abort path, so
-  // the abort hook never races with pair creation.
-  transport->setTimeout(pair_timeout);
-  for (int i = 0; i < static_cast<int>(members.size()); ++i) {
-    if (i != my_scope_rank) transport->createPair(i);
-  }
-  context->attach(mesh.device, std::move(transport));
-  return context;
-}
-
-// The message of the exception being handled; call inside a catch block.
-std::string current_message() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-void connect_context(const WorldInfo& world, const char* scope, PendingContext& pending,
-                     const AbortState& abort, std::chrono::milliseconds budget) {
-  MeshContext& context = *pending.context;
-  for (int i = 0; i < context.size; ++i) {
-    if (i == context.rank) continue;
-    const MeshPeer peer = context.member(i);
-    try {
-      context.transport().getPair(i)->connect(pending.peer_addresses[i]);
-    } catch (...) {
-      const std::string step =
-          fmt::format("init(): connecting the {} Gloo pair to rank {} ({}, {})", scope,
-                      peer.global_rank, peer.hostname, peer.endpoint);
-      if (abort.reason()) rethrow_translated(world, step, abort, "");
-      const std::string why = current_message();
-      const std::string fix = fmt::format(
-          "check that {} can reach {} (firewall, or the wrong interface: set it with horarun "
-          "--network-interfaces / HORA_IFACE)",
-          world.hostname, peer.endpoint);
-      if (why.find("timeout") != std::string::npos || why.find("Timed out") != std::string::npos) {
-        throw TimeoutError(fmt::format("{}: {} timed out after {} ms: {}; that rank may have died "
-                                       "(see its output), or {}; raise --start-timeout "
-                                       "(HORA_START_TIMEOUT)",
-                                       who(world), step, budget.count(), why, fix),
-                           world.rank, world.hostname);
-      }
-      throw ConnectionError(fmt::format("{}: {} failed: {}; {}", who(world), step, why, fix),
-                            world.rank, world.hostname);
-    }
-  }
+  return make_group_context(
+      members, my_scope_rank, [&](int rank) { return layouts[rank].hostname; }, mesh.device,
+      pair_timeout);
 }
 
 // After connect_context(): the twin's pairs leave the device thread (mesh_context.h).
@@ -398,6 +287,10 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
     layouts[j].engine_address = join_pair_address(layouts[j].base, engine_port);
   }
   gathered = {};
+  mesh.peers.resize(static_cast<std::size_t>(n));
+  for (int j = 0; j < n; ++j) {
+    mesh.peers[j] = {layouts[j].base, layouts[j].host_index, layouts[j].hostname};
+  }
 
   std::vector<MeshPeer> global_peers(static_cast<std::size_t>(n));
   for (int j = 0; j < n; ++j) {
@@ -587,15 +480,16 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   // then races those closes (ThreadSanitizer saw fstat() race close() in Pair::handleListening;
   // a descriptor closed and reused in between could name the wrong socket). Once connect() has
   // returned for every pair, the listening sockets are closed.
-  connect_context(world, "global", global, abort, pair_timeout * 5);
-  if (engine.context) connect_context(world, "engine", engine, abort, pair_timeout * 5);
-  if (local.context) connect_context(world, "local", local, abort, pair_timeout * 5);
-  if (cross.context) connect_context(world, "cross", cross, abort, pair_timeout * 5);
+  connect_context(world, "init()", "global", global, abort, pair_timeout * 5);
+  if (engine.context) connect_context(world, "init()", "engine", engine, abort, pair_timeout * 5);
+  if (local.context) connect_context(world, "init()", "local", local, abort, pair_timeout * 5);
+  if (cross.context) connect_context(world, "init()", "cross", cross, abort, pair_timeout * 5);
   const std::pair<PendingContext*, const char*> sync_contexts[] = {{&global_sync, "global sync"},
                                                                    {&engine_sync, "engine sync"},
                                                                    {&cross_sync, "cross sync"}};
   for (auto [pending, scope] : sync_contexts) {
-    if (pending->context) connect_context(world, scope, *pending, abort, world.timeout * 5);
+    if (pending->context)
+      connect_context(world, "init()", scope, *pending, abort, world.timeout * 5);
   }
   for (PendingContext* pending : {&global, &engine, &local, &cross}) {
     if (pending->context) pending->context->record_connected_peers();

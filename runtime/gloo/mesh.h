@@ -33,6 +33,8 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <gloo/transport/device.h>
 
@@ -41,6 +43,7 @@
 #include "runtime/core/world.h"
 #include "runtime/gloo/device.h"
 #include "runtime/gloo/mesh_context.h"
+#include "runtime/gloo/mesh_record.h"
 #include "runtime/gloo/sync_policy.h"
 
 namespace hora::detail::gloo {
@@ -61,6 +64,14 @@ struct Mesh {
   std::shared_ptr<MeshContext> global_sync;
   std::shared_ptr<MeshContext> engine_sync;
   std::shared_ptr<MeshContext> cross_sync;
+  // What the layout exchange told about every rank (by global rank), kept so that a process
+  // set (set_mesh.h) forms its contexts on this device with one exchange of ports.
+  struct Peer {
+    PairAddressBase base;  // where its pairs listen, port aside
+    int host_index = 0;
+    std::string hostname;
+  };
+  std::vector<Peer> peers;
 };
 
 // Throws hora::Error subclasses naming the step. Every context is registered with `abort` as

@@ -3,15 +3,18 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hora/error.h>
 
 #include "rendezvous/hmac.h"
 
+#include "runtime/core/error_translation.h"
 #include "runtime/core/world.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/engine_options.h"
@@ -91,6 +94,8 @@ void Process::init() {
   engine_ = std::move(eng);
   engine_transport_ = std::move(transport);
   runtime_ = std::move(runtime);
+  sets_.clear();
+  next_set_id_ = 1;
   if (!atexit_registered_) {
     atexit_registered_ = true;
     std::atexit(shutdown_at_exit);
@@ -101,12 +106,17 @@ void Process::shutdown() {
   std::shared_ptr<Runtime> runtime;
   std::shared_ptr<engine::Engine> engine;
   std::unique_ptr<engine::Transport> transport;
+  std::map<int, ProcessSetState> sets;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     runtime = std::move(runtime_);
     engine = std::move(engine_);
     transport = std::move(engine_transport_);
+    sets = std::move(sets_);
+    sets_.clear();
   }
+  // Process sets first: their Runtimes borrow the job's device and rendezvous connection.
+  for (auto& [id, set] : sets) stop_set(set);
   if (!runtime) return;
   // Stopping the engine waits for its thread's last cycle, which may need the other ranks
   // (bounded by their timeout), so it runs without mutex_ held. Submissions racing with it hold
@@ -143,6 +153,142 @@ const std::string& Process::hostname(const char* what) const {
   const std::string name = runtime(what)->world().hostname;
   std::lock_guard<std::mutex> lock(names_mutex);
   return *names->insert(name).first;
+}
+
+void Process::stop_set(ProcessSetState& set) {
+  if (set.engine) set.engine->shutdown();
+  set.engine.reset();
+  set.transport.reset();
+  if (set.runtime) set.runtime->shutdown();
+  set.runtime.reset();
+}
+
+int Process::add_process_set(std::vector<int> ranks) {
+  std::lock_guard<std::mutex> call(sets_call_mutex_);
+  auto job = runtime("add_process_set()");
+  const WorldInfo& world = job->world();
+  std::sort(ranks.begin(), ranks.end());
+  auto refuse = [&](const std::string& why) {
+    return UsageError(fmt::format("{}: hora::add_process_set([{}]): {}", who(world),
+                                  fmt::join(ranks, ", "), why),
+                      world.rank, world.hostname);
+  };
+  if (ranks.empty()) throw refuse("a process set needs at least one rank");
+  if (ranks.front() < 0 || ranks.back() >= world.size) {
+    throw refuse(fmt::format("rank {} is not a rank of this job (0..{})",
+                             ranks.front() < 0 ? ranks.front() : ranks.back(), world.size - 1));
+  }
+  for (std::size_t i = 1; i < ranks.size(); ++i) {
+    if (ranks[i] == ranks[i - 1]) throw refuse(fmt::format("rank {} is given twice", ranks[i]));
+  }
+  if (static_cast<int>(ranks.size()) == world.size) {
+    throw refuse("these are all the job's ranks: the global process set (id 0) already holds them");
+  }
+  int id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [existing, set] : sets_) {
+      if (set.ranks == ranks) {
+        throw refuse(fmt::format("process set {} already holds these ranks", existing));
+      }
+    }
+    id = next_set_id_++;
+  }
+  ProcessSetState state;
+  state.ranks = ranks;
+  if (std::binary_search(ranks.begin(), ranks.end(), world.rank)) {
+    state.runtime = std::make_shared<Runtime>(*job, id, ranks);
+    try {
+      state.transport = state.runtime->make_engine_transport();
+      auto options = engine::EngineOptions::from_environment();
+      options.hostname = world.hostname;
+      state.engine = std::make_shared<engine::Engine>(*state.transport, std::move(options));
+      state.engine->start();
+    } catch (...) {
+      stop_set(state);
+      throw;
+    }
+    std::weak_ptr<Runtime> weak = state.runtime;
+    job->on_abort([weak](const std::string& reason) {
+      if (auto set = weak.lock()) set->abort(reason, false);
+    });
+  } else {
+    Runtime::join_process_set(*job, id, ranks);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  sets_[id] = std::move(state);
+  return id;
+}
+
+void Process::remove_process_set(int id) {
+  std::lock_guard<std::mutex> call(sets_call_mutex_);
+  auto job = runtime("remove_process_set()");
+  const WorldInfo& world = job->world();
+  ProcessSetState set;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sets_.find(id);
+    if (id == 0 || it == sets_.end()) {
+      throw UsageError(fmt::format("{}: hora::remove_process_set({}): {}", who(world), id,
+                                   id == 0 ? "the global process set cannot be removed"
+                                           : "no such process set (removed already, or never "
+                                             "added)"),
+                       world.rank, world.hostname);
+    }
+    set = std::move(it->second);
+    sets_.erase(it);
+  }
+  stop_set(set);
+}
+
+std::vector<int> Process::process_set_ids() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!runtime_) throw UsageError("hora::process_sets() called before hora::init()");
+  std::vector<int> ids{0};
+  for (const auto& [id, set] : sets_) ids.push_back(id);
+  return ids;
+}
+
+std::vector<int> Process::process_set_ranks(const char* what, int id) const {
+  std::shared_ptr<Runtime> job = runtime(what);
+  if (id == 0) {
+    std::vector<int> all(static_cast<std::size_t>(job->world().size));
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    return all;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sets_.find(id);
+  if (it == sets_.end()) {
+    throw UsageError(fmt::format("{}: hora::{}: no process set {} (removed, or never added; ids "
+                                 "come from hora::add_process_set())",
+                                 who(job->world()), what, id),
+                     job->world().rank, job->world().hostname);
+  }
+  return it->second.ranks;
+}
+
+std::shared_ptr<Runtime> Process::runtime(const char* what, int set_id) const {
+  if (set_id == 0) return runtime(what);
+  const std::vector<int> ranks = process_set_ranks(what, set_id);
+  std::shared_ptr<Runtime> job = runtime(what);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sets_.find(set_id);
+  if (it == sets_.end() || !it->second.runtime) {
+    throw UsageError(fmt::format("{}: hora::{} on process set {}: this rank is not in it (ranks "
+                                 "{}); call it on the set's ranks only",
+                                 who(job->world()), what, set_id, fmt::join(ranks, ", ")),
+                     job->world().rank, job->world().hostname);
+  }
+  return it->second.runtime;
+}
+
+std::shared_ptr<engine::Engine> Process::engine(const std::string& what, int set_id) const {
+  if (set_id == 0) return engine();
+  // The same checks as runtime(): an unknown set, or a rank outside it.
+  runtime(what.c_str(), set_id);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sets_.find(set_id);
+  return it == sets_.end() ? nullptr : it->second.engine;
 }
 
 void Process::set_engine_for_test(std::shared_ptr<engine::Engine> engine) {

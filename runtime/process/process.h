@@ -11,9 +11,11 @@
 // holding one throw "called after hora::shutdown()"), and the last holder destroys them.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace hora::detail {
 
@@ -44,6 +46,18 @@ class Process {
   // hora::hostname(): a reference that stays valid after shutdown (the names are kept).
   const std::string& hostname(const char* what) const;
 
+  // Process sets (<hora/process_set.h>). add/remove are collectives of the whole job: each
+  // rank validates the ranks alike (UsageError before any communication), forms the set's
+  // Runtime and engine when it is a member, and takes part in the exchange when it is not.
+  int add_process_set(std::vector<int> ranks);
+  void remove_process_set(int id);
+  std::vector<int> process_set_ids() const;
+  std::vector<int> process_set_ranks(const char* what, int id) const;  // ascending
+  // The set's Runtime / engine for one call; UsageError for an unknown set or a non-member.
+  // Id 0 is the job's (runtime(), engine()).
+  std::shared_ptr<Runtime> runtime(const char* what, int set_id) const;
+  std::shared_ptr<engine::Engine> engine(const std::string& what, int set_id) const;
+
   // For unit tests of the async API without a job: installs `engine` (null removes it) without
   // a Runtime. The caller starts and shuts the engine down itself.
   void set_engine_for_test(std::shared_ptr<engine::Engine> engine);
@@ -56,6 +70,19 @@ class Process {
   std::shared_ptr<engine::Engine> engine_;
   std::unique_ptr<engine::Transport> engine_transport_;  // used by engine_ until it stops
   bool atexit_registered_ = false;
+  struct ProcessSetState {
+    std::vector<int> ranks;
+    // Null where this rank is not a member.
+    std::shared_ptr<Runtime> runtime;
+    std::shared_ptr<engine::Engine> engine;
+    std::unique_ptr<engine::Transport> transport;  // used by engine until it stops
+  };
+  std::map<int, ProcessSetState> sets_;  // by id; the global set is not in it
+  int next_set_id_ = 1;                  // restarts at every init()
+  // Serializes add/remove (each a collective) without holding mutex_ while they wait.
+  std::mutex sets_call_mutex_;
+  // Stops one set's engine and Runtime (outside mutex_).
+  static void stop_set(ProcessSetState& set);
 };
 
 }  // namespace hora::detail

@@ -1,5 +1,6 @@
 #include "runtime/process/runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -18,6 +19,7 @@
 #include "runtime/gloo/engine_transport.h"
 #include "runtime/gloo/gloo_backend.h"
 #include "runtime/gloo/mesh.h"
+#include "runtime/gloo/set_mesh.h"
 #include "runtime/nccl/backend.h"
 #include "runtime/process/elastic_session.h"
 #include "runtime/process/hierarchical_allreduce.h"
@@ -91,6 +93,96 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   nccl_ = std::make_shared<nccl::Backend>(world_, *client_, world_.timeout);
   log().debug("{}: joined the job ({} ranks) through {}:{}", who(world_), world_.size,
               world_.rendezvous_host, world_.rendezvous_port);
+}
+
+namespace {
+
+// A process set's world: the job's, with the set's rank and size; local and cross scopes of one.
+WorldInfo set_world_of(const WorldInfo& job, int set_id, const std::vector<int>& members) {
+  WorldInfo set = job;
+  set.set_id = set_id;
+  set.global_rank = job.rank;
+  set.rank =
+      static_cast<int>(std::find(members.begin(), members.end(), job.rank) - members.begin());
+  set.size = static_cast<int>(members.size());
+  set.local_rank = 0;
+  set.local_size = 1;
+  set.cross_rank = 0;
+  set.cross_size = 1;
+  set.hierarchical_allreduce = 0;
+  return set;
+}
+
+}  // namespace
+
+Runtime::Runtime(Runtime& job, int set_id, const std::vector<int>& members)
+    : world_(set_world_of(job.world_, set_id, members)) {
+  if (!job.world_.launched() || world_.size == 1) {
+    log().debug("{}: process set {} holds this rank alone: its collectives are copies", who(world_),
+                set_id);
+    if (job.world_.launched()) join_process_set(job, set_id, members);
+    return;
+  }
+  const auto deadline = Clock::now() + std::max(world_.timeout, world_.start_timeout);
+  auto job_gloo = job.gloo_backend("add_process_set()");
+  rdv::Client* client = job.client();
+  if (client == nullptr) throw_closed("add_process_set()");
+  try {
+    gloo_ =
+        std::make_shared<gloo::GlooBackend>(world_,
+                                            gloo::form_set_mesh(job_gloo->mesh(), world_, members,
+                                                                true, *client, abort_, deadline),
+                                            abort_);
+  } catch (...) {
+    rethrow_translated(world_, "add_process_set(): forming the set's Gloo communicators", abort_,
+                       "raise HORA_TIMEOUT_SECONDS");
+  }
+  // Shared memory when every member is on this host (the job's groups are per host).
+  const auto& peers = job_gloo->mesh().peers;
+  bool one_host = world_.shm;
+  for (int r : members) one_host = one_host && peers[r].host_index == job.world_.host_index;
+  if (one_host) {
+    WorldInfo group_world = world_;
+    group_world.local_rank = world_.rank;
+    group_world.local_size = world_.size;
+    try {
+      auto aborted = [this] { return abort_.reason(); };
+      const std::string purpose = fmt::format("pset{}", set_id);
+      auto group = shm::form_group(group_world, *client, deadline, purpose.c_str(), aborted);
+      engine_shm_ =
+          shm::form_group(group_world, *client, deadline, (purpose + "-engine").c_str(), aborted);
+      shm_ = std::make_shared<shm::ShmBackend>(std::move(group), true);
+    } catch (...) {
+      rethrow_translated(world_, "add_process_set(): forming the set's shared-memory groups",
+                         abort_, "raise HORA_TIMEOUT_SECONDS, or set HORA_SHM=0");
+    }
+    std::weak_ptr<shm::ShmBackend> weak_shm = shm_;
+    std::weak_ptr<shm::ShmGroup> weak_engine = engine_shm_;
+    abort_.on_abort([weak_shm, weak_engine](const std::string& reason) {
+      if (auto b = weak_shm.lock()) b->abort(reason);
+      if (auto g = weak_engine.lock()) g->abort(reason);
+    });
+  }
+  log().debug("{}: joined process set {} ({} ranks, {})", who(world_), set_id, world_.size,
+              shm_ ? "shared memory" : "Gloo");
+}
+
+void Runtime::join_process_set(Runtime& job, int set_id, const std::vector<int>& members) {
+  WorldInfo world = job.world_;
+  world.set_id = set_id;
+  world.global_rank = job.world_.rank;
+  if (!job.world_.launched()) return;
+  auto job_gloo = job.gloo_backend("add_process_set()");
+  rdv::Client* client = job.client();
+  if (client == nullptr) job.throw_closed("add_process_set()");
+  const auto deadline = Clock::now() + std::max(world.timeout, world.start_timeout);
+  AbortState unused;
+  try {
+    gloo::form_set_mesh(job_gloo->mesh(), world, members, false, *client, unused, deadline);
+  } catch (...) {
+    rethrow_translated(world, "add_process_set(): the exchange that forms the set", job.abort_,
+                       "raise HORA_TIMEOUT_SECONDS");
+  }
 }
 
 void Runtime::join_shared_memory(Clock::time_point deadline, const std::string& start_hint) {
@@ -194,9 +286,13 @@ void Runtime::close_abruptly() {
   gloo.reset();
 }
 
-void Runtime::abort(const std::string& reason) {
+void Runtime::abort(const std::string& reason, bool announce) {
   // The rendezvous client calls this once; the check only keeps a second caller quiet.
   if (abort_.reason()) return;
+  if (!announce) {
+    abort_.abort(reason);
+    return;
+  }
   // One line, the same on every rank, so the launcher's interleaved output stays readable.
   // Printed before collectives are woken, so it precedes whatever the program prints about
   // the AbortedError it then catches.
@@ -485,6 +581,20 @@ int Runtime::cuda_device() { return gpu_backend("cuda_device()")->device(); }
 
 std::shared_ptr<Backend> Runtime::route(const char* what, std::initializer_list<Buffer> buffers,
                                         StreamArg stream) {
+  if (world_.set_id != 0) {
+    // Process sets run on host memory only (they have no NCCL communicators).
+    if (!stream && !nccl::gpu_available()) return nullptr;
+    for (const Buffer& b : buffers) {
+      if (stream || (b.ptr != nullptr && nccl::is_device_pointer(b.ptr))) {
+        throw UsageError(fmt::format("{}: hora::{} on process set {}: {} is GPU memory (or a "
+                                     "stream was given); process sets run on host memory: copy "
+                                     "the buffers to the host, or use the global set",
+                                     who(world_), what, world_.set_id, b.name),
+                         world_.rank, world_.hostname);
+      }
+    }
+    return nullptr;
+  }
   if (!stream) {
     // The host API: GPU buffers go to NCCL on the default stream. Without NCCL or a GPU this
     // costs one cached check.

@@ -67,6 +67,16 @@ class Runtime {
   // The NCCL backend is made too; it forms communicators on the first GPU collective.
   // Throws hora::Error subclasses naming the step that failed.
   explicit Runtime(WorldInfo world);
+  // A process set's Runtime (<hora/process_set.h>), on a member of set `set_id` (members: global
+  // ranks, ascending): Gloo contexts of the set's own on `job`'s device and, when every member
+  // is on this host, shared-memory groups of its own, formed through `job`'s rendezvous
+  // connection. Its world's rank and size are the set's (world().set_id, world().global_rank);
+  // its local and cross scopes hold this rank alone; GPU buffers are refused. Every other rank
+  // of the job calls join_process_set() meanwhile. The set's Runtime must be shut down before
+  // `job`; `job`'s abort reaches it through abort(reason, false).
+  Runtime(Runtime& job, int set_id, const std::vector<int>& members);
+  // A rank outside the set, while the members form it: its part of the exchange.
+  static void join_process_set(Runtime& job, int set_id, const std::vector<int>& members);
   ~Runtime();  // shutdown(), errors logged
 
   Runtime(const Runtime&) = delete;
@@ -82,9 +92,10 @@ class Runtime {
   void close_abruptly();
 
   // The launcher's abort (from the rendezvous reader thread): prints
-  // "hora: rank R: job aborted by launcher: <reason>" once to stderr, makes collectives in
-  // flight fail (Gloo and NCCL) and every later call throw hora::AbortedError.
-  void abort(const std::string& reason);
+  // "hora: rank R: job aborted by launcher: <reason>" once to stderr (unless !announce: a
+  // process set's Runtime, whose job already said it), makes collectives in flight fail (Gloo
+  // and NCCL) and every later call throw hora::AbortedError.
+  void abort(const std::string& reason, bool announce = true);
   bool aborted() const { return abort_.reason().has_value(); }
   // Runs hook(reason) on the launcher's abort.
   void on_abort(AbortState::Hook hook) { abort_.on_abort(std::move(hook)); }

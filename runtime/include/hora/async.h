@@ -75,29 +75,32 @@ using OutputAllocator = std::function<void*(std::size_t count)>;
 // Element-wise reduction of `count` elements over all ranks into recvbuf (sendbuf == recvbuf: in
 // place). kAverage divides the sum by size() (integers: truncating division).
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
-                       std::size_t count, DataType type, ReduceOp op, Callback on_done = nullptr);
+                       std::size_t count, DataType type, ReduceOp op, Callback on_done = nullptr,
+                       ProcessSet set = kGlobalProcessSet);
 
 // Each rank contributes `count` elements (counts may differ per rank). The output receives the
 // concatenation in rank order; received_counts(handle)[i] is rank i's count.
 Handle allgather_async(const std::string& name, const void* sendbuf, std::size_t count,
-                       DataType type, OutputAllocator output, Callback on_done = nullptr);
+                       DataType type, OutputAllocator output, Callback on_done = nullptr,
+                       ProcessSet set = kGlobalProcessSet);
 
 // root's `count` elements are copied into buffer on every rank.
 Handle broadcast_async(const std::string& name, void* buffer, std::size_t count, DataType type,
-                       int root, Callback on_done = nullptr);
+                       int root, Callback on_done = nullptr, ProcessSet set = kGlobalProcessSet);
 
 // send_splits[i] elements (consecutive in sendbuf) go to rank i; send_splits.size() == size().
 // The output receives what every rank sent to this one, in rank order;
 // received_counts(handle)[i] is the number of elements from rank i.
 Handle alltoall_async(const std::string& name, const void* sendbuf,
                       const std::vector<std::size_t>& send_splits, DataType type,
-                      OutputAllocator output, Callback on_done = nullptr);
+                      OutputAllocator output, Callback on_done = nullptr,
+                      ProcessSet set = kGlobalProcessSet);
 
 // Reduces `count` elements over all ranks; recvbuf receives this rank's block of
 // hora::reducescatter_count(count, rank(), size()) elements.
 Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
                            std::size_t count, DataType type, ReduceOp op,
-                           Callback on_done = nullptr);
+                           Callback on_done = nullptr, ProcessSet set = kGlobalProcessSet);
 
 // Horovod's join: this rank has no more ops (uneven data: its epoch ended early). Until every
 // rank has joined, the other ranks' allreduces run without it, and it contributes zeros to them
@@ -116,17 +119,24 @@ int join();
 // dimensions after the first, every other op the same shape (docs/errors.md, "Shape rules").
 using Shape = std::vector<std::int64_t>;
 Handle allreduce_async(const std::string& name, const void* sendbuf, void* recvbuf,
-                       const Shape& shape, DataType type, ReduceOp op, Callback on_done = nullptr);
+                       const Shape& shape, DataType type, ReduceOp op, Callback on_done = nullptr,
+                       ProcessSet set = kGlobalProcessSet);
 Handle allgather_async(const std::string& name, const void* sendbuf, const Shape& shape,
-                       DataType type, OutputAllocator output, Callback on_done = nullptr);
+                       DataType type, OutputAllocator output, Callback on_done = nullptr,
+                       ProcessSet set = kGlobalProcessSet);
 Handle broadcast_async(const std::string& name, void* buffer, const Shape& shape, DataType type,
-                       int root, Callback on_done = nullptr);
+                       int root, Callback on_done = nullptr, ProcessSet set = kGlobalProcessSet);
 Handle alltoall_async(const std::string& name, const void* sendbuf, const Shape& shape,
                       const std::vector<std::size_t>& send_splits, DataType type,
-                      OutputAllocator output, Callback on_done = nullptr);
+                      OutputAllocator output, Callback on_done = nullptr,
+                      ProcessSet set = kGlobalProcessSet);
 Handle reducescatter_async(const std::string& name, const void* sendbuf, void* recvbuf,
                            const Shape& shape, DataType type, ReduceOp op,
-                           Callback on_done = nullptr);
+                           Callback on_done = nullptr, ProcessSet set = kGlobalProcessSet);
+
+// `set`: the process set the op runs on (<hora/process_set.h>; only its members may submit). Its
+// own engine negotiates and fuses the set's ops; ranks, roots, splits and kAverage's divisor
+// are the set's, as in the blocking API.
 
 // True once the op has completed, successfully or not. Never throws the op's error.
 bool poll(const Handle& handle);

@@ -32,6 +32,13 @@ enum class Scope : std::uint8_t {
   kCross = 2,   // ranks with this rank's local_rank, one per host (cross_rank)
 };
 
+// A process set (<hora/process_set.h>): a group of the job's ranks that runs collectives of its
+// own. The default one, id 0, is the whole job.
+struct ProcessSet {
+  int id = 0;
+};
+inline constexpr ProcessSet kGlobalProcessSet{};
+
 // Storage types for the two 16-bit floating point formats: the raw bits.
 struct float16 {
   std::uint16_t bits;
