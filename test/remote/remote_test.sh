@@ -3,7 +3,8 @@
 # hosts (scripts/testhosts.sh up --index auto: network namespaces with sshd on port 12345) and
 # tears them down on exit, even on failure. Exit 77 (skip) without root or `ip netns`.
 # Environment: HORARUN, COLLECTIVES (collectives_check), ALLREDUCE_BENCH (bench/allreduce_bench),
-# TESTHOSTS (scripts/testhosts.sh), WORKER (horovod_store_worker), TORCH_CHECK
+# TESTHOSTS (scripts/testhosts.sh), WORKER (horovod_store_worker), PSET_CHILD
+# (runtime_process_set_child), TORCH_CHECK
 # (horovod_torch_check.py), HOROVOD_ARCHIVE.
 # Every horarun run has a deadline (`timeout`); waits poll a condition with a deadline.
 set -u
@@ -67,6 +68,17 @@ case_two_hosts() {
   for r in 0 1; do grep -q "^\[$r\]<stdout>:where $r $NET.1:[0-9]* $NET.11/24$" out || fail "rank $r not on h1"; done
   for r in 2 3; do grep -q "^\[$r\]<stdout>:where $r $NET.1:[0-9]* $NET.12/24$" out || fail "rank $r not on h2"; done
   ok "2 hosts x 2 slots: every collective checked, ranks placed on their hosts"
+}
+
+# Process sets across two hosts: {0,2} and {1,3} span them (Gloo contexts of their own),
+# {0,1} lies on h1 (shared-memory groups of its own inside a two-host job), {0,3}, {3}.
+case_process_sets_hosts() {
+  up 2
+  run 240 --ssh-config "$CONFIG" -np 4 -H h1:2,h2:2 "$PSET_CHILD"
+  [ $rc -eq 0 ] || { cat out err; fail "process_set_child exited $rc"; }
+  grep -q "PSET_FAIL" out && { cat out; fail "a process set's collective was wrong"; }
+  [ "$(grep -c "PSET_OK rank [0-3] sets 5$" out)" -eq 4 ] || { cat out err; fail "expected 4 PSET_OK lines"; }
+  ok "process sets across 2 hosts x 2: every collective on 5 sets checked"
 }
 
 # exec_channels HOST: how many SSH exec channels (each one a login shell) HOST's sshd started.
