@@ -76,7 +76,10 @@ torch_steps_run() {
     [ -n "$netns" ] && cmd+=(--network-interfaces eth0)
     [ -n "$netns" ] && cmd=(ip netns exec "$netns" env "PATH=$TS_SSHWRAP:$PATH" "${cmd[@]}")
   fi
-  out=$(PYTHONPATH=$pp timeout "${TS_TIMEOUT:-300}" "${cmd[@]}" /usr/bin/python3 \
+  # One BLAS thread per rank for every contender (horarun sets it itself for hosts with several
+  # ranks): the test hosts are namespaces sharing this machine's cores.
+  [ "$launcher" = horarun ] && cmd+=(-x OMP_NUM_THREADS)
+  out=$(OMP_NUM_THREADS=1 PYTHONPATH=$pp timeout "${TS_TIMEOUT:-300}" "${cmd[@]}" /usr/bin/python3 \
     "$TS_ROOT/bench/torch_steps_bench.py" --framework "$fw" --steps "${TS_STEPS:-15}" 2>&1 </dev/null)
   local v
   v=$(sed -n 's/.*steps_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | head -1)
@@ -113,6 +116,10 @@ bench_torch_steps() {
   # shellcheck disable=SC2064
   trap "rm -rf '$TS_HVD'; trap - RETURN" RETURN
   tar -xJf "$archive" -C "$TS_HVD"
+  # Debian's python3-torch multiplies matrices with whichever libblas.so.3 is installed: the
+  # reference BLAS makes this model's step ~600 ms of arithmetic (communication under a tenth of
+  # it, every framework alike within the noise); OpenBLAS (libopenblas0-pthread, setup.sh) ~150.
+  echo "BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)"
   local -a configs=("np2-1host 2 localhost:2")
   if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 &&
     vars=$(scripts/testhosts.sh up --index auto --hosts 2 2>/dev/null); then

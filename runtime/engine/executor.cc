@@ -85,11 +85,11 @@ void Executor::run(std::vector<ReadyOp>& ops, const Finish& finish) {
     }
     std::vector<ReadyOp*> batch{&op};
     std::size_t bytes = op.response.bytes();
-    if (fusion_threshold_ > 0 && bytes <= fusion_threshold_) {
+    if (fusion_threshold_ > 0 && bytes <= fusion_threshold_ && bytes < kDirectAllreduceBytes) {
       for (std::size_t j = i + 1; j < ops.size(); ++j) {
         if (done[j] || !fusable(op, ops[j])) continue;
         std::size_t b = ops[j].response.bytes();
-        if (bytes + b > fusion_threshold_) continue;
+        if (bytes + b > fusion_threshold_ || b >= kDirectAllreduceBytes) continue;
         bytes += b;
         batch.push_back(&ops[j]);
         done[j] = true;

@@ -1,6 +1,7 @@
 #include "runtime/gloo/gloo_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <numeric>
@@ -22,11 +23,22 @@
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
 #include "runtime/gloo/checked_sync_allreduce.h"
+#include "runtime/gloo/ring_allreduce.h"
 #include "runtime/gloo/ring_reduce_scatter.h"
 #include "runtime/gloo/sync_allreduce.h"
 
 namespace hora::detail::gloo {
 namespace {
+
+// HORA_GLOO_RING=0: large allreduces on Gloo's own ::gloo::allreduce instead of hora's
+// pipelined ring (ring_allreduce.h), for side-by-side measurements. Read once.
+bool ring_allreduce_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("HORA_GLOO_RING");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
 
 enum Kind { kGeneric = 0, kPeer, kTimeout, kMismatch };
 
@@ -253,6 +265,14 @@ void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, Redu
   if (info.sync) {
     run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
       sync_allreduce(*context, buffer, count, size_of(type), reduce_function(type, op), tag);
+    });
+    return;
+  }
+  if (count * size_of(type) >= kRingAllreduceMinBytes && ring_allreduce_enabled()) {
+    ScopeState& s = state(scope);
+    run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
+      ring_allreduce(*context, buffer, count, size_of(type), reduce_function(type, op), tag,
+                     world_.timeout, s.ring_scratch);
     });
     return;
   }
