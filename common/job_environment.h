@@ -128,6 +128,7 @@ inline constexpr char kHorovodHierarchicalAllreduce[] = "HOROVOD_HIERARCHICAL_AL
 // runtime/gloo/sync_policy.h: small allreduces on sync Gloo pairs.
 inline constexpr char kGlooSync[] = "HORA_GLOO_SYNC";
 inline constexpr char kGlooSyncBytes[] = "HORA_GLOO_SYNC_BYTES";
+inline constexpr char kGlooRing[] = "HORA_GLOO_RING";
 // runtime/nccl/backend.cc:
 inline constexpr char kCudaDevice[] = "HORA_CUDA_DEVICE";
 // python/src/torch_ops.cc (hora.torch): nccl or host, the path of CUDA tensors.

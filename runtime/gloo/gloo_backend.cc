@@ -18,6 +18,7 @@
 #include <hora/types.h>
 
 #include "common/duration.h"
+#include "common/job_environment.h"
 #include "runtime/core/blocks.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
@@ -34,7 +35,7 @@ namespace {
 // pipelined ring (ring_allreduce.h), for side-by-side measurements. Read once.
 bool ring_allreduce_enabled() {
   static const bool enabled = [] {
-    const char* v = std::getenv("HORA_GLOO_RING");
+    const char* v = std::getenv(job_env::kGlooRing);
     return v == nullptr || std::string(v) != "0";
   }();
   return enabled;
