@@ -273,7 +273,7 @@ void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, Redu
     ScopeState& s = state(scope);
     run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
       ring_allreduce(*context, buffer, count, size_of(type), reduce_function(type, op), tag,
-                     world_.timeout, s.ring_scratch);
+                     world_.timeout, s.ring.scratch);
     });
     return;
   }
@@ -407,10 +407,11 @@ void GlooBackend::reducescatter(const void* sendbuf, void* recvbuf,
                                 ReduceOp op, Group scope) {
   const std::size_t count =
       std::accumulate(block_counts.begin(), block_counts.end(), std::size_t{0});
+  ScopeState& s = state(scope);
   run(scope, {"reducescatter", count, type, op},
       [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
         ring_reduce_scatter(*context, sendbuf, recvbuf, block_counts, size_of(type),
-                            reduce_function(type, op), tag, world_.timeout);
+                            reduce_function(type, op), tag, world_.timeout, s.ring);
       });
 }
 

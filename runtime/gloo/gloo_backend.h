@@ -37,6 +37,7 @@
 #include "runtime/gloo/checked_sync_allreduce.h"
 #include "runtime/gloo/mesh.h"
 #include "runtime/gloo/op_check.h"
+#include "runtime/gloo/ring_reduce_scatter.h"
 
 namespace hora::detail::gloo {
 
@@ -128,10 +129,10 @@ class GlooBackend : public Backend {
     std::uint32_t next_tag = 0;
     std::shared_ptr<MeshContext> sync;  // the sync twin, or null
     std::uint32_t next_sync_tag = 0;
-    SyncScratch scratch;                      // checked_sync_allreduce's buffers on `sync`
-    std::vector<unsigned char> ring_scratch;  // ring_allreduce's two segments
-    std::optional<std::string> broken;        // the first failure's message
-    int broken_kind = 0;                      // which hora::Error subclass it was
+    SyncScratch scratch;  // checked_sync_allreduce's buffers on `sync`
+    RingBuffers ring;     // ring_allreduce's and ring_reduce_scatter's, kept across calls
+    std::optional<std::string> broken;  // the first failure's message
+    int broken_kind = 0;                // which hora::Error subclass it was
   };
 
   // info.sync: on the scope's sync twin (which must exist).

@@ -31,6 +31,22 @@ inline constexpr std::size_t kRingSegmentBytes = std::size_t{1} << 20;
 inline constexpr std::uint8_t kRingReduceSlotPrefix = 0x49;
 inline constexpr std::uint8_t kRingGatherSlotPrefix = 0x4A;
 
+// One span of the buffer: block i of a ring (offset and count in elements).
+struct RingBlock {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+// The reduce-scatter steps of a ring on `data` (blocks[i] is block i): at step s (0..n-2) this
+// rank r sends block (r + shift - s) mod n to rank r+1 and receives block (r + shift - s - 1)
+// mod n from rank r-1, reducing it into its own copy, segment by segment with two receives in
+// flight. Afterwards rank r holds block (r + shift + 1) mod n fully reduced: shift 0 for the
+// allreduce, -1 for reducescatter (rank r keeps block r). scratch: the caller's, reused.
+void ring_reduce_steps(MeshContext& context, unsigned char* data,
+                       const std::vector<RingBlock>& blocks, std::size_t element_size,
+                       ReduceFn reduce, std::uint64_t slot, std::chrono::milliseconds timeout,
+                       std::vector<unsigned char>& scratch, int shift);
+
 // In place on `buffer` (count elements of element_size bytes). scratch: the caller's, reused.
 void ring_allreduce(MeshContext& context, void* buffer, std::size_t count, std::size_t element_size,
                     ReduceFn reduce, std::uint32_t tag, std::chrono::milliseconds timeout,

@@ -202,6 +202,10 @@ int Process::add_process_set(std::vector<int> ranks) {
       state.transport = state.runtime->make_engine_transport();
       auto options = engine::EngineOptions::from_environment();
       options.hostname = world.hostname;
+      // The set's rank 0 writes the set's ops beside the job's timeline, never over it.
+      if (!options.timeline_path.empty() && options.timeline_path != "DYNAMIC") {
+        options.timeline_path += fmt::format(".set{}", id);
+      }
       state.engine = std::make_shared<engine::Engine>(*state.transport, std::move(options));
       state.engine->start();
     } catch (...) {
