@@ -92,8 +92,11 @@ Mesh form_set_mesh(const Mesh& job, const WorldInfo& world, const std::vector<in
   }
   connect_context(world, call, "process set", global, abort, pair_timeout * 5);
   connect_context(world, call, "process set engine", engine, abort, pair_timeout * 5);
-  global.context->record_connected_peers();
-  engine.context->record_connected_peers();
+  // No record_connected_peers() here (init() does it): it scans /proc/self/fd, and by now
+  // Gloo's device thread may be closing the pairs of a set that another rank removed (its end
+  // saw the close), which ThreadSanitizer reports as a race on those descriptors. A peer of a
+  // set is named in errors by its listening address; one whose connection this rank accepted
+  // may then be named by host only (the connection's own port is not learned).
   mesh.global = global.context;
   mesh.engine = engine.context;
   log().debug("{}: process set {} connected ({} ranks)", who(world), world.set_id, n);
