@@ -176,10 +176,10 @@ def test_process_set():
     params = list(Deep().parameters())
     opt = torch.optim.SGD(params, lr=1.0)
     hvd.DistributedOptimizer(opt, process_set=hvd.global_process_set)  # accepted
+    # A set never registered (init or add_process_set) is refused, as Horovod refuses it;
+    # registered sets: test_process_sets.py.
     other = hvd.ProcessSet(list(range(hvd.size())))
-    with pytest.raises(NotImplementedError, match='global_process_set'):
+    with pytest.raises(ValueError, match='not registered'):
         hvd.DistributedOptimizer(opt, process_set=other)
-    with pytest.raises(NotImplementedError, match='docs/pytorch.md'):
+    with pytest.raises(ValueError, match='has not been registered'):
         hvd.allreduce(torch.ones(2), process_set=other)
-    with pytest.raises(NotImplementedError, match='process sets'):
-        hvd.add_process_set(other)

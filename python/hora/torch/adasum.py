@@ -30,21 +30,24 @@ def is_power_of_two(n):
     return n > 0 and (n & (n - 1)) == 0
 
 
-def check_size(what):
-    """Raises NotImplementedError (Horovod's message, with hora's context) when size() is not a
-    power of two."""
-    n = _ops.size()
+def check_size(what, ps_id=0):
+    """Raises NotImplementedError (Horovod's message, with hora's context) when the number of
+    ranks reduced over (size(), or process set ``ps_id``'s size) is not a power of two."""
+    n = _ops._set_size(ps_id)
     if not is_power_of_two(n):
         lower = 1 << (n.bit_length() - 1)
         raise NotImplementedError(
-            '%s (hora.torch %s with op=hvd.Adasum on rank %d: size() is %d; Adasum reduces over '
-            'a recursive-doubling tree of 1, 2, 4, 8... ranks: launch with horarun -np %d or %d, '
-            'or use op=hvd.Average)' % (NON_POWER_OF_TWO, what, _ops.rank(), n, lower, lower * 2))
+            '%s (hora.torch %s with op=hvd.Adasum on rank %d: %s is %d; Adasum reduces over a '
+            'recursive-doubling tree of 1, 2, 4, 8... ranks: %s %d or %d, or use op=hvd.Average)'
+            % (NON_POWER_OF_TWO, what, _ops.rank(),
+               'size()' if ps_id == 0 else "the process set's size", n,
+               'launch with horarun -np' if ps_id == 0 else 'use a process set of', lower,
+               lower * 2))
 
 
-def check_tensors(tensors, what):
+def check_tensors(tensors, what, ps_id=0):
     """Refuses, before anything is submitted, what Adasum cannot reduce."""
-    check_size(what)
+    check_size(what, ps_id)
     for t in tensors:
         if t.is_sparse:
             raise ValueError('hora.torch %s with op=hvd.Adasum: tensor of shape %s is sparse; '
@@ -75,19 +78,20 @@ def reduce_rows(rows):
     return vectors[0]
 
 
-def allreduce_async(tensors, outputs, name, prescale_factor, postscale_factor, what):
-    """Submits one allgather of ``tensors`` (flattened into one row) and returns a hora.torch
-    handle whose synchronize() writes each tensor's Adasum into ``outputs`` and returns them (the
-    one tensor for ``what`` 'allreduce'). CUDA tensors are staged through host memory. Call
+def allreduce_async(tensors, outputs, name, prescale_factor, postscale_factor, what, ps_id=0):
+    """Submits one allgather of ``tensors`` (flattened into one row, over process set ``ps_id``:
+    the tree is over the set's ranks in set-rank order) and returns a hora.torch handle whose
+    synchronize() writes each tensor's Adasum into ``outputs`` and returns them (the one tensor
+    for ``what`` 'allreduce'). CUDA tensors are staged through host memory. Call
     check_tensors() first."""
-    name = _ops._auto_name(what, name)
+    name = _ops._auto_name(what, name, ps_id)
     flat = torch.cat([t.detach().reshape(1, -1).cpu() for t in tensors], 1).contiguous()
     counts = [t.numel() for t in tensors]
 
     def finish(results):
         if not counts or flat.numel() == 0:
             return outputs[0] if what == 'allreduce' else list(outputs)
-        gathered = results[0][0].reshape(_ops.size(), -1).to(torch.float64)
+        gathered = results[0][0].reshape(_ops._set_size(ps_id), -1).to(torch.float64)
         if prescale_factor != 1.0:
             gathered.mul_(prescale_factor)
         offset = 0
@@ -103,5 +107,5 @@ def allreduce_async(tensors, outputs, name, prescale_factor, postscale_factor, w
         what, name, len(tensors), flat.numel(), _ops.rank())
     if not counts or flat.numel() == 0:  # the same on every rank: nothing to exchange
         return _ops._register([], finish, describe)
-    hid = _ops._C.allgather_async('%s.adasum' % (name,), flat)
+    hid = _ops._C.allgather_async('%s.adasum' % (name,), flat, process_set=ps_id)
     return _ops._register([hid], finish, describe)

@@ -82,8 +82,9 @@ def _text(t):
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """Returns root_rank's ``obj`` on every rank; anything cloudpickle serializes (lambdas and
     closures too). If the root cannot serialize it, every rank raises pickle.PicklingError with
-    the root's error."""
-    _check_process_set(process_set)
+    the root's error. With ``process_set``, only its ranks call it and root_rank is a global
+    rank in the set."""
+    _check_process_set(process_set, 'broadcast_object')
     name = name or type(obj).__name__
     root = rank() == root_rank
     if root:
@@ -91,11 +92,11 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
         header = torch.tensor([payload.numel(), status], dtype=torch.int64)
     else:
         header = torch.zeros(2, dtype=torch.int64)
-    broadcast_(header, root_rank, name + '.len')
+    broadcast_(header, root_rank, name + '.len', process_set)
     length, status = (int(v) for v in header.tolist())
     if not root:
         payload = torch.empty(length, dtype=torch.uint8)
-    broadcast_(payload, root_rank, name + '.data')
+    broadcast_(payload, root_rank, name + '.data', process_set)
     if status != _OK:
         raise pickle.PicklingError('broadcast_object %r: the root rank %d failed to serialize '
                                    'the object: %s' % (name, root_rank, _text(payload)))
@@ -107,13 +108,14 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
 def allgather_object(obj, name=None, process_set=None):
     """Returns the list of every rank's ``obj`` (anything cloudpickle serializes), in rank
     order. If a rank cannot serialize its object, every rank raises pickle.PicklingError naming
-    the ranks that failed and their errors."""
-    _check_process_set(process_set)
+    the ranks that failed and their errors. With ``process_set`` (a hora extension: Horovod's
+    takes none), the list holds the set's ranks' objects, in set-rank order."""
+    _check_process_set(process_set, 'allgather_object')
     name = name or type(obj).__name__
     status, payload = _serialize(obj)
     headers = allgather(torch.tensor([[payload.numel(), status]], dtype=torch.int64),
-                        name=name + '.len').tolist()
-    data = allgather(payload, name=name + '.data')
+                        name=name + '.len', process_set=process_set).tolist()
+    data = allgather(payload, name=name + '.data', process_set=process_set)
     parts, offset = [], 0
     for n, _ in headers:
         parts.append(data[offset:offset + n])

@@ -15,7 +15,10 @@ import torch
 
 from hora.common.exceptions import HorovodInternalError  # noqa: F401 (hora.torch exports it)
 from hora.torch import _hora_torch as _C
+from hora.torch import process_sets as _ps
 from hora.torch.compression import Compression
+from hora.torch.process_sets import (ProcessSet, add_process_set, global_process_set,  # noqa: F401
+                                     remove_process_set)
 
 # Reduction ops, with Horovod's numbers (horovod/common/basics.py: horovod_reduce_op_*), so
 # that code passing op=1 or comparing with horovod.torch.Sum behaves the same. The extension
@@ -119,12 +122,15 @@ def check_extension(ext_name, ext_env_var, pkg_path, *args):
     return None
 
 
-def init(*args, **kwargs):
-    """Joins the job horarun started (or forms a world of one). Arguments are accepted for
-    Horovod compatibility (comm, process_sets) and must be left at their defaults."""
-    if args or any(v is not None for v in kwargs.values()):
-        raise NotImplementedError('hora.torch.init() takes no communicator or process sets')
+def init(comm=None, process_sets=None):
+    """Joins the job horarun started (or forms a world of one), then forms ``process_sets``
+    (Horovod's: a list of ProcessSet, the same on every rank, or "dynamic" to allow
+    add_process_set() later). ``comm`` (an MPI communicator) must be left out: hora has no MPI."""
+    if comm:
+        raise NotImplementedError('hora.torch.init(comm=...): hora has no MPI communicators; '
+                                  'use process_sets=[hvd.ProcessSet(ranks), ...] for subsets')
     _C.init()
+    _ps.init_process_sets(process_sets)
 
 
 def shutdown():
@@ -159,12 +165,18 @@ def _forget_ops():
         _name_counters.clear()
 
 
-def _auto_name(op, name):
+def _auto_name(op, name, ps_id=0):
+    """``name``, or the next ``<op>.noname.<n>`` (``<op>.noname.set<id>.<n>`` on a process
+    set): numbered per op and per set, so unnamed ops on a set need the same order only on its
+    members."""
     if name is not None:
         return str(name)
+    key = (op, ps_id) if ps_id else op  # the global set's keys as before sets existed
     with _lock:
-        n = _name_counters.get(op, 0)
-        _name_counters[op] = n + 1
+        n = _name_counters.get(key, 0)
+        _name_counters[key] = n + 1
+    if ps_id:
+        return '%s.noname.set%d.%d' % (op, ps_id, n)
     return '%s.noname.%d' % (op, n)
 
 
@@ -183,56 +195,18 @@ def _register(ids, finish, describe):
     return handle
 
 
-def _check_process_set(process_set):
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError('hora.torch runs every op over all ranks (no process sets): '
-                                  'pass process_set=hvd.global_process_set or leave it out '
-                                  '(docs/pytorch.md, "Limits")')
+def _check_process_set(process_set, what='op'):
+    """The libhora id of the set an op runs on (0: global); ValueError as Horovod's for a set
+    that is not registered or that this rank is not in."""
+    return _ps.resolve(process_set, what)
 
 
-class _GlobalProcessSet(object):
-    """Horovod's global_process_set; hora has only this one."""
-
-    def size(self):
-        return size()
-
-    def rank(self):
-        return rank()
-
-    def included(self):
-        return True
+def _set_size(ps_id):
+    return size() if ps_id == 0 else _C.process_set_size(ps_id)
 
 
-global_process_set = _GlobalProcessSet()
-
-
-class ProcessSet(object):
-    """Horovod's ProcessSet, for code that builds one: hora has no process sets but the global
-    one, so add_process_set() and any op given a ProcessSet raise NotImplementedError."""
-
-    def __init__(self, ranks_or_comm):
-        self.ranks = sorted(ranks_or_comm) if not hasattr(ranks_or_comm, 'Get_rank') else None
-        self.process_set_id = None
-
-    def _refuse(self, *args, **kwargs):
-        _check_process_set(self)
-
-    size = rank = included = _refuse
-
-    def __str__(self):
-        return 'ProcessSet(process_set_id=None, ranks=%s)' % (self.ranks,)
-
-
-def add_process_set(process_set):
-    """Refused: hora.torch has only the global process set (docs/pytorch.md, "Limits")."""
-    raise NotImplementedError('hora.torch has no process sets but the global one: '
-                              'add_process_set() is not supported (docs/pytorch.md, "Limits")')
-
-
-def remove_process_set(process_set):
-    """Refused, as add_process_set()."""
-    raise NotImplementedError('hora.torch has no process sets but the global one: '
-                              'remove_process_set() is not supported (docs/pytorch.md, "Limits")')
+def _set_rank(ps_id):
+    return rank() if ps_id == 0 else _C.process_set_rank(ps_id)
 
 
 def start_timeline(file_path, mark_cycles=False):
@@ -311,40 +285,42 @@ def _resolve_op(op, average, default=Average, adasum=False):
     return _check_op(op, adasum)
 
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, ps_id=0):
     if op == Adasum:
         from hora.torch import adasum
-        adasum.check_tensors([tensor], 'allreduce')
+        adasum.check_tensors([tensor], 'allreduce', ps_id)
         return adasum.allreduce_async([tensor], [output], name, prescale_factor,
-                                      postscale_factor, 'allreduce')
-    name = _auto_name('allreduce', name)
+                                      postscale_factor, 'allreduce', ps_id)
+    name = _auto_name('allreduce', name, ps_id)
     if prescale_factor != 1.0:
         if output is tensor:
             tensor.mul_(prescale_factor)
         else:
             tensor = tensor * prescale_factor
-    hid = _C.allreduce_async(name, tensor, output, _hora_op(op))
+    hid = _C.allreduce_async(name, tensor, output, _hora_op(op), process_set=ps_id)
     return _register([hid], _scaled(postscale_factor), _describe('allreduce', name, tensor))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=None):
-    """Starts reducing ``tensor`` over all ranks into a new tensor; returns a handle."""
-    _check_process_set(process_set)
+    """Starts reducing ``tensor`` over all ranks (or ``process_set``'s) into a new tensor;
+    returns a handle."""
+    ps_id = _check_process_set(process_set, 'allreduce')
     op = _resolve_op(op, average, adasum=True)
     if op == Adasum:  # before empty_like, which a sparse tensor would fail
         from hora.torch import adasum
-        adasum.check_tensors([tensor], 'allreduce')
+        adasum.check_tensors([tensor], 'allreduce', ps_id)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
+    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, ps_id)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None):
-    """Starts reducing ``tensor`` in place over all ranks; returns a handle."""
-    _check_process_set(process_set)
+    """Starts reducing ``tensor`` in place over all ranks (or ``process_set``'s); returns a
+    handle."""
+    ps_id = _check_process_set(process_set, 'allreduce')
     op = _resolve_op(op, average, adasum=True)
-    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor, ps_id)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -356,38 +332,41 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 class _Allreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op = op
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
         return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
-                                           postscale_factor))
+                                           postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, op=ctx.op, prescale_factor=ctx.prescale_factor,
-                         postscale_factor=ctx.postscale_factor)
-        return grad, None, None, None, None
+                         postscale_factor=ctx.postscale_factor, process_set=ctx.process_set)
+        return grad, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Returns ``tensor`` reduced over all ranks (default: average); the input is unchanged.
     Differentiable: the gradient is allreduced the same way."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, 'allreduce')
     op = _resolve_op(op, average, adasum=True)
     compressed, cctx = compression.compress(tensor)
-    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
+                               process_set)
     return compression.decompress(reduced, cctx)
 
 
-def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor):
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
+                             ps_id=0):
     if op == Adasum:
         from hora.torch import adasum
-        adasum.check_tensors(tensors, 'grouped_allreduce')
+        adasum.check_tensors(tensors, 'grouped_allreduce', ps_id)
         return adasum.allreduce_async(tensors, outputs, name, prescale_factor, postscale_factor,
-                                      'grouped_allreduce')
-    name = _auto_name('grouped_allreduce', name)
+                                      'grouped_allreduce', ps_id)
+    name = _auto_name('grouped_allreduce', name, ps_id)
     ids = []
     for i, (t, o) in enumerate(zip(tensors, outputs)):
         if prescale_factor != 1.0:
@@ -395,7 +374,8 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
                 t.mul_(prescale_factor)
             else:
                 t = t * prescale_factor
-        ids.append(_C.allreduce_async('%s.%d' % (name, i), t, o, _hora_op(op)))
+        ids.append(_C.allreduce_async('%s.%d' % (name, i), t, o, _hora_op(op),
+                                      process_set=ps_id))
 
     def finish(results):
         if postscale_factor != 1.0:
@@ -408,23 +388,23 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=None):
     """Starts reducing a list of tensors (one fused submission); returns one handle."""
-    _check_process_set(process_set)
+    ps_id = _check_process_set(process_set, 'grouped_allreduce')
     op = _resolve_op(op, average, adasum=True)
     if op == Adasum:  # before empty_like, which a sparse tensor would fail
         from hora.torch import adasum
-        adasum.check_tensors(tensors, 'grouped_allreduce')
+        adasum.check_tensors(tensors, 'grouped_allreduce', ps_id)
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
-                                    postscale_factor)
+                                    postscale_factor, ps_id)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=None):
     """In-place grouped_allreduce_async."""
-    _check_process_set(process_set)
+    ps_id = _check_process_set(process_set, 'grouped_allreduce')
     op = _resolve_op(op, average, adasum=True)
     return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
-                                    postscale_factor)
+                                    postscale_factor, ps_id)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -436,31 +416,35 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 class _GroupedAllreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.op = op
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
         return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op,
-                                                         prescale_factor, postscale_factor)))
+                                                         prescale_factor, postscale_factor,
+                                                         process_set)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=ctx.op,
                                   prescale_factor=ctx.prescale_factor,
-                                  postscale_factor=ctx.postscale_factor)
-        return (None, None, None, None) + tuple(grads)
+                                  postscale_factor=ctx.postscale_factor,
+                                  process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(grads)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Returns the list of tensors reduced over all ranks; the inputs are unchanged.
     Differentiable, like allreduce."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, 'grouped_allreduce')
     op = _resolve_op(op, average, adasum=True)
     if not tensors:
         return []
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
-    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, *compressed)
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
+                                      *compressed)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
 
 
@@ -469,9 +453,10 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Horovod's sparse allreduce of a sparse COO ``tensor``: allgathers every rank's indices
     (as ``<name>.indices``) and values (``<name>.values``) and returns a function that waits for
-    both and gives the sparse sum (``op=Average``: divided by ``size()``) of every rank's tensor,
-    uncoalesced, as Horovod's does. Like Horovod's, the result is a callable, not a handle."""
-    _check_process_set(process_set)
+    both and gives the sparse sum (``op=Average``: divided by the set's size) of every rank's
+    tensor, uncoalesced, as Horovod's does. Like Horovod's, the result is a callable, not a
+    handle."""
+    ps_id = _check_process_set(process_set, 'sparse_allreduce_async')
     op = _check_op(op)
     if op not in (Average, Sum):
         raise ValueError('hora.torch.sparse_allreduce_async: op must be hvd.Average or hvd.Sum '
@@ -479,14 +464,15 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     t = tensor
     # allgather concatenates along the first dimension: indices go as [nnz, sparse_dim].
     indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(),
-                                     name='%s.indices' % (name,))
-    values_handle = allgather_async(t._values().contiguous(), name='%s.values' % (name,))
+                                     name='%s.indices' % (name,), process_set=process_set)
+    values_handle = allgather_async(t._values().contiguous(), name='%s.values' % (name,),
+                                    process_set=process_set)
 
     def handle():
         values = synchronize(values_handle)
         indices = synchronize(indices_handle)
         if op == Average:
-            values = values / size()
+            values = values / _set_size(ps_id)
         if indices.dim() == 0 or values.dim() == 0:
             return t.new().resize_as_(t)
         return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size(),
@@ -500,83 +486,105 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 def allgather_async(tensor, name=None, process_set=None):
     """Starts concatenating every rank's ``tensor`` along the first dimension (whose size may
     differ per rank); returns a handle."""
-    _check_process_set(process_set)
-    name = _auto_name('allgather', name)
-    hid = _C.allgather_async(name, tensor)
+    ps_id = _check_process_set(process_set, 'allgather')
+    name = _auto_name('allgather', name, ps_id)
+    hid = _C.allgather_async(name, tensor, process_set=ps_id)
     return _register([hid], lambda results: results[0][0],
                      _describe('allgather', name, tensor))
 
 
 class _Allgather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.dim = tensor.shape[0] if tensor.dim() else 1
-        return synchronize(allgather_async(tensor, name))
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum)
-        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64))
-        offset = int(dims[:rank()].sum())
-        return grad.narrow(0, offset, ctx.dim), None
+        ps = ctx.process_set
+        grad = allreduce(grad_output, op=Sum, process_set=ps)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64), process_set=ps)
+        offset = int(dims[:_set_rank(_check_process_set(ps))].sum())
+        return grad.narrow(0, offset, ctx.dim), None, None
 
 
 def allgather(tensor, name=None, process_set=None):
-    """Returns every rank's ``tensor`` concatenated along the first dimension, in rank order."""
-    _check_process_set(process_set)
-    return _Allgather.apply(tensor, name)
+    """Returns every rank's (or ``process_set``'s ranks') ``tensor`` concatenated along the
+    first dimension, in rank order."""
+    _check_process_set(process_set, 'allgather')
+    return _Allgather.apply(tensor, name, process_set)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
     """Starts an allgather of every tensor of the list; returns one handle, whose synchronize()
     gives the list of gathered tensors."""
-    _check_process_set(process_set)
-    name = _auto_name('grouped_allgather', name)
-    ids = [_C.allgather_async('%s.%d' % (name, i), t) for i, t in enumerate(tensors)]
+    ps_id = _check_process_set(process_set, 'grouped_allgather')
+    name = _auto_name('grouped_allgather', name, ps_id)
+    ids = [_C.allgather_async('%s.%d' % (name, i), t, process_set=ps_id)
+           for i, t in enumerate(tensors)]
     return _register(ids, lambda results: [r[0] for r in results],
                      "grouped_allgather '%s' of %d tensors" % (name, len(ids)))
 
 
 class _GroupedAllgather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, *tensors):
+    def forward(ctx, name, process_set, *tensors):
         ctx.dims = [t.shape[0] if t.dim() else 1 for t in tensors]
-        return tuple(synchronize(grouped_allgather_async(list(tensors), name)))
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=Sum)
-        dims = allgather(torch.tensor([ctx.dims], dtype=torch.int64))  # [size(), len(tensors)]
-        offsets = dims[:rank()].sum(0).tolist()
-        return (None,) + tuple(g.narrow(0, int(o), d)
-                               for g, o, d in zip(grads, offsets, ctx.dims))
+        ps = ctx.process_set
+        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=Sum, process_set=ps)
+        # [set size, len(tensors)]
+        dims = allgather(torch.tensor([ctx.dims], dtype=torch.int64), process_set=ps)
+        offsets = dims[:_set_rank(_check_process_set(ps))].sum(0).tolist()
+        return (None, None) + tuple(g.narrow(0, int(o), d)
+                                    for g, o, d in zip(grads, offsets, ctx.dims))
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
     """Returns, for every tensor of the list, every rank's tensor concatenated along the first
     dimension in rank order (as allgather() does for one). Differentiable, like allgather."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, 'grouped_allgather')
     if not tensors:
         return []
-    return list(_GroupedAllgather.apply(name, *tensors))
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
 # --- broadcast ------------------------------------------------------------------------------
 
+def _set_root(ps_id, root_rank, process_set):
+    """Broadcast's root as libhora takes it: its rank within the set (Horovod's API, and
+    hora.torch's, take a global root_rank)."""
+    if ps_id == 0:
+        return root_rank
+    ranks = list(_C.process_set_ranks(ps_id))
+    if root_rank not in ranks:
+        raise ValueError('Broadcast: root_rank %r is not a member of the provided process set '
+                         '(hora.torch on rank %d: %s; root_rank is a global rank, one of %s)'
+                         % (root_rank, rank(), process_set, ranks))
+    return ranks.index(root_rank)
+
+
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
     """Starts copying root_rank's ``tensor`` into a new tensor on every rank; returns a handle."""
-    _check_process_set(process_set)
-    name = _auto_name('broadcast', name)
+    ps_id = _check_process_set(process_set, 'broadcast')
+    root = _set_root(ps_id, root_rank, process_set)
+    name = _auto_name('broadcast', name, ps_id)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    hid = _C.broadcast_async(name, tensor, output, root_rank)
+    hid = _C.broadcast_async(name, tensor, output, root, process_set=ps_id)
     return _register([hid], _one, _describe('broadcast', name, tensor))
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     """Starts copying root_rank's ``tensor`` into ``tensor`` on every rank; returns a handle."""
-    _check_process_set(process_set)
-    name = _auto_name('broadcast', name)
-    hid = _C.broadcast_async(name, tensor, tensor, root_rank)
+    ps_id = _check_process_set(process_set, 'broadcast')
+    root = _set_root(ps_id, root_rank, process_set)
+    name = _auto_name('broadcast', name, ps_id)
+    hid = _C.broadcast_async(name, tensor, tensor, root, process_set=ps_id)
     return _register([hid], _one, _describe('broadcast', name, tensor))
 
 
@@ -587,28 +595,28 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
 
 class _Broadcast(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
+    def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
-        return synchronize(broadcast_async(tensor, root_rank, name))
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum)
+        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
         if rank() != ctx.root_rank:
             grad = grad * 0
-        return grad, None, None
+        return grad, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
     """Returns root_rank's ``tensor`` on every rank; the input is unchanged."""
-    _check_process_set(process_set)
-    return _Broadcast.apply(tensor, root_rank, name)
+    _check_process_set(process_set, 'broadcast')
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
 # --- alltoall -------------------------------------------------------------------------------
 
-def _split_rows(tensor, splits):
-    n = size()
+def _split_rows(tensor, splits, n):
     if splits is None:
         rows = tensor.shape[0] if tensor.dim() else 0
         if rows % n != 0:
@@ -626,9 +634,10 @@ def _split_rows(tensor, splits):
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
     """Starts sending splits[i] first-dimension slices of ``tensor`` to rank i; synchronize()
     returns (gathered tensor, int32 tensor of the slices received from each rank)."""
-    _check_process_set(process_set)
-    name = _auto_name('alltoall', name)
-    hid = _C.alltoall_async(name, tensor, _split_rows(tensor, splits))
+    ps_id = _check_process_set(process_set, 'alltoall')
+    name = _auto_name('alltoall', name, ps_id)
+    hid = _C.alltoall_async(name, tensor, _split_rows(tensor, splits, _set_size(ps_id)),
+                            process_set=ps_id)
 
     def finish(results):
         output, rows = results[0]
@@ -638,23 +647,25 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
 
 class _Alltoall(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, splits, name):
-        output, received = synchronize(alltoall_async(tensor, splits, name))
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
         ctx.received = received
+        ctx.process_set = process_set
         ctx.mark_non_differentiable(received)
         return output, received
 
     @staticmethod
     def backward(ctx, grad_output, *unused):
-        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received)
-        return grad, None, None
+        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received,
+                           process_set=ctx.process_set)
+        return grad, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Returns the slices every rank sent to this one, concatenated in rank order; with
     ``splits`` given, returns (output, received_splits)."""
-    _check_process_set(process_set)
-    output, received = _Alltoall.apply(tensor, splits, name)
+    _check_process_set(process_set, 'alltoall')
+    output, received = _Alltoall.apply(tensor, splits, name, process_set)
     if splits is None:
         return output
     return output, received
@@ -662,12 +673,12 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
 
 # --- reducescatter --------------------------------------------------------------------------
 
-def _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor):
-    """Submits one reducescatter under ``name``; returns (engine handle id, function turning
-    its engine result into this rank's block)."""
+def _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor, ps_id=0):
+    """Submits one reducescatter under ``name`` on set ``ps_id``; returns (engine handle id,
+    function turning its engine result into this rank's block)."""
     if prescale_factor != 1.0:
         tensor = tensor * prescale_factor
-    n, me = size(), rank()
+    n, me = _set_size(ps_id), _set_rank(ps_id)
     rows = tensor.shape[0] if tensor.dim() else 1
     out_rows = rows // n + (1 if me < rows % n else 0)
     row = tensor[0].numel() if tensor.dim() and rows else 1
@@ -678,11 +689,12 @@ def _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor):
         return out
     if row == 1 or rows % n == 0:
         # hora splits elements the same way: this rank's block is whole slices.
-        return _C.reducescatter_async(name, tensor, _hora_op(op), out_rows), scaled
+        return (_C.reducescatter_async(name, tensor, _hora_op(op), out_rows, process_set=ps_id),
+                scaled)
     # Slices would straddle hora's element blocks: reduce everything, keep this rank's slices.
     start = me * (rows // n) + min(me, rows % n)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    hid = _C.allreduce_async(name, tensor, output, _hora_op(op))
+    hid = _C.allreduce_async(name, tensor, output, _hora_op(op), process_set=ps_id)
     return hid, lambda out: scaled(out.narrow(0, start, out_rows).clone())
 
 
@@ -690,36 +702,40 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
                         postscale_factor=1.0):
     """Starts reducing ``tensor`` over all ranks; rank r receives its block of first-dimension
     slices (split evenly, the first ``rows % size()`` ranks one more). Returns a handle."""
-    _check_process_set(process_set)
+    ps_id = _check_process_set(process_set, 'reducescatter')
     op = _check_op(op)
-    name = _auto_name('reducescatter', name)
+    name = _auto_name('reducescatter', name, ps_id)
     describe = _describe('reducescatter', name, tensor)
-    hid, finish = _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor)
+    hid, finish = _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor,
+                                        ps_id)
     return _register([hid], lambda results: finish(results[0]), describe)
 
 
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op = op
-        return synchronize(reducescatter_async(tensor, name, op, None, prescale_factor,
+        ctx.process_set = process_set
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                                postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allgather(grad_output.contiguous())
+        ps = ctx.process_set
+        grad = allgather(grad_output.contiguous(), process_set=ps)
         if ctx.op == Average:
-            grad = grad / size()
-        return grad, None, None, None, None
+            grad = grad / _set_size(_check_process_set(ps))
+        return grad, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=None,
                   prescale_factor=1.0, postscale_factor=1.0):
     """Returns this rank's block of ``tensor`` reduced over all ranks (default: average)."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, 'reducescatter')
     op = _check_op(op)
     compressed, cctx = compression.compress(tensor)
-    reduced = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
+    reduced = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor,
+                                   process_set)
     return compression.decompress(reduced, cctx)
 
 
@@ -727,13 +743,13 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
                                 prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of every tensor of the list (each split as reducescatter_async
     splits one); returns one handle, whose synchronize() gives the list of this rank's blocks."""
-    _check_process_set(process_set)
+    ps_id = _check_process_set(process_set, 'grouped_reducescatter')
     op = _check_op(op)
-    name = _auto_name('grouped_reducescatter', name)
+    name = _auto_name('grouped_reducescatter', name, ps_id)
     ids, finishes = [], []
     for i, t in enumerate(tensors):
         hid, finish = _reducescatter_submit(t, '%s.%d' % (name, i), op, prescale_factor,
-                                            postscale_factor)
+                                            postscale_factor, ps_id)
         ids.append(hid)
         finishes.append(finish)
     return _register(ids, lambda results: [f(r) for f, r in zip(finishes, results)],
@@ -742,39 +758,41 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
 
 class _GroupedReducescatter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.op = op
-        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, None,
-                                                             prescale_factor, postscale_factor)))
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op,
+                                                             process_set, prescale_factor,
+                                                             postscale_factor)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        grads = grouped_allgather([g.contiguous() for g in grad_outputs])
+        ps = ctx.process_set
+        grads = grouped_allgather([g.contiguous() for g in grad_outputs], process_set=ps)
         if ctx.op == Average:
-            grads = [g / size() for g in grads]
-        return (None, None, None, None) + tuple(grads)
+            grads = [g / _set_size(_check_process_set(ps)) for g in grads]
+        return (None, None, None, None, None) + tuple(grads)
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=None, prescale_factor=1.0, postscale_factor=1.0):
     """Returns the list of this rank's blocks of every tensor reduced over all ranks (default:
     average), as reducescatter() gives for each; the inputs are unchanged."""
-    _check_process_set(process_set)
+    _check_process_set(process_set, 'grouped_reducescatter')
     op = _check_op(op)
     if not tensors:
         return []
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
     reduced = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
-                                          *compressed)
+                                          process_set, *compressed)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
 
 
 # --- barrier and join -----------------------------------------------------------------------
 
 def barrier(process_set=None):
-    """Returns once every rank has called barrier()."""
-    _check_process_set(process_set)
-    _C.barrier()
+    """Returns once every rank (of ``process_set``, when given) has called barrier()."""
+    _C.barrier(process_set=_check_process_set(process_set, 'barrier'))
 
 
 def join(device=-1):

@@ -18,7 +18,8 @@ import torch
 
 from hora.torch.compression import Compression
 from hora.torch.functions import broadcast_object
-from hora.torch.mpi_ops import (Adasum, Average, _check_process_set, allreduce_async_, global_process_set,
+from hora.torch import process_sets as _ps
+from hora.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                 grouped_allreduce_async_, size, sparse_allreduce_async,
                                 synchronize)
 
@@ -60,7 +61,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  op=Average, gradient_predivide_factor=1.0, groups=None,
                  sparse_as_dense=False, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
-        _check_process_set(process_set)
         self._compression = compression
 
         named_parameters = _checked_named_parameters(self.param_groups, named_parameters)
@@ -73,7 +73,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError('gradient_predivide_factor needs op == Average')
         self.sparse_as_dense = sparse_as_dense
-        self.process_set = global_process_set
+        self.process_set = process_set if process_set is not None else global_process_set
         if groups is not None:
             if not (isinstance(groups, list) or groups > 0):
                 raise ValueError('groups should be a non-negative integer or a list of lists of '
@@ -95,7 +95,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        if size() > 1:
+        # As Horovod: a rank outside the process set steps on its own gradients.
+        if self.process_set.included() and size() > 1:
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
@@ -116,8 +117,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         same groups), then split into ``groups`` chunks, or the given lists plus one group per
         parameter left out of them."""
         p_list = [p for group in self.param_groups for p in group['params'] if p.requires_grad]
-        names = broadcast_object([self._parameter_names.get(p) for p in p_list], root_rank=0,
-                                 name='DistributedOptimizer.groups')
+        # rank 0's order, or the process set's first rank's (Horovod's root_rank=0 would fail
+        # on a set without rank 0).
+        root = self.process_set.ranks[0] if self.process_set.process_set_id else 0
+        names = broadcast_object([self._parameter_names.get(p) for p in p_list], root_rank=root,
+                                 name='DistributedOptimizer.groups',
+                                 process_set=self.process_set)
         order = {n: i for i, n in enumerate(names)}
         missing = [self._parameter_names.get(p) for p in p_list
                    if self._parameter_names.get(p) not in order]
@@ -163,7 +168,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if self.sparse_as_dense:
                 tensor = tensor.to_dense()
             else:
-                return sparse_allreduce_async(tensor, name=name, op=self.op), None
+                return sparse_allreduce_async(tensor, name=name, op=self.op,
+                                              process_set=self.process_set), None
         tensor, ctx = self._compression.compress(tensor)
         if self.op == Average:
             # hora's Average divides by size(); the predivide factor moves part of that
@@ -173,7 +179,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         else:
             prescale = postscale = 1.0
         handle = allreduce_async_(tensor, name=name, op=self.op, prescale_factor=prescale,
-                                  postscale_factor=postscale)
+                                  postscale_factor=postscale, process_set=self.process_set)
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, ps):
@@ -185,7 +191,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     next(p for p in ps if p.grad.is_sparse)))
         name = self._parameter_names.get(ps[0])
         compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in ps])
-        handle = grouped_allreduce_async_(list(compressed), name=name, op=self.op)
+        handle = grouped_allreduce_async_(list(compressed), name=name, op=self.op,
+                                          process_set=self.process_set)
         return handle, ctxs
 
     def _make_hook(self, p):
@@ -224,7 +231,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad.copy_(result)
 
     def synchronize(self):
-        """Waits for every gradient's allreduce (submitting those whose hook did not fire)."""
+        """Waits for every gradient's allreduce (submitting those whose hook did not fire). On a
+        rank outside the process set, does nothing (as Horovod)."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
         done = set()
         for key in self._handles:
             done.update(key) if isinstance(key, tuple) else done.add(key)
@@ -296,7 +307,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         allreduce, submitted once all its gradients are ready. num_groups: the older name.
     sparse_as_dense: allreduce sparse gradients as dense tensors (else their indices and
         values are allgathered).
-    process_set: the global process set only (hora has no others).
+    process_set: average over this ProcessSet's ranks only (registered by init or
+        add_process_set); on the other ranks the optimizer steps on local gradients (Horovod).
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError('gradient_predivide_factor not supported with op != Average')
@@ -307,7 +319,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
             groups = num_groups
     if backward_passes_per_step <= 0:
         raise ValueError('backward_passes_per_step must be > 0')
-    _check_process_set(process_set)
+    if process_set is not None and process_set is not global_process_set:
+        if not isinstance(process_set, _ps.ProcessSet) or process_set.process_set_id is None:
+            raise ValueError('hora.torch.DistributedOptimizer(process_set=%s): the process set is '
+                             'not registered; form it with hvd.init(process_sets=[...]) or '
+                             'hvd.add_process_set()' % (process_set,))
+        if op == Adasum:
+            raise NotImplementedError('Adasum does not support non-global process sets yet. '
+                                      '(hora.torch.DistributedOptimizer(op=hvd.Adasum, '
+                                      'process_set=%s), as Horovod)' % (process_set,))
     if op == Adasum and size() > 1:
         from hora.torch import adasum
         from hora.torch.adasum_optimizer import _DistributedAdasumOptimizer
@@ -319,4 +339,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense)
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

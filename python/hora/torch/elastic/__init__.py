@@ -20,6 +20,7 @@ import os
 from hora.common.elastic import ObjectState, State, run_fn, set_runtime
 from hora.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from hora.torch import mpi_ops as _mpi_ops
+from hora.torch import process_sets as _process_sets
 from hora.torch.elastic.sampler import ElasticSampler
 from hora.torch.elastic.state import TorchState
 from hora.torch import _hora_torch as _C
@@ -50,6 +51,9 @@ def _reset():
     timeout = float(os.environ.get('HORA_ELASTIC_TIMEOUT', DEFAULT_ELASTIC_TIMEOUT))
     _mpi_ops._forget_ops()
     _C.elastic_reset(timeout)
+    # The new round's job: the global set's ranks follow it (process sets added before the
+    # reset are gone with the old round's communicators; add them again if needed).
+    _process_sets.global_process_set.ranks = list(_C.process_set_ranks(0))
 
 
 def round():
