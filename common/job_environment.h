@@ -157,6 +157,7 @@ inline constexpr std::string_view kSettings[] = {
     kHorovodHierarchicalAllreduce,
     kGlooSync,
     kGlooSyncBytes,
+    kGlooRing,
     kCudaDevice,
     kGpuOperations,
     kTorchDeepbind,
