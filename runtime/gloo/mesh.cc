@@ -52,10 +52,8 @@ struct Layout : RankRecord {
 void put_ports(std::vector<std::uint8_t>& slices, int to, std::uint16_t first,
                std::uint16_t second) {
   std::uint8_t* at = slices.data() + static_cast<std::size_t>(to) * kPortSliceBytes;
-  at[0] = static_cast<std::uint8_t>(first);
-  at[1] = static_cast<std::uint8_t>(first >> 8);
-  at[2] = static_cast<std::uint8_t>(second);
-  at[3] = static_cast<std::uint8_t>(second >> 8);
+  put_u16(at, first);
+  put_u16(at + 2, second);
 }
 
 // "hora/mesh/sync": record = u32 max_bytes of the sender's policy; slice for rank j = u16 ports
@@ -63,8 +61,7 @@ void put_ports(std::vector<std::uint8_t>& slices, int to, std::uint16_t first,
 constexpr std::size_t kSyncSliceBytes = 6;
 
 std::pair<std::uint16_t, std::uint16_t> get_ports(std::span<const std::uint8_t> slice) {
-  return {static_cast<std::uint16_t>(slice[0] | slice[1] << 8),
-          static_cast<std::uint16_t>(slice[2] | slice[3] << 8)};
+  return {get_u16(slice.data()), get_u16(slice.data() + 2)};
 }
 
 // Pairs one rank holds: global and engine, local, cross, and with sync contexts their twins of

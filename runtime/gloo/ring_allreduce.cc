@@ -14,6 +14,27 @@ std::size_t segment_elements(std::size_t element_size) {
   return std::max<std::size_t>(1, kRingSegmentBytes / element_size);
 }
 
+enum class Direction { kSend, kRecv };
+
+// Posts one send to, or one receive from, `peer` per segment of `block` of `buffer`; returns how
+// many were posted (each needs its waitSend/waitRecv).
+std::size_t post_segments(::gloo::transport::UnboundBuffer& buffer, Direction direction, int peer,
+                          std::uint64_t slot, const RingBlock& block, std::size_t segment,
+                          std::size_t element_size) {
+  std::size_t posted = 0;
+  for (std::size_t done = 0; done < block.count; done += segment) {
+    const std::size_t offset = (block.offset + done) * element_size;
+    const std::size_t bytes = std::min(segment, block.count - done) * element_size;
+    if (direction == Direction::kSend) {
+      buffer.send(peer, slot, offset, bytes);
+    } else {
+      buffer.recv(peer, slot, offset, bytes);
+    }
+    ++posted;
+  }
+  return posted;
+}
+
 }  // namespace
 
 void ring_reduce_steps(MeshContext& context, unsigned char* data,
@@ -43,12 +64,8 @@ void ring_reduce_steps(MeshContext& context, unsigned char* data,
       scratch_buffer->recv(left, slot, (k % 2) * segment * element_size, c * element_size);
     };
     for (std::size_t k = 0; k < std::min<std::size_t>(2, segments); ++k) post(k);
-    std::size_t sends = 0;
-    for (std::size_t done = 0; done < out.count; done += segment) {
-      const std::size_t c = std::min(segment, out.count - done);
-      data_buffer->send(right, slot, (out.offset + done) * element_size, c * element_size);
-      ++sends;
-    }
+    const std::size_t sends =
+        post_segments(*data_buffer, Direction::kSend, right, slot, out, segment, element_size);
     for (std::size_t k = 0; k < segments; ++k) {
       scratch_buffer->waitRecv(timeout);
       const std::size_t c = std::min(segment, in.count - k * segment);
@@ -87,18 +104,10 @@ void ring_allreduce(MeshContext& context, void* buffer, std::size_t count, std::
   for (int step = 0; step < n - 1; ++step) {
     const RingBlock& out = blocks[mod(r + 1 - step)];
     const RingBlock& in = blocks[mod(r - step)];
-    std::size_t recvs = 0;
-    for (std::size_t done = 0; done < in.count; done += segment) {
-      const std::size_t c = std::min(segment, in.count - done);
-      data_buffer->recv(left, gather_slot, (in.offset + done) * element_size, c * element_size);
-      ++recvs;
-    }
-    std::size_t sends = 0;
-    for (std::size_t done = 0; done < out.count; done += segment) {
-      const std::size_t c = std::min(segment, out.count - done);
-      data_buffer->send(right, gather_slot, (out.offset + done) * element_size, c * element_size);
-      ++sends;
-    }
+    const std::size_t recvs =
+        post_segments(*data_buffer, Direction::kRecv, left, gather_slot, in, segment, element_size);
+    const std::size_t sends = post_segments(*data_buffer, Direction::kSend, right, gather_slot, out,
+                                            segment, element_size);
     for (std::size_t i = 0; i < recvs; ++i) data_buffer->waitRecv(timeout);
     for (std::size_t i = 0; i < sends; ++i) data_buffer->waitSend(timeout);
   }

@@ -253,46 +253,45 @@ std::vector<int> Process::process_set_ids() const {
   return ids;
 }
 
-std::vector<int> Process::process_set_ranks(const char* what, int id) const {
-  std::shared_ptr<Runtime> job = runtime(what);
-  if (id == 0) {
-    std::vector<int> all(static_cast<std::size_t>(job->world().size));
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-    return all;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
+const Process::ProcessSetState& Process::find_set(const char* what, int id, bool member) const {
+  if (!runtime_) throw UsageError(fmt::format("hora::{} called before hora::init()", what));
+  const WorldInfo& world = runtime_->world();
   auto it = sets_.find(id);
   if (it == sets_.end()) {
     throw UsageError(fmt::format("{}: hora::{}: no process set {} (removed, or never added; ids "
                                  "come from hora::add_process_set())",
-                                 who(job->world()), what, id),
-                     job->world().rank, job->world().hostname);
+                                 who(world), what, id),
+                     world.rank, world.hostname);
   }
-  return it->second.ranks;
+  if (member && !it->second.runtime) {
+    throw UsageError(fmt::format("{}: hora::{} on process set {}: this rank is not in it (ranks "
+                                 "{}); call it on the set's ranks only",
+                                 who(world), what, id, fmt::join(it->second.ranks, ", ")),
+                     world.rank, world.hostname);
+  }
+  return it->second;
+}
+
+std::vector<int> Process::process_set_ranks(const char* what, int id) const {
+  if (id == 0) {
+    std::vector<int> all(static_cast<std::size_t>(runtime(what)->world().size));
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    return all;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find_set(what, id, false).ranks;
 }
 
 std::shared_ptr<Runtime> Process::runtime(const char* what, int set_id) const {
   if (set_id == 0) return runtime(what);
-  const std::vector<int> ranks = process_set_ranks(what, set_id);
-  std::shared_ptr<Runtime> job = runtime(what);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = sets_.find(set_id);
-  if (it == sets_.end() || !it->second.runtime) {
-    throw UsageError(fmt::format("{}: hora::{} on process set {}: this rank is not in it (ranks "
-                                 "{}); call it on the set's ranks only",
-                                 who(job->world()), what, set_id, fmt::join(ranks, ", ")),
-                     job->world().rank, job->world().hostname);
-  }
-  return it->second.runtime;
+  return find_set(what, set_id, true).runtime;
 }
 
 std::shared_ptr<engine::Engine> Process::engine(const std::string& what, int set_id) const {
   if (set_id == 0) return engine();
-  // The same checks as runtime(): an unknown set, or a rank outside it.
-  runtime(what.c_str(), set_id);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = sets_.find(set_id);
-  return it == sets_.end() ? nullptr : it->second.engine;
+  return find_set(what.c_str(), set_id, true).engine;
 }
 
 void Process::set_engine_for_test(std::shared_ptr<engine::Engine> engine) {

@@ -81,6 +81,9 @@ class Process {
   int next_set_id_ = 1;                  // restarts at every init()
   // Serializes add/remove (each a collective) without holding mutex_ while they wait.
   std::mutex sets_call_mutex_;
+  // Under mutex_: set `id` (not 0), or UsageError naming the call: before init(), an unknown
+  // set, or (member) a set this rank is not in.
+  const ProcessSetState& find_set(const char* what, int id, bool member) const;
   // Stops one set's engine and Runtime (outside mutex_).
   static void stop_set(ProcessSetState& set);
 };
