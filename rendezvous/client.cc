@@ -69,7 +69,7 @@ class ClientImpl final : public Client {
 
   Bytes call(Op op, const Bytes& payload, std::chrono::milliseconds timeout,
              const std::string& what);
-  void goodbye();
+  void goodbye(bool at_exit);
   void set_abort_handler(std::function<void(const std::string&)> handler);
   void set_reset_handler(std::function<void(const wire::Reset&)> handler);
 
@@ -368,7 +368,7 @@ void ClientImpl::set_reset_handler(std::function<void(const wire::Reset&)> handl
   }
 }
 
-void ClientImpl::goodbye() {
+void ClientImpl::goodbye(bool at_exit) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (leaving_) return;
@@ -376,7 +376,7 @@ void ClientImpl::goodbye() {
   }
   bool said = false;
   try {
-    call(Op::kGoodbye, {}, 0ms, "goodbye");
+    call(Op::kGoodbye, at_exit ? Bytes{wire::kGoodbyeAtExit} : Bytes{}, 0ms, "goodbye");
     said = true;
   } catch (const Error& e) {
     // Leaving is best effort: if the server is gone or the job aborted, the rank leaves anyway
@@ -627,7 +627,7 @@ GatherResult Client::gather(const std::string& name, std::span<const std::uint8_
   return decode_gather_answer(rank(), size, name, server(), width, std::move(payload));
 }
 
-void Client::goodbye() { impl(this).goodbye(); }
+void Client::goodbye(bool at_exit) { impl(this).goodbye(at_exit); }
 
 void Client::set_abort_handler(std::function<void(const std::string& reason)> handler) {
   impl(this).set_abort_handler(std::move(handler));

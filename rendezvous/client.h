@@ -83,8 +83,9 @@ class Client {
   GatherResult gather(const std::string& name, std::span<const std::uint8_t> record,
                       std::size_t width, std::span<const std::uint8_t> slices,
                       std::chrono::milliseconds timeout);
-  // Tells the server this rank is leaving on purpose, then closes the connection.
-  void goodbye();
+  // Tells the server this rank is leaving on purpose, then closes the connection. at_exit: it
+  // leaves from an exit handler, not from hora::shutdown() (wire::kGoodbyeAtExit).
+  void goodbye(bool at_exit = false);
 
   // Called once, from the reader thread, when the server sends ABORT or the connection drops
   // unexpectedly. The argument is the launcher's reason (or what happened to the connection).

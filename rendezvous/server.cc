@@ -723,7 +723,7 @@ class Server::Impl : public std::enable_shared_from_this<Impl> {
     if (it == by_rank.end() || it->second != c) return;
     by_rank.erase(it);
     if (clean) {
-      logger()->info("rank {} ({}) said goodbye", c->rank, c->peer);
+      logger()->info("rank {} ({}) {}", c->rank, c->peer, reason);
     } else {
       logger()->warn("rank {} ({}) disconnected: {}", c->rank, c->peer, reason);
     }
@@ -828,11 +828,12 @@ class Server::Impl : public std::enable_shared_from_this<Impl> {
   void dispatch(const ConnPtr& c) HORA_REQUIRES(io_thread_) {
     const wire::Header& h = c->header;
     if (h.op == Op::kGoodbye) {
-      if (!c->payload.empty()) {
-        return reject(c, Status::kBadFrame, "GOODBYE carries a payload", h.request_id);
+      const bool at_exit = c->payload.size() == 1 && c->payload[0] == wire::kGoodbyeAtExit;
+      if (!c->payload.empty() && !at_exit) {
+        return reject(c, Status::kBadFrame, "GOODBYE carries an unknown payload", h.request_id);
       }
       respond(c, Op::kGoodbye, h.request_id, Status::kOk, {});
-      leave(c, true, "said goodbye");
+      leave(c, true, at_exit ? wire::kGoodbyeAtExitReason : "said goodbye");
       start_linger(c);
       return;
     }

@@ -62,12 +62,19 @@ std::uint32_t length_u32(std::size_t n, const char* what);
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
 using Proof = std::array<std::uint8_t, kProofBytes>;
 
+// GOODBYE's optional one-byte payload: the rank leaves from an exit handler (the program called
+// exit() or returned from main without hora::shutdown()), so the process is ending and its exit
+// code, not the goodbye, says whether it succeeded. A GOODBYE without payload is hora::shutdown().
+constexpr std::uint8_t kGoodbyeAtExit = 0x01;
+// The reason on_disconnected reports for such a goodbye (clean = true).
+inline constexpr const char* kGoodbyeAtExitReason = "said goodbye from an exit handler";
+
 enum class Op : std::uint8_t {
   kHello = 0x01,     // server -> client, first frame: nonce
   kAuth = 0x02,      // client -> server: rank, size, proof; answered with AUTH/OK
   kReject = 0x03,    // server -> client: reason; the server closes the connection after it
   kAbort = 0x04,     // server -> client, unsolicited: the launcher aborted the job
-  kGoodbye = 0x05,   // client -> server: leaving on purpose; answered with GOODBYE/OK
+  kGoodbye = 0x05,   // client -> server: leaving (payload: none, or kGoodbyeAtExit); GOODBYE/OK
   kReset = 0x06,     // server -> client, unsolicited: an elastic job's next round (Reset)
   kSet = 0x10,       // key, value
   kGet = 0x11,       // key, timeout_ms -> value

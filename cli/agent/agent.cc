@@ -20,6 +20,7 @@
 
 #include "cli/agent/frame.h"
 #include "cli/agent/liveness.h"
+#include "cli/agent/process_state.h"
 #include "cli/agent/relay_children.h"
 #include "cli/network/probe.h"
 #include "common/unique_fd.h"
@@ -53,6 +54,7 @@ struct Child {
   bool reaped = false;
   std::optional<Clock::time_point> kill_at;  // after a CLOSE: SIGKILL if still running then
   int wstatus = 0;
+  char reported_state = 0;  // the state last sent in a STATE frame; 0: running
 };
 
 class Agent {
@@ -80,6 +82,8 @@ class Agent {
   int next_deadline_ms() const;
   // A HEARTBEAT when one is due (docs/agent.md, "Liveness").
   void heartbeat();
+  // STATE frames for children whose rank stopped, or runs again, since the last look.
+  void report_states();
   void kill_overdue();
 
   int in_fd_;
@@ -337,6 +341,30 @@ void Agent::heartbeat() {
   if (output_broken_) return;
   append_frame(out_queue_, FrameType::kHeartbeat, 0,
                encode_pid(static_cast<std::uint32_t>(::getpid())));
+  // On the launcher's own host (--report-pids) the launcher reads /proc itself.
+  if (!options_.report_pids) report_states();
+}
+
+void Agent::report_states() {
+  std::vector<pid_t> guards;
+  for (const auto& [id, c] : children_) {
+    if (!c.reaped && c.pid > 0) guards.push_back(c.pid);
+  }
+  if (guards.empty()) return;
+  const std::map<pid_t, StuckProcess> stuck = stuck_processes_of_guards(guards);
+  for (auto& [id, c] : children_) {
+    if (c.reaped || c.pid <= 0) continue;
+    const auto found = stuck.find(c.pid);
+    const char state = found == stuck.end() ? 0 : found->second.state;
+    if (state == c.reported_state) continue;
+    c.reported_state = state;
+    std::string payload;
+    if (state != 0) {
+      payload.push_back(state);
+      payload += encode_pid(static_cast<std::uint32_t>(found->second.pid));
+    }
+    append_frame(out_queue_, FrameType::kState, id, payload);
+  }
 }
 
 void Agent::kill_overdue() {

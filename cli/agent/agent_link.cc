@@ -169,6 +169,14 @@ void AgentLink::on_data(std::string_view data) {
           ch->pid_ = static_cast<int>(*pid);
         }
         break;
+      case FrameType::kState:
+        if (f->payload.empty()) {
+          ch->reported_state_.reset();
+        } else if (const std::optional<std::uint32_t> pid =
+                       decode_pid(std::string_view(f->payload).substr(1))) {
+          ch->reported_state_ = StuckProcess{static_cast<pid_t>(*pid), f->payload[0]};
+        }
+        break;
       case FrameType::kFailed: {
         channels_.erase(f->id);
         ssh::ExitInfo info;

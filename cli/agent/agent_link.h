@@ -20,6 +20,7 @@
 
 #include "cli/agent/frame.h"
 #include "cli/agent/liveness.h"
+#include "cli/agent/process_state.h"
 #include "ssh/channel.h"
 
 namespace hora::cli::agent {
@@ -81,6 +82,9 @@ class AgentChannel {
   // The child's pid on the agent's host, once its STARTED frame came (agents started with
   // --report-pids only); -1 before or without.
   int pid() const { return pid_; }
+  // What the agent last said of the child's rank (a STATE frame): stopped, traced or in D, with
+  // its pid on the agent's host; nullopt while it runs.
+  const std::optional<StuckProcess>& reported_state() const { return reported_state_; }
 
  private:
   friend class AgentLink;
@@ -94,6 +98,7 @@ class AgentChannel {
   bool stdin_closed_ = false;
   bool closed_ = false;
   int pid_ = -1;
+  std::optional<StuckProcess> reported_state_;
   std::optional<ssh::ExitInfo> exit_;
 };
 

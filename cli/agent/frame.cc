@@ -42,7 +42,8 @@ bool known_type(std::uint8_t type) {
     case FrameType::kRelayStderr:
     case FrameType::kRelayEnded:
     case FrameType::kHeartbeat:
-    case FrameType::kEnding: return true;
+    case FrameType::kEnding:
+    case FrameType::kState: return true;
   }
   return false;
 }
@@ -67,6 +68,7 @@ const char* type_name(FrameType type) {
     case FrameType::kRelayOutput: return "RELAY_OUTPUT";
     case FrameType::kRelayStderr: return "RELAY_STDERR";
     case FrameType::kRelayEnded: return "RELAY_ENDED";
+    case FrameType::kState: return "STATE";
     case FrameType::kHeartbeat: return "HEARTBEAT";
     case FrameType::kEnding: return "ENDING";
   }

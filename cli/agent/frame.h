@@ -53,6 +53,11 @@ enum class FrameType : std::uint8_t {
   kEnding = 0x1B,
   // id = relayed host: RELAY_KILL's outcome; payload = what went wrong (text; empty: killed).
   kRelayKilled = 0x1C,
+  // id = child: its rank's process state changed (a remote agent looks once a second; the
+  // launcher's own host needs none, it reads /proc itself): payload = u8 state letter ('T'
+  // stopped, 't' held by a debugger, 'D' uninterruptible sleep) | u32 pid on the agent's host,
+  // or empty when the rank runs again.
+  kState = 0x1D,
 };
 
 inline constexpr std::size_t kHeaderBytes = 9;

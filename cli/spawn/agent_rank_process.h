@@ -66,6 +66,9 @@ class AgentRankProcess : public RankProcess {
   int local_guard_pid() const override {
     return local_ && running() && channel_->pid() > 0 ? channel_->pid() : -1;
   }
+  std::optional<StuckProcess> reported_state() const override {
+    return !local_ && running() ? channel_->reported_state() : std::nullopt;
+  }
 
  private:
   void finish(const ssh::ExitInfo& info);

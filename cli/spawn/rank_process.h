@@ -10,9 +10,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "cli/agent/process_state.h"
 #include "cli/hosts/host_list.h"
 #include "cli/output/output.h"
 #include "cli/spawn/guard_request.h"
@@ -59,6 +61,9 @@ class RankProcess {
   // The local guard's pid, for a look at its rank's process state (process_state.h); -1 for a
   // remote rank (its state is not known here).
   virtual int local_guard_pid() const { return -1; }
+  // A remote rank's state as its host's agent last reported it (stopped, traced, in D; pid on
+  // that host); nullopt while it runs, and always for local ranks (read from local_guard_pid()).
+  virtual std::optional<StuckProcess> reported_state() const { return std::nullopt; }
 };
 
 // Makes the RankProcess for one rank on one host (the seam that tests fill with fakes).

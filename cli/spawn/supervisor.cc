@@ -16,11 +16,11 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "cli/agent/process_state.h"
 #include "cli/base/errors.h"
 #include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "cli/spawn/horovod_rendezvous.h"
-#include "cli/spawn/process_state.h"
 #include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/log_throttle.h"
@@ -29,6 +29,7 @@
 #include "rendezvous/errors.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
+#include "rendezvous/wire.h"
 
 namespace hora::cli {
 namespace {
@@ -54,6 +55,10 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
 std::string bracketed(const std::string& address) {
   return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
 }
+
+// A local rank stopped (state T) or held by a debugger (t) this long is named in a warning (the
+// stall check looks once a second, so within 3-4 s).
+constexpr std::chrono::seconds kStoppedNamedAfter{2};
 
 // A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
 constexpr std::chrono::milliseconds kRepeatedSignal{1000};
@@ -101,6 +106,8 @@ struct Supervisor::Impl {
   // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
   // warned about.
   std::map<int, std::pair<Clock::time_point, bool>> stuck_since HORA_GUARDED_BY(io_thread_);
+  // Ranks named as stopped or traced since they were last seen running (kStoppedNamedAfter).
+  std::set<int> stopped_named HORA_GUARDED_BY(io_thread_);
   hora::LogThrottle throttle
       HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
   asio::steady_timer throttle_timer HORA_GUARDED_BY(io_thread_){io};
@@ -114,6 +121,17 @@ struct Supervisor::Impl {
   // drops it at once; the peers it takes down drop theirs later, after noticing), ranks that
   // had exited included.
   std::map<int, int> drop_order HORA_GUARDED_BY(io_thread_);
+  // The order in which ranks left the rendezvous at all: a drop, or a goodbye (from
+  // hora::shutdown() or from libhora's exit handler). A rank that said goodbye and then exits
+  // non-zero (exit(1) after init runs the exit handler) left before the peers it takes down, so
+  // it is their cause: a goodbye orders a rank as a drop does, and its exit code decides.
+  std::map<int, int> leave_order HORA_GUARDED_BY(io_thread_);
+  // Ranks that said goodbye from the exit handler: their process is ending, so a verdict waits
+  // for their exit code as for a rank that dropped (bounded by await_timer).
+  std::set<int> leaving_at_exit HORA_GUARDED_BY(io_thread_);
+  // Running ranks awaited that long (drop_grace) without exiting: no longer awaited.
+  std::set<int> no_longer_awaited HORA_GUARDED_BY(io_thread_);
+  asio::steady_timer await_timer HORA_GUARDED_BY(io_thread_){io};
   // A failure's verdict waits a moment (config.verdict_settle) while other ranks still run:
   // what happened in one order can be heard in another (an agent reports the exits it reaped
   // together; a socket already readable is read first), and the cause is the rank that dropped
@@ -173,6 +191,9 @@ struct Supervisor::Impl {
     events.on_connected = [this](int rank, const std::string& peer) {
       io_thread_.assert_held();
       log->info("rank {} reached the rendezvous from {}", rank, peer);
+      // A rank that left and joins again (init() after shutdown()) has not left any more.
+      leave_order.erase(rank);
+      leaving_at_exit.erase(rank);
     };
     events.on_disconnected = [this](int rank, bool clean, const std::string& reason) {
       io_thread_.assert_held();
@@ -345,13 +366,19 @@ struct Supervisor::Impl {
     for (const auto& [g, r] : rank_of_guard) guards.push_back(g);
     std::map<int, StuckProcess> out;
     for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(rank_of_guard[g], p);
+    // Remote ranks: what their host's agent reported (a STATE frame, once a second at most).
+    for (int r = 0; r < table.size(); ++r) {
+      if (!running(r)) continue;
+      if (const auto reported = at(r).process->reported_state()) out.emplace(r, *reported);
+    }
     return out;
   }
 
   // The launcher's half of the stall check: once a second, every local rank's processes are
   // looked at; one stopped, traced or in D for the stall warning time (HORA_STALL_CHECK_SECONDS,
   // 60 s) is named in a warning, and for the shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when
-  // above 0) it ends the job. Remote ranks are not looked at (docs/launcher.md).
+  // above 0) it ends the job. Remote ranks are looked at by their host's agent, which reports a
+  // change of state in a STATE frame (docs/agent.md).
   void arm_stall_check() HORA_REQUIRES(io_thread_) {
     if (!config.stall.enabled) return;
     stall_timer.expires_after(std::chrono::seconds(1));
@@ -372,6 +399,7 @@ struct Supervisor::Impl {
       const auto found = stuck_now.find(r);
       if (found == stuck_now.end()) {
         stuck_since.erase(r);
+        stopped_named.erase(r);
         continue;
       }
       const StuckProcess* stuck = &found->second;
@@ -386,6 +414,18 @@ struct Supervisor::Impl {
                                 std::chrono::duration_cast<std::chrono::milliseconds>(stalled))),
                 1);
         return;
+      }
+      // A stopped or traced process makes no progress until someone resumes it, whatever the
+      // load: it is named within seconds, not after the warning time meant for slow ranks (a
+      // rank in a long computation or on a loaded host is running or sleeping, never T).
+      const bool stopped = stuck->state == 'T' || stuck->state == 't';
+      if (stopped && stalled >= kStoppedNamedAfter && stopped_named.insert(r).second) {
+        log->warn(
+            "{} is {} (pid {}) for {}; the other ranks wait for it: resume it (kill -CONT {}) "
+            "or end the job",
+            who(r), stuck->describe(), stuck->pid,
+            hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(stalled)),
+            stuck->pid);
       }
       if (!it->second.second && stalled >= warn_after) {
         it->second.second = true;
@@ -410,18 +450,27 @@ struct Supervisor::Impl {
                                       : "without reaching hora::init()");
   }
 
-  // Whether rank a dropped its rendezvous connection before rank b did (or b did not).
-  bool dropped_before(int a, int b) const HORA_REQUIRES(io_thread_) {
-    const auto da = drop_order.find(a);
-    if (da == drop_order.end()) return false;
-    const auto db = drop_order.find(b);
-    return db == drop_order.end() || da->second < db->second;
+  // Whether rank a left the rendezvous (a drop or a goodbye) before rank b did (or b did not).
+  bool left_before(int a, int b) const HORA_REQUIRES(io_thread_) {
+    const auto da = leave_order.find(a);
+    if (da == leave_order.end()) return false;
+    const auto db = leave_order.find(b);
+    return db == leave_order.end() || da->second < db->second;
+  }
+
+  // Whether a running rank's exit must be awaited before a verdict: it dropped its connection
+  // (its drop timer bounds that) or said goodbye from its exit handler, and it has not been
+  // awaited for drop_grace already.
+  bool awaitable(int q) const HORA_REQUIRES(io_thread_) {
+    return (drop_order.count(q) != 0 || leaving_at_exit.count(q) != 0) &&
+           no_longer_awaited.count(q) == 0;
   }
 
   // The verdict on the failures heard, once verdict_settle has passed or no other rank runs:
-  // the failed rank that dropped its rendezvous connection first (one that did not drop comes
-  // after one that did; among equals, the one heard first). A rank still running that dropped
-  // before it is awaited instead: its exit decides (its drop timer bounds the wait).
+  // the failed rank that left the rendezvous first (a drop or a goodbye; one that did not leave
+  // comes after one that did; among equals, the one heard first). A rank still running that
+  // dropped, or said goodbye from its exit handler, before it is awaited instead: its exit
+  // decides (for drop_grace at most).
   void decide() HORA_REQUIRES(io_thread_) {
     if (failures.empty() || ending) return;
     bool others_running = false;
@@ -439,14 +488,22 @@ struct Supervisor::Impl {
     if (!settled && others_running) return;
     const Failure* cause = &failures.front();
     for (const Failure& f : failures) {
-      if (dropped_before(f.rank, cause->rank)) cause = &f;
+      if (left_before(f.rank, cause->rank)) cause = &f;
     }
     for (int q = 0; q < table.size(); ++q) {
-      if (running(q) && dropped_before(q, cause->rank)) {
+      if (running(q) && awaitable(q) && left_before(q, cause->rank)) {
         if (awaited != q) {
           awaited = q;
-          log->info("{} {}; waiting for {}, which lost its rendezvous connection first",
-                    who(cause->rank), cause->status.describe(), who(q));
+          log->info("{} {}; waiting for {}, which left the rendezvous first ({})", who(cause->rank),
+                    cause->status.describe(), who(q),
+                    leaving_at_exit.count(q) ? "from its exit handler" : "connection lost");
+          await_timer.expires_after(config.drop_grace);
+          await_timer.async_wait([this, q](const boost::system::error_code& ec) {
+            io_thread_.assert_held();
+            if (ec || ending) return;
+            no_longer_awaited.insert(q);
+            decide();
+          });
         }
         return;
       }
@@ -466,7 +523,12 @@ struct Supervisor::Impl {
   }
 
   void on_disconnected(int r, bool clean, const std::string& reason) HORA_REQUIRES(io_thread_) {
-    if (clean || r < 0 || r >= table.size() || ending) return;
+    if (r < 0 || r >= table.size() || ending) return;
+    leave_order.emplace(r, static_cast<int>(leave_order.size()));
+    if (clean) {
+      if (reason == rdv::wire::kGoodbyeAtExitReason) leaving_at_exit.insert(r);
+      return;
+    }
     drop_order.emplace(r, static_cast<int>(drop_order.size()));
     if (!running(r)) return;
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
@@ -637,6 +699,7 @@ struct Supervisor::Impl {
     end_timer.cancel();
     drain_timer.cancel();
     settle_timer.cancel();
+    await_timer.cancel();
     throttle_timer.cancel();
     stall_timer.cancel();
     boost::system::error_code ignored;

@@ -127,6 +127,7 @@ void Engine::start() {
   }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hora-engine");  // named in crash reports and top -H
+    if (options_.on_thread_start) options_.on_thread_start();
     loop();
   });
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace hora::detail::engine {
@@ -46,6 +47,9 @@ struct EngineOptions {
   // HORA_TIMELINE_MARK_CYCLES (1/0); unset or empty variables keep the defaults. A malformed
   // value throws hora::UsageError naming the variable, its value and what was expected.
   static EngineOptions from_environment();
+  // Run first on the engine's thread (the process installs its alternate signal stack there,
+  // runtime/process/crash_report.h); empty: nothing.
+  std::function<void()> on_thread_start;
 };
 
 }  // namespace hora::detail::engine

@@ -42,9 +42,10 @@ void ignore_sigpipe_if_default() {
 
 void shutdown_at_exit() {
   // A program that returns from main() without hora::shutdown() still leaves cleanly: the
-  // launcher sees a goodbye, not a dropped connection.
+  // launcher sees a goodbye, not a dropped connection. The goodbye says it came from here, so
+  // that a non-zero exit code (exit(1) after init) still makes this rank the failed one.
   try {
-    Process::instance().shutdown();
+    Process::instance().shutdown(/*at_exit=*/true);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hora: shutdown at exit failed: %s\n", e.what());
   }
@@ -84,6 +85,7 @@ void Process::init() {
     transport = runtime->make_engine_transport();
     auto options = engine::EngineOptions::from_environment();
     options.hostname = runtime->world().hostname;
+    options.on_thread_start = install_alt_signal_stack;
     eng = std::make_shared<engine::Engine>(*transport, std::move(options));
     eng->start();
   } catch (...) {
@@ -102,7 +104,7 @@ void Process::init() {
   }
 }
 
-void Process::shutdown() {
+void Process::shutdown(bool at_exit) {
   std::shared_ptr<Runtime> runtime;
   std::shared_ptr<engine::Engine> engine;
   std::unique_ptr<engine::Transport> transport;
@@ -115,6 +117,9 @@ void Process::shutdown() {
     sets = std::move(sets_);
     sets_.clear();
   }
+  // Before anything its peers could notice (a stopped engine, closed connections), the launcher
+  // learns that this process is exiting.
+  if (at_exit && runtime) runtime->goodbye_at_exit();
   // Process sets first: their Runtimes borrow the job's device and rendezvous connection.
   for (auto& [id, set] : sets) stop_set(set);
   if (!runtime) return;
@@ -202,6 +207,7 @@ int Process::add_process_set(std::vector<int> ranks) {
       state.transport = state.runtime->make_engine_transport();
       auto options = engine::EngineOptions::from_environment();
       options.hostname = world.hostname;
+      options.on_thread_start = install_alt_signal_stack;
       // The set's rank 0 writes the set's ops beside the job's timeline, never over it.
       if (!options.timeline_path.empty() && options.timeline_path != "DYNAMIC") {
         options.timeline_path += fmt::format(".set{}", id);

@@ -36,7 +36,9 @@ class Process {
   // and registers an atexit shutdown once. Throws hora::Error subclasses naming the step.
   void init();
   // hora::shutdown(): stops the engine, then leaves the job. No-op when not initialized.
-  void shutdown();
+  // at_exit: called by the exit handler libhora registers, not by the program: the goodbye goes
+  // first and says so (Runtime::goodbye_at_exit).
+  void shutdown(bool at_exit = false);
   bool initialized() const;
 
   // The Runtime for one call, or hora::UsageError("hora::<what> called before hora::init()").

@@ -249,6 +249,15 @@ Runtime::Backends Runtime::take_backends() {
   return {std::move(gloo_), std::move(nccl_), std::move(shm_), std::move(engine_shm_)};
 }
 
+void Runtime::goodbye_at_exit() {
+  if (closed_.load() || !client_ || abort_.reason()) return;
+  try {
+    client_->goodbye(/*at_exit=*/true);
+  } catch (const std::exception& e) {
+    log().info("{}: goodbye to the rendezvous failed: {}", who(world_), e.what());
+  }
+}
+
 void Runtime::shutdown() {
   if (closed_.exchange(true)) return;
   auto [gloo, gpu, shm, engine_shm] = take_backends();

@@ -87,6 +87,13 @@ class Runtime {
   // throw hora::UsageError.
   void shutdown();
 
+  // The goodbye of a process that leaves from an exit handler (exit() or a return from main
+  // without hora::shutdown()), sent before the engine and the connections stop: the launcher
+  // then knows this rank left first, whatever its peers do when they lose it, and that its exit
+  // code decides whether it failed (rendezvous/wire.h kGoodbyeAtExit). shutdown() follows;
+  // call it only on a Runtime no other thread can shut down (Process::shutdown's own).
+  void goodbye_at_exit();
+
   // What the other ranks see when this process dies: the Gloo connections and the rendezvous
   // connection close without a goodbye. For tests of failure handling.
   void close_abruptly();

@@ -17,8 +17,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "cli/agent/process_state.h"
 #include "cli/spawn/agent_rank_process.h"
-#include "cli/spawn/process_state.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;

@@ -1,6 +1,6 @@
-// cli/spawn/process_state.h: the state letter of /proc/<pid>/stat, and a stopped process among
+// cli/agent/process_state.h: the state letter of /proc/<pid>/stat, and a stopped process among
 // a "guard"'s children (this test process plays the guard).
-#include "cli/spawn/process_state.h"
+#include "cli/agent/process_state.h"
 
 #include <signal.h>
 #include <sys/wait.h>

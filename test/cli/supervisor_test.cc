@@ -111,6 +111,11 @@ class FakeRankProcess : public RankProcess {
     client_.reset();
   }
   void exit_now(const ExitStatus& st) { finish(st); }
+  // The rank's exit handler says goodbye (exit() after init): the connection closes cleanly.
+  void goodbye_at_exit() {
+    if (connector_.joinable()) connector_.join();
+    client_->goodbye(/*at_exit=*/true);
+  }
 
  private:
   void finish(const ExitStatus& st) {
@@ -339,6 +344,48 @@ TEST_CASE(
   step.async_wait(poll);
   CHECK(job.run() == 3);
   CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 3\n"));
+}
+
+TEST_CASE(
+    "exit(1) after init: the rank whose exit handler said goodbye first is the cause, not the "
+    "peer that lost it and failed first") {
+  Script in_job;
+  in_job.connect_rendezvous = true;
+  Job job(2, {in_job, in_job});
+  // Rank 1 calls exit(1): libhora's exit handler says goodbye, then closes the connections its
+  // peer uses; rank 0 fails at once (PeerFailure, SIGABRT) and drops, and its exit is heard
+  // while rank 1 is still finishing its exit handlers. Rank 1 then exits 1.
+  boost::asio::steady_timer step(job.io);
+  std::thread leaver;
+  std::function<void(const boost::system::error_code&)> poll;
+  poll = [&](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto& fakes = job.factory.created_;
+    if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
+      step.expires_after(10ms);
+      step.async_wait(poll);
+      return;
+    }
+    // goodbye() waits for the server's answer, which the io thread sends: not on the io thread.
+    leaver = std::thread([&] {
+      fakes[1]->goodbye_at_exit();
+      boost::asio::post(job.io, [&] {
+        fakes[0]->drop();
+        fakes[0]->exit_now(ExitStatus{true, 0, SIGABRT});
+        // Longer than the verdict's settling time (300 ms): the verdict must wait for rank 1.
+        step.expires_after(600ms);
+        step.async_wait([&](const boost::system::error_code& e2) {
+          if (!e2) fakes[1]->exit_now(ExitStatus{false, 1, 0});
+        });
+      });
+    });
+  };
+  step.expires_after(10ms);
+  step.async_wait(poll);
+  const int rc = job.run();
+  if (leaver.joinable()) leaver.join();
+  CHECK(rc == 1);
+  CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 1\n"));
 }
 
 TEST_CASE("a rank lost with its host's agent: the verdict names the agent, exit 255") {

@@ -496,6 +496,18 @@ case_stall_check_stopped_rank() {
   ok "the stall check warns about and ends a job with a stopped rank"
 }
 
+case_stopped_rank_named_fast() {
+  # A SIGSTOPped rank is named within seconds (the default stall check, Gloo timeout 300 s), long
+  # before any timeout; a rank merely busy computing (spinning) is not named.
+  start_spinning_job --gloo-timeout-seconds 300
+  wait_for 8 grep -q "rank 1 on localhost is state T, stopped (pid $stopped) for" err ||
+    { kill -CONT "$stopped"; kill "$job"; cat err; fail "rank 1 was not named within 8 s of SIGSTOP"; }
+  grep -Eq "rank (0|2) on localhost is state" err && { kill -CONT "$stopped"; kill "$job"; fail "a running rank was named"; }
+  kill -INT "$job"
+  finish_spinning_job 60
+  ok "a stopped rank is named within seconds, and only it"
+}
+
 # The CPU list --bind-to core must give local rank $1 of $2, from this shell's own CPUs.
 expected_cpus() {
   PYTHONPATH=$INTEGRATION_DIR python3 - "$1" "$2" <<'PY'

@@ -71,6 +71,30 @@ case_two_hosts() {
 }
 
 # Process sets across two hosts: {0,2} and {1,3} span them (Gloo contexts of their own),
+# A rank stopped on a test host is named within seconds (its host's agent reads /proc and
+# sends a STATE frame); the others are spinning in allreduces, not named.
+case_stopped_rank_named() {
+  up 2
+  mkdir -p pids
+  "$HORARUN" --ssh-config "$CONFIG" -np 2 -H h1:1,h2:1 --gloo-timeout-seconds 300 \
+    "$PROBE" spin "$WORK/pids" >out 2>err &
+  local job=$!
+  BACKGROUND+=("$job")
+  wait_for 60 test -s pids/1.pid || { cat err; fail "rank 1 did not start"; }
+  wait_for 30 grep -q "rank 1 ready" out || { cat out err; fail "the ranks are not ready"; }
+  local stopped
+  stopped=$(cat pids/1.pid)
+  kill -STOP "$stopped"
+  wait_for 10 grep -q "rank 1 on h2 is state T, stopped (pid $stopped) for" err ||
+    { kill -CONT "$stopped"; kill "$job"; cat err; fail "rank 1 on h2 was not named within 10 s of SIGSTOP"; }
+  grep -q "rank 0 on h1 is state" err && { kill -CONT "$stopped"; kill "$job"; fail "the running rank was named"; }
+  kill -CONT "$stopped"
+  kill -INT "$job"
+  wait_for 60 gone "$job" || fail "horarun did not end after SIGINT"
+  wait_for 30 no_rank_processes || fail "ranks left on the test hosts: $(rank_processes)"
+  ok "a rank stopped on a test host is named within seconds, with its pid there"
+}
+
 # {0,1} lies on h1 (shared-memory groups of its own inside a two-host job), {0,3}, {3}.
 case_process_sets_hosts() {
   up 2

@@ -1,6 +1,6 @@
-// What the kernel says about a local rank's processes (/proc/<pid>/stat), so the launcher can
+// What the kernel says about a rank's processes (/proc/<pid>/stat), so the launcher can
 // name a rank that stopped making progress rather than the healthy rank that timed out waiting
-// for it (issue 15 item 3): a rank SIGSTOPped (state T), held by a debugger (t), or stuck in
+// for it: a rank SIGSTOPped (state T), held by a debugger (t), or stuck in
 // uninterruptible sleep (D).
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "cli/spawn/process_state.h"
+#include "cli/agent/process_state.h"
 
 #include <fmt/format.h>
 
