@@ -229,6 +229,27 @@ case_crash_report() {
   ok "HORA_CRASH_REPORT=0: no report, the same SIGSEGV"
 }
 
+case_crash_report_kinds() {
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}handle_segv=0"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0:use_sigaltstack=0"
+  # A C stack overflow on the program's thread: the report runs on libhora's alternate signal
+  # stack (without one the handler itself would fault and the rank die with no report).
+  run 90 -np 2 "$PROBE" overflow
+  [ $rc -eq 139 ] || fail "overflow: rc=$rc, want 139 (SIGSEGV)"
+  grep -Eq "^\[1\]<stderr>:hora: rank 1 \(localhost, pid [0-9]+\): fatal signal SIGSEGV \(invalid memory access\) at address 0x[0-9a-f]+ in thread" err ||
+    { cat err; fail "no crash report for a stack overflow"; }
+  grep -q "^\[1\]<stderr>:hora: end of the crash report$" err || fail "overflow: the report is not complete"
+  ok "a stack overflow gets its crash report, then SIGSEGV"
+  # A signal sent with kill(): no fault address (siginfo holds the sender's pid there), the
+  # sender named instead.
+  run 90 -np 2 "$PROBE" sent-fpe
+  [ $rc -eq 136 ] || fail "sent-fpe: rc=$rc, want 136 (SIGFPE)"
+  grep -Eq "^\[1\]<stderr>:hora: rank 1 \(localhost, pid [0-9]+\): fatal signal SIGFPE \(arithmetic fault\) in thread" err ||
+    { cat err; fail "a sent SIGFPE was reported with an address, or not at all"; }
+  grep -q "^\[1\]<stderr>:.*SIGFPE.*at address" err && fail "a sent SIGFPE printed a fault address"
+  ok "a SIGFPE sent with kill() is reported without a fault address"
+}
+
 case_sigkill_launcher() {
   mkdir pids
   # Started directly (not under `timeout`) so that the signals below reach horarun itself;

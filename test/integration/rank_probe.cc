@@ -7,6 +7,7 @@
 //   crash               init(); rank 1 writes through a null pointer in a thread named
 //                       "probe-crasher" (libhora's crash report, then SIGSEGV); the others wait
 //                       in an allreduce until aborted
+//   overflow | sent-fpe  init(); rank 1 dies of a stack overflow / of a SIGFPE it sends itself
 //   hang DIR            init(); write DIR/<rank>.pid; block in a barrier rank 0 never enters
 //   spin DIR            init(); write DIR/<rank>.pid; every rank in allreduces until aborted
 //                       (a test SIGSTOPs one of them)
@@ -146,6 +147,34 @@ int mode_kill_in_allreduce() {
   }
 }
 
+// Recurses until the stack's guard page: a SIGSEGV that can only be reported from an alternate
+// signal stack. Not a tail call (the frame's array is used after the call), at -O0 anyway.
+int overflow(int depth) {
+  volatile char frame[4096];
+  frame[0] = static_cast<char>(depth);
+  return overflow(depth + 1) + frame[0];
+}
+
+// Rank 1 dies of a stack overflow on the program's thread (`overflow`), or of a SIGFPE sent to
+// itself with kill() (`sent-fpe`): a signal that no fault raised, whose siginfo holds the
+// sender's pid where a fault's address would be. The others wait in an allreduce.
+int mode_fatal(const std::string& how) {
+  hora::init();
+  hora::barrier();
+  if (hora::rank() == 1) {
+    if (how == "overflow") return overflow(0);
+    ::kill(::getpid(), SIGFPE);
+    return 2;  // not reached
+  }
+  std::vector<float> v(1024, 1.0f);
+  try {
+    hora::allreduce(v.data(), v.data(), v.size(), hora::DataType::kFloat32, hora::ReduceOp::kSum);
+  } catch (const hora::Error& e) {
+    std::fprintf(stderr, "rank %d failed as expected: %s\n", hora::rank(), e.what());
+  }
+  return 1;
+}
+
 int mode_crash() {
   hora::init();
   hora::barrier();
@@ -281,6 +310,7 @@ int main(int argc, char** argv) {
     if (mode == "exit") return mode_exit(std::atoi(arg(2).c_str()), std::atoi(arg(3).c_str()));
     if (mode == "kill-in-allreduce") return mode_kill_in_allreduce();
     if (mode == "crash") return mode_crash();
+    if (mode == "overflow" || mode == "sent-fpe") return mode_fatal(mode);
     if (mode == "hang") return mode_hang(arg(2));
     if (mode == "sleep") return mode_sleep(arg(2));
     if (mode == "spin") return mode_spin(arg(2));
@@ -291,7 +321,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr,
-               "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|crash|hang DIR|"
+               "usage: rank_probe env|output N|exit CODE RANK|kill-in-allreduce|crash|overflow|"
+               "sent-fpe|hang DIR|"
                "spin DIR|sleep DIR|noinit RANK|garbage\n");
   return 2;
 }
