@@ -285,6 +285,38 @@ def case_horarunner():
     left.check()
 
 
+def case_rank_table():
+    """The rank table from the engine's hosts, and the environment each rank gets, against
+    horarun's contract (common/job_environment.h's kContract). No cluster needed."""
+    from hora.driver import ranks
+    infos = ranks.assign(['a', 'b', 'a', 'c', 'a'], {'a': 'host-a'})
+    got = [(i.rank, i.local_rank, i.local_size, i.cross_rank, i.cross_size, i.host, i.host_index)
+           for i in infos]
+    # Slots 0, 2, 4 on a (ranks 0-2), slot 1 on b (rank 3), slot 3 on c (rank 4); local rank 0
+    # lives on all three hosts, local ranks 1 and 2 on a alone.
+    want = [(0, 0, 3, 0, 3, 'host-a', 0), (3, 0, 1, 1, 3, 'b', 1), (1, 1, 3, 0, 1, 'host-a', 0),
+            (4, 0, 1, 2, 3, 'c', 2), (2, 2, 3, 0, 1, 'host-a', 0)]
+    check(got == want, 'ranks follow the hosts in order of first appearance: %s' % got)
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'common',
+                          'job_environment.h')
+    with open(header) as f:
+        text = f.read()
+    names = dict(re.findall(r'inline constexpr char (k\w+)\[\] = "(\w+)";', text))
+    block = text[text.index('kContract[] = {'):]
+    contract = {names[k] for k in re.findall(r'\b(k\w+),', block[:block.index('};')])}
+    env = ranks.rank_environment(infos[1], 'h:1', '0' * 64, 30, 'host-a', 'hora-x')
+    check(set(env) <= contract, 'every variable set is in horarun\'s contract')
+    # Not set, and why: no interface is named (the route to the rendezvous chooses), there is
+    # no Horovod HTTP rendezvous, no launcher probes a MASTER_PORT, no --log-level or --tcp.
+    unset = {'HORA_IFACE', 'HOROVOD_GLOO_IFACE', 'GLOO_SOCKET_IFNAME', 'NCCL_SOCKET_IFNAME',
+             'HOROVOD_GLOO_RENDEZVOUS_ADDR', 'HOROVOD_GLOO_RENDEZVOUS_PORT', 'MASTER_PORT',
+             'HORA_LOG_LEVEL', 'NCCL_IB_DISABLE', 'OMP_NUM_THREADS'}
+    check(contract - set(env) == unset, 'the rest of the contract is set: %s'
+          % sorted(contract - set(env) - unset))
+    check(env['HORA_CROSS_RANK'] == '1' and env['GROUP_WORLD_SIZE'] == '3' and
+          env['HORA_HOSTNAME'] == 'b', 'values for rank 3 on host b')
+
+
 def testhosts(*args):
     script = os.environ['TESTHOSTS']
     return subprocess.run([script] + list(args), check=True, stdout=subprocess.PIPE,
