@@ -70,10 +70,15 @@ def start_local(temp):
 def kills_its_actor_on_rank_1():
     import os
     import signal
+    import time
     import hora.torch as hvd
     hvd.init()
     if hvd.rank() == 1:
         os.kill(os.getppid(), signal.SIGKILL)  # the actor that runs this rank dies
+        # ... and this rank with it (its stdin's end, PR_SET_PDEATHSIG): it must not reach the
+        # allreduce first, which would let the job finish.
+        time.sleep(120)
+        return 'rank 1 outlived its actor'
     import torch
     hvd.allreduce(torch.ones(2), name='never')
     return 'rank 0 was not aborted'
