@@ -1,0 +1,426 @@
+"""hora.tensorflow: Horovod's TensorFlow 2 API on libhora.
+
+A Horovod TensorFlow script runs on hora by changing one line::
+
+    import hora.tensorflow as hvd      # was: import horovod.tensorflow as hvd
+
+and is launched with ``horarun -np 4 .venv-tf/bin/python train.py``. See docs/tensorflow.md.
+"""
+
+try:
+    import tensorflow as tf
+except ImportError as e:  # say which package, and how to get it
+    import sys as _sys
+    raise ImportError(
+        'hora.tensorflow needs TensorFlow (the pip package tensorflow-cpu==2.21.0, with keras 3), '
+        'which %s cannot import (%s). Make the project\'s TensorFlow venv with scripts/venv.sh tf '
+        '(scripts/setup.sh does it) and run your program with its python: '
+        '.venv-tf/bin/python (docs/tensorflow.md)' % (_sys.executable, e)) from e
+
+import os
+import warnings
+
+from hora.tensorflow.compression import Compression
+from hora.tensorflow import mpi_ops
+from hora.tensorflow.mpi_ops import (
+    Average, Sum, Adasum, Min, Max, Product,
+    HoraError, HoraUsageError, HoraConnectionError, HoraTimeoutError, HoraPeerFailure,
+    HoraMismatchError, HoraAbortedError, HorovodInternalError,
+    init, shutdown, is_initialized, start_timeline, stop_timeline,
+    size, local_size, cross_size, rank, local_rank, cross_rank, is_homogeneous,
+    rank_op, local_rank_op, size_op, local_size_op, process_set_included_op,
+    mpi_threads_supported, mpi_enabled, mpi_built, gloo_enabled, gloo_built,
+    nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
+    ProcessSet, global_process_set, add_process_set, remove_process_set,
+    handle_average_backwards_compatibility, check_num_rank_power_of_2,
+    allgather, grouped_allgather, broadcast, broadcast_, alltoall, join, barrier,
+    _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter,
+)
+from hora.tensorflow.util import (_executing_eagerly, _make_subgraph, _cache, vars_to_refs,
+                                  refs_to_vars, _tf_var, _var_key)
+from hora.tensorflow.functions import (allgather_object, broadcast_object, broadcast_object_fn,
+                                       broadcast_variables)
+from hora.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
+
+
+def _horovod_size(process_set, dtype):
+    """The divisor of a framework-side average: read when the graph runs in an elastic job
+    (the size changes between rounds), else now (Horovod's rule)."""
+    if int(os.environ.get('HOROVOD_ELASTIC', 0)) or os.environ.get('HORA_ELASTIC') == '1':
+        n = size_op(process_set_id=process_set.process_set_id)
+    else:
+        n = process_set.size()
+    return tf.cast(n, dtype=dtype)
+
+
+def _adasum_refused():
+    raise NotImplementedError(
+        'hora.tensorflow: op=Adasum is not implemented for TensorFlow (hora.torch has it; '
+        'docs/tensorflow.md, "Differences from Horovod")')
+
+
+def _sparse_allreduce(tensor, op, process_set, ignore_name_scope, prescale_factor,
+                      postscale_factor, name=None):
+    """A tf.IndexedSlices is reduced as Horovod does: its values and indices are allgathered
+    (the sum of the slices is then implied; an average divides the values by the size)."""
+    if op == Adasum:
+        raise NotImplementedError('The Adasum reduction does not currently support sparse '
+                                  'tensors. As a workaround please pass sparse_as_dense=True to '
+                                  'DistributedOptimizer')
+    if op != Sum and op != Average:
+        raise NotImplementedError('Only Sum and Average ops are supported with tf.IndexedSlices')
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError('Pre/postscale_factor are not supported with tf.IndexedSlices')
+    values = allgather(tensor.values, process_set=process_set,
+                       ignore_name_scope=ignore_name_scope,
+                       name=None if name is None else name + '.values')
+    indices = allgather(tensor.indices, process_set=process_set,
+                        ignore_name_scope=ignore_name_scope,
+                        name=None if name is None else name + '.indices')
+    if op == Average:
+        values = values / _horovod_size(process_set, values.dtype)
+    return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
+
+
+def allreduce(tensor, average=None, device_dense='', device_sparse='',
+              compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
+              name=None, process_set=global_process_set, ignore_name_scope=False):
+    """Reduces ``tensor`` over the ranks (Average by default): a tensor of the same shape and
+    type. A tf.IndexedSlices is allgathered (values and indices) as Horovod does.
+    ``compression`` compresses on the wire; prescale/postscale multiply before/after."""
+    op = handle_average_backwards_compatibility(op, average)
+    if isinstance(tensor, tf.IndexedSlices):
+        with tf.device(device_sparse):
+            return _sparse_allreduce(tensor, op, process_set, ignore_name_scope,
+                                     prescale_factor, postscale_factor, name)
+    if op == Adasum:
+        _adasum_refused()
+    with tf.device(device_dense):
+        compressed, ctx = compression.compress(tensor)
+        reduced = _allreduce(compressed, op=op, prescale_factor=prescale_factor,
+                             postscale_factor=postscale_factor, name=name,
+                             process_set=process_set, ignore_name_scope=ignore_name_scope)
+        return compression.decompress(reduced, ctx)
+
+
+def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
+                      compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=global_process_set,
+                      ignore_name_scope=False, name=None):
+    """allreduce of every tensor of the list, as one op (the engine fuses them); IndexedSlices
+    among them are allgathered."""
+    if not tensors:
+        return tensors
+    op = handle_average_backwards_compatibility(op, average)
+    if op == Adasum:
+        _adasum_refused()
+    results = [None] * len(tensors)
+    dense = [(i, t) for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
+    for i, t in enumerate(tensors):
+        if isinstance(t, tf.IndexedSlices):
+            with tf.device(device_sparse):
+                results[i] = _sparse_allreduce(
+                    t, op, process_set, ignore_name_scope, prescale_factor, postscale_factor,
+                    None if name is None else '%s.%d' % (name, i))
+    if dense:
+        with tf.device(device_dense):
+            compressed, ctxs = zip(*[compression.compress(t) for _, t in dense])
+            # One dtype per op: tensors of different dtypes go in one op per dtype.
+            by_dtype = {}
+            for k, c in enumerate(compressed):
+                by_dtype.setdefault(c.dtype, []).append(k)
+            reduced = [None] * len(dense)
+            for n, (dtype, ks) in enumerate(sorted(by_dtype.items(), key=lambda kv: kv[1][0])):
+                group_name = name if name is None or len(by_dtype) == 1 else '%s.%d' % (name, n)
+                outs = _grouped_allreduce([compressed[k] for k in ks], op=op,
+                                          prescale_factor=prescale_factor,
+                                          postscale_factor=postscale_factor,
+                                          process_set=process_set, name=group_name,
+                                          ignore_name_scope=ignore_name_scope)
+                for k, o in zip(ks, outs):
+                    reduced[k] = o
+            for (i, _), r, ctx in zip(dense, reduced, ctxs):
+                results[i] = compression.decompress(r, ctx)
+    return results
+
+
+def reducescatter(tensor, device_dense='', compression=Compression.none, op=Average, name=None,
+                  process_set=global_process_set, ignore_name_scope=False, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Reduces ``tensor`` over the ranks; rank r gets its block of first-dimension slices
+    (rows / size, the first rows % size ranks one more)."""
+    with tf.device(device_dense):
+        compressed, ctx = compression.compress(tensor)
+        reduced = _reducescatter(compressed, op=op, name=name, process_set=process_set,
+                                 ignore_name_scope=ignore_name_scope,
+                                 prescale_factor=prescale_factor,
+                                 postscale_factor=postscale_factor)
+        return compression.decompress(reduced, ctx)
+
+
+def grouped_reducescatter(tensors, device_dense='', compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """reducescatter of every tensor of the list (one dtype), as one op."""
+    if not tensors:
+        return tensors
+    with tf.device(device_dense):
+        compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+        reduced = _grouped_reducescatter(list(compressed), op=op, process_set=process_set,
+                                         prescale_factor=prescale_factor,
+                                         postscale_factor=postscale_factor)
+        return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
+
+
+def _allreduce_cond(tensor, *args, process_set=global_process_set, **kwargs):
+    """allreduce where it does anything (a member of a set of more than one rank), else the
+    tensor itself (Horovod's)."""
+    if process_set.included() is False or process_set.size() == 1:
+        return tensor
+    return allreduce(tensor, *args, process_set=process_set, **kwargs)
+
+
+def _grouped_allreduce_cond(tensors, *args, process_set=global_process_set, **kwargs):
+    if process_set.included() is False or process_set.size() == 1:
+        return tensors
+    return grouped_allreduce(tensors, *args, process_set=process_set, **kwargs)
+
+
+def split_list(items, n):
+    """``items`` in ``n`` consecutive groups of nearly equal size (Horovod's helper, which
+    DistributedOptimizer(groups=n) splits the gradients with)."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+_split_list = split_list
+
+
+def check_extension(ext_name, ext_env_var, pkg_path, *args):
+    """Horovod checks that its extension was built; hora.tensorflow's import already failed
+    with the reason if the op library is missing or built for another TensorFlow."""
+
+
+def gpu_available(ext_base_name, verbose=False):
+    """Whether TensorFlow sees a GPU (Horovod's helper)."""
+    return bool(tf.config.list_physical_devices('GPU'))
+
+
+@_cache
+def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
+                                    sparse_as_dense, op, gradient_predivide_factor, groups,
+                                    process_set):
+    groups = refs_to_vars(groups) if isinstance(groups, tuple) else groups
+    if op == Average:
+        prescale_factor = 1.0 / gradient_predivide_factor
+        postscale_factor = gradient_predivide_factor
+    else:
+        prescale_factor = postscale_factor = 1.0
+
+    def allreduce_grads(grads, variables=None, use_generic_names=False):
+        with tf.name_scope(name + '_Allreduce'):
+            if sparse_as_dense:
+                grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                         for g in grads]
+            kwargs = dict(device_dense=device_dense, device_sparse=device_sparse,
+                          compression=compression, op=op, prescale_factor=prescale_factor,
+                          postscale_factor=postscale_factor, process_set=process_set)
+            present = [(i, g) for i, g in enumerate(grads) if g is not None]
+            if groups is None:
+                # One grouped op for every gradient: the engine fuses them into buffers of
+                # HORA_FUSION_THRESHOLD bytes, as Horovod's does with separate ops.
+                split = [present] if present else []
+            elif isinstance(groups, list):
+                by_key = {_var_key(v): (i, grads[i]) for i, v in enumerate(variables)
+                          if grads[i] is not None}
+                split = []
+                for group in groups:
+                    split.append([by_key.pop(_var_key(v)) for v in group
+                                  if _var_key(v) in by_key])
+                split += [[x] for x in by_key.values()]
+            else:
+                split = _split_list(present, groups)
+            out = list(grads)
+            for n, group in enumerate(split):
+                if not group:
+                    continue
+                index, tensors = zip(*group)
+                reduced = _grouped_allreduce_cond(
+                    list(tensors), name='grad_%d' % n if use_generic_names else None,
+                    ignore_name_scope=use_generic_names, **kwargs)
+                for i, r in zip(index, reduced):
+                    out[i] = r
+            return out
+
+    if _executing_eagerly():
+        return _make_subgraph(allreduce_grads)
+    return allreduce_grads
+
+
+def _make_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense,
+                             op, gradient_predivide_factor, groups, process_set):
+    groups = vars_to_refs(groups) if isinstance(groups, list) else groups
+    return _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
+                                           sparse_as_dense, op, gradient_predivide_factor,
+                                           groups, process_set)
+
+
+def _check_tape_args(op, gradient_predivide_factor, num_groups, groups):
+    """Horovod's checks of the tapes' and optimizers' arguments; returns the groups."""
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError('gradient_predivide_factor not supported with op != Average')
+    if op == Adasum:
+        _adasum_refused()
+    if num_groups != 0:
+        warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed '
+                      'in v0.23.0.', DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if groups is not None and not (isinstance(groups, list) or groups > 0):
+        raise ValueError('groups should be a non-negative integer or a list of list of '
+                         'tf.Variable.')
+    return groups
+
+
+class _DistributedGradientTape(tf.GradientTape):
+    """The methods a DistributedGradientTape adds to the user's tape's class."""
+
+    def __init__(self, tape, device_dense, device_sparse, compression, sparse_as_dense, op,
+                 gradient_predivide_factor, groups, persistent=False,
+                 watch_accessed_variables=True, process_set=global_process_set,
+                 scale_local_gradients=True, backward_passes_per_step=1,
+                 average_aggregated_gradients=False):
+        super(self.__class__, self).__init__(persistent, watch_accessed_variables)
+        self._tape = tape
+        self._allreduce_grads = _make_allreduce_grads_fn(
+            'DistributedGradientTape', device_dense, device_sparse, compression,
+            sparse_as_dense, op, gradient_predivide_factor, groups, process_set)
+        self.process_set = process_set
+        self.scale_local_gradients = scale_local_gradients
+        self._local_sources = set()
+        self._agg_helper = None
+        if backward_passes_per_step > 1:
+            self._agg_helper = LocalGradientAggregationHelper(
+                backward_passes_per_step=backward_passes_per_step,
+                allreduce_func=self._allreduce_grads, sparse_as_dense=sparse_as_dense,
+                average_aggregated_gradients=average_aggregated_gradients)
+
+    def register_local_source(self, source):
+        """Marks a variable whose gradient stays local (not allreduced)."""
+        self._local_sources.add(_var_key(source))
+
+    def gradient(self, target, sources, output_gradients=None, use_generic_names=False):
+        """The tape's gradients, allreduced over the process set (local sources excepted,
+        scaled by 1/size when scale_local_gradients)."""
+        gradients = super(self.__class__, self).gradient(target, sources, output_gradients)
+        flat_sources = tf.nest.flatten(sources)
+        flat_grads = tf.nest.flatten(gradients, expand_composites=False)
+        shared = [(s, g) for s, g in zip(flat_sources, flat_grads)
+                  if _var_key(s) not in self._local_sources]
+        rs = [_tf_var(s) for s, _ in shared]
+        rg = [g for _, g in shared]
+        if self._agg_helper is not None:
+            rg = self._agg_helper.compute_gradients(rg, rs)
+        else:
+            rg = self._allreduce_grads(rg, rs, use_generic_names)
+        s2g = {_var_key(s): g for s, g in zip(flat_sources, flat_grads)}
+        for s, g in zip(rs, rg):
+            s2g[_var_key(s)] = g
+        if self.scale_local_gradients and self._local_sources:
+            n = _horovod_size(self.process_set, tf.float32)
+            for ref in list(s2g):
+                g = s2g[ref]
+                if ref in self._local_sources and g is not None:
+                    if isinstance(g, tf.IndexedSlices):
+                        g = tf.IndexedSlices(g.values / tf.cast(n, g.values.dtype), g.indices,
+                                             g.dense_shape)
+                    else:
+                        g = g / tf.cast(n, g.dtype)
+                    s2g[ref] = g
+        return tf.nest.pack_sequence_as(sources, [s2g[_var_key(s)] for s in flat_sources])
+
+    def get_local_and_global_gradients(self, target, sources, output_gradients=None,
+                                       use_generic_names=False):
+        gradients = self.gradient(target, sources, output_gradients, use_generic_names)
+        local, shared = [], []
+        for s, g in zip(sources, gradients):
+            (local if _var_key(s) in self._local_sources else shared).append((s, g))
+        return local, shared
+
+
+def DistributedGradientTape(gradtape, device_dense='', device_sparse='',
+                            compression=Compression.none, sparse_as_dense=False, op=Average,
+                            gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                            process_set=global_process_set, scale_local_gradients=True,
+                            backward_passes_per_step=1, average_aggregated_gradients=False):
+    """Wraps a tf.GradientTape so that gradient() returns the gradients allreduced over the
+    ranks (Average by default). ``groups``: an int (the gradients in that many grouped ops) or
+    a list of lists of variables. ``backward_passes_per_step`` > 1 accumulates locally and
+    allreduces every that many calls (Horovod's aggregation helper; hora takes it here too)."""
+    groups = _check_tape_args(op, gradient_predivide_factor, num_groups, groups)
+    cls = type(gradtape.__class__.__name__, (gradtape.__class__,),
+               dict(_DistributedGradientTape.__dict__))
+    return cls(gradtape._tape, device_dense, device_sparse, compression, sparse_as_dense, op,
+               gradient_predivide_factor, groups, gradtape._persistent,
+               gradtape._watch_accessed_variables, process_set=process_set,
+               scale_local_gradients=scale_local_gradients,
+               backward_passes_per_step=backward_passes_per_step,
+               average_aggregated_gradients=average_aggregated_gradients)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense='', device_sparse='',
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, process_set=global_process_set,
+                                   local_layers=None, scale_local_gradients=True):
+    """A DistributedGradientTape whose ``local_layers``' variables keep local gradients."""
+    import keras
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError('All local layers must be of tf.keras.layers.Layer type.')
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
+                                   sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                                   groups, process_set, scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            tape.register_local_source(var)
+    return tape
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense='',
+                         device_sparse='', compression=Compression.none, sparse_as_dense=False,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=global_process_set, scale_local_gradients=True):
+    """Horovod's horovod.tensorflow.DistributedOptimizer: with TF 2.16+ every optimizer is a
+    Keras 3 optimizer, so this is hora.keras.DistributedOptimizer (TF1's tf.compat.v1.train
+    optimizers are not supported: docs/tensorflow.md)."""
+    if op == Adasum:
+        raise ValueError('op == Adasum is not supported yet with Keras')
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError('gradient_predivide_factor not supported with op != Average')
+    import hora.keras as hvd_k
+    return hvd_k.DistributedOptimizer(
+        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
+        compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients, op=op, groups=groups,
+        num_groups=num_groups, process_set=process_set,
+        scale_local_gradients=scale_local_gradients)
+
+
+def broadcast_global_variables(root_rank):
+    """TF1's graph-mode call; TF 2 programs broadcast their variables (Horovod's message)."""
+    if _executing_eagerly():
+        raise RuntimeError(
+            'hvd.broadcast_global_variables() does not support eager execution. '
+            'Please use `hvd.broadcast_variables(<model/optimizer variables>)` instead.')
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+
+
+from hora.tensorflow.sync_batch_norm import SyncBatchNormalization  # noqa: E402
+from hora.tensorflow import elastic  # noqa: E402
