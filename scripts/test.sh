@@ -29,6 +29,11 @@ python3 scripts/check_paths.py
 # per machine, then a no-op). Without PyPI they skip (77) rather than stop the run.
 bash scripts/venv.sh engines >/dev/null ||
   echo "test.sh: could not make the engines venv; the spark and ray suites will skip" >&2
+# hora.tensorflow and hora.keras build against the tf venv (pinned tensorflow-cpu and keras),
+# which must exist before build/ is configured; without it they are left out and their suites
+# (tensorflow, keras) skip.
+bash scripts/venv.sh tf >/dev/null ||
+  echo "test.sh: could not make the tf venv; the tensorflow and keras suites will skip" >&2
 
 werror=false
 if [ "${HORA_WERROR:-0}" = 1 ]; then werror=true; fi

@@ -20,7 +20,7 @@
 
 namespace {
 
-// Kinds; python/hora/tensorflow/basics.py maps them to hora's Python exception classes.
+// Kinds; python/hora/tensorflow/mpi_ops.py maps them to hora's Python exception classes.
 enum Kind : int {
   kOk = 0,
   kUsage = 1,
@@ -93,16 +93,32 @@ extern "C" {
 
 const char* hora_tf_last_error() { return last_error.c_str(); }
 
-int hora_tf_init() { return guarded([] { hora::init(); }); }
-int hora_tf_shutdown() { return guarded([] { hora::shutdown(); }); }
+int hora_tf_init() {
+  return guarded([] { hora::init(); });
+}
+int hora_tf_shutdown() {
+  return guarded([] { hora::shutdown(); });
+}
 int hora_tf_is_initialized() { return hora::is_initialized() ? 1 : 0; }
 
-int hora_tf_rank(int* out) { return guarded([&] { *out = hora::rank(); }); }
-int hora_tf_size(int* out) { return guarded([&] { *out = hora::size(); }); }
-int hora_tf_local_rank(int* out) { return guarded([&] { *out = hora::local_rank(); }); }
-int hora_tf_local_size(int* out) { return guarded([&] { *out = hora::local_size(); }); }
-int hora_tf_cross_rank(int* out) { return guarded([&] { *out = hora::cross_rank(); }); }
-int hora_tf_cross_size(int* out) { return guarded([&] { *out = hora::cross_size(); }); }
+int hora_tf_rank(int* out) {
+  return guarded([&] { *out = hora::rank(); });
+}
+int hora_tf_size(int* out) {
+  return guarded([&] { *out = hora::size(); });
+}
+int hora_tf_local_rank(int* out) {
+  return guarded([&] { *out = hora::local_rank(); });
+}
+int hora_tf_local_size(int* out) {
+  return guarded([&] { *out = hora::local_size(); });
+}
+int hora_tf_cross_rank(int* out) {
+  return guarded([&] { *out = hora::cross_rank(); });
+}
+int hora_tf_cross_size(int* out) {
+  return guarded([&] { *out = hora::cross_size(); });
+}
 
 int hora_tf_barrier(int set) {
   return guarded([&] {
@@ -113,7 +129,9 @@ int hora_tf_barrier(int set) {
     }
   });
 }
-int hora_tf_join(int* last) { return guarded([&] { *last = hora::join(); }); }
+int hora_tf_join(int* last) {
+  return guarded([&] { *last = hora::join(); });
+}
 
 int hora_tf_add_process_set(const int* ranks, int n, int* id) {
   return guarded([&] { *id = hora::add_process_set(std::vector<int>(ranks, ranks + n)).id; });
@@ -141,10 +159,14 @@ int hora_tf_process_set_size(int id, int* out) {
 int hora_tf_start_timeline(const char* path, int mark_cycles) {
   return guarded([&] { hora::start_timeline(path, mark_cycles != 0); });
 }
-int hora_tf_stop_timeline() { return guarded([] { hora::stop_timeline(); }); }
+int hora_tf_stop_timeline() {
+  return guarded([] { hora::stop_timeline(); });
+}
 
 int hora_tf_elastic_enabled() { return hora::elastic::enabled() ? 1 : 0; }
-int hora_tf_elastic_round(int* out) { return guarded([&] { *out = hora::elastic::round(); }); }
+int hora_tf_elastic_round(int* out) {
+  return guarded([&] { *out = hora::elastic::round(); });
+}
 int hora_tf_elastic_reset_pending() { return hora::elastic::reset_pending() ? 1 : 0; }
 int hora_tf_elastic_reset(double timeout_seconds) {
   return guarded([&] {

@@ -128,8 +128,7 @@ absl::Status status_of(std::exception_ptr e, const std::string& what) {
   } catch (const hora::AbortedError& x) {
     return absl::UnknownError(std::string("HoraAbortedError: ") + x.what() + " (" + what + ")");
   } catch (const hora::ConnectionError& x) {
-    return absl::UnknownError(std::string("HoraConnectionError: ") + x.what() + " (" + what +
-                              ")");
+    return absl::UnknownError(std::string("HoraConnectionError: ") + x.what() + " (" + what + ")");
   } catch (const hora::TimeoutError& x) {
     return absl::UnknownError(std::string("HoraTimeoutError: ") + x.what() + " (" + what + ")");
   } catch (const hora::Error& x) {
@@ -257,7 +256,6 @@ void submit_or_fail(const std::shared_ptr<Completion>& c, const std::string& wha
     c->arrive(status_of(std::current_exception(), what), left);
   }
 }
-
 
 // Ops whose result needs the handle's counts (alltoall, join): the engine's callback cannot read
 // the handle it belongs to before submission has returned it, so the submitter and the callback
@@ -397,8 +395,7 @@ class HoraAllreduceOp : public ReducingKernel {
     const int n = ctx->num_inputs();
     std::vector<tf::Tensor*> outputs(n);
     for (int i = 0; i < n; ++i) {
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &outputs[i]),
-                           done);
+      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &outputs[i]), done);
     }
     const std::string base = engine_name();
     auto c = std::make_shared<Completion>(ctx, std::move(done), n);
@@ -469,8 +466,7 @@ class HoraBroadcastOp : public HoraKernel {
     OP_REQUIRES_OK_ASYNC(ctx, check_root(&root), done);
     std::vector<tf::Tensor*> outputs(n);
     for (int i = 0; i < n; ++i) {
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &outputs[i]),
-                           done);
+      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &outputs[i]), done);
     }
     const bool is_root = set_rank() == root;
     const std::string base = engine_name();
@@ -573,8 +569,9 @@ class HoraAlltoallOp : public HoraKernel {
       if (e) return c->arrive(status_of(e, what), 1);
       const std::vector<std::size_t>& counts = hora::received_counts(h);
       tf::Tensor* received = nullptr;
-      absl::Status s = ctx->allocate_output(
-          1, tf::TensorShape({static_cast<int64_t>(counts.size())}), &received);
+      absl::Status s =
+          ctx->allocate_output(1, tf::TensorShape({static_cast<int64_t>(counts.size())}),
+                               &received);
       if (s.ok()) {
         auto r = received->flat<int32_t>();
         for (std::size_t i = 0; i < counts.size(); ++i) {
@@ -583,10 +580,13 @@ class HoraAlltoallOp : public HoraKernel {
       }
       c->arrive(s, 1);
     };
-    submit_with_handle(finish, [&](hora::Callback cb) {
-      return hora::alltoall_async(name, data_of(in), shape, splits, w.type, std::move(allocate),
-                                  std::move(cb), set_);
-    }, what, c);
+    submit_with_handle(
+        finish,
+        [&](hora::Callback cb) {
+          return hora::alltoall_async(name, data_of(in), shape, splits, w.type, std::move(allocate),
+                                      std::move(cb), set_);
+        },
+        what, c);
   }
 };
 
@@ -598,8 +598,7 @@ class HoraAlltoallOp : public HoraKernel {
 // reducescatter runs; otherwise the tensor is allreduced and this rank keeps its slices.
 class HoraReducescatterOp : public ReducingKernel {
  public:
-  explicit HoraReducescatterOp(tf::OpKernelConstruction* c)
-      : ReducingKernel(c, "reducescatter") {}
+  explicit HoraReducescatterOp(tf::OpKernelConstruction* c) : ReducingKernel(c, "reducescatter") {}
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     const int n = ctx->num_inputs();
@@ -618,13 +617,14 @@ class HoraReducescatterOp : public ReducingKernel {
       const tf::Tensor& in = ctx->input(i);
       OP_REQUIRES_ASYNC(ctx, in.dims() > 0 && wire_of(in.dtype()).reducible,
                         invalid("reducescatter needs a tensor of at least one dimension of a "
-                                "type hora reduces, not " + shape_text(in.shape()) + " " +
-                                tf::DataTypeString(in.dtype())),
+                                "type hora reduces, not " +
+                                shape_text(in.shape()) + " " + tf::DataTypeString(in.dtype())),
                         done);
       const int64_t rows = in.dim_size(0);
       const int64_t out_rows = rows / nranks + (me < rows % nranks ? 1 : 0);
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, with_rows(in.shape(), out_rows),
-                                                     &outputs[i]), done);
+      OP_REQUIRES_OK_ASYNC(ctx,
+                           ctx->allocate_output(i, with_rows(in.shape(), out_rows), &outputs[i]),
+                           done);
       const int64_t row = rows ? in.NumElements() / rows : 1;
       const bool straddles = row != 1 && rows % nranks != 0;
       if (straddles || prescale_ != 1.0) {
@@ -684,8 +684,8 @@ class HoraJoinOp : public tf::AsyncOpKernel {
       out->scalar<int32_t>()() = static_cast<int32_t>(hora::received_counts(h).at(0));
       c->arrive(absl::OkStatus(), 1);
     };
-    submit_with_handle(finish, [](hora::Callback cb) { return hora::join_async(std::move(cb)); },
-                       "join", c);
+    submit_with_handle(
+        finish, [](hora::Callback cb) { return hora::join_async(std::move(cb)); }, "join", c);
   }
 };
 
@@ -760,9 +760,9 @@ int set_included(int id) {
 
 // --- Registration --------------------------------------------------------------------------------
 
-#define HORA_COMMON_ATTRS                             \
-  Attr("tensor_name: string = ''")                   \
-      .Attr("ignore_name_scope: bool = false")        \
+#define HORA_COMMON_ATTRS                      \
+  Attr("tensor_name: string = ''")             \
+      .Attr("ignore_name_scope: bool = false") \
       .Attr("process_set_id: int = 0")
 
 #define HORA_REDUCE_TYPES "T: {uint8, int8, int32, int64, half, bfloat16, float32, float64}"
@@ -772,8 +772,7 @@ REGISTER_OP("HoraAllreduce")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
-    .HORA_COMMON_ATTRS
-    .Input("tensor: T")
+    .HORA_COMMON_ATTRS.Input("tensor: T")
     .Output("sum: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape);
 
@@ -783,8 +782,7 @@ REGISTER_OP("HoraGroupedAllreduce")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
-    .HORA_COMMON_ATTRS
-    .Input("tensors: num_tensors*T")
+    .HORA_COMMON_ATTRS.Input("tensors: num_tensors*T")
     .Output("sum: num_tensors*T")
     .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
@@ -808,32 +806,28 @@ absl::Status gathered_shape(tf::shape_inference::InferenceContext* c) {
 
 REGISTER_OP("HoraAllgather")
     .Attr("T: type")
-    .HORA_COMMON_ATTRS
-    .Input("tensor: T")
+    .HORA_COMMON_ATTRS.Input("tensor: T")
     .Output("output: T")
     .SetShapeFn(gathered_shape);
 
 // Unlike Horovod's, the tensors of a grouped allgather may have different dtypes.
 REGISTER_OP("HoraGroupedAllgather")
     .Attr("T: list(type)")
-    .HORA_COMMON_ATTRS
-    .Input("tensors: T")
+    .HORA_COMMON_ATTRS.Input("tensors: T")
     .Output("output: T")
     .SetShapeFn(gathered_shape);
 
 REGISTER_OP("HoraBroadcast")
     .Attr("T: type")
     .Attr("root_rank: int")
-    .HORA_COMMON_ATTRS
-    .Input("tensor: T")
+    .HORA_COMMON_ATTRS.Input("tensor: T")
     .Output("output: T")
     .SetShapeFn(tf::shape_inference::UnchangedShape);
 
 REGISTER_OP("HoraGroupedBroadcast")
     .Attr("T: list(type)")
     .Attr("root_rank: int")
-    .HORA_COMMON_ATTRS
-    .Input("tensors: T")
+    .HORA_COMMON_ATTRS.Input("tensors: T")
     .Output("output: T")
     .SetShapeFn([](tf::shape_inference::InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
@@ -842,8 +836,7 @@ REGISTER_OP("HoraGroupedBroadcast")
 
 REGISTER_OP("HoraAlltoall")
     .Attr("T: type")
-    .HORA_COMMON_ATTRS
-    .Input("tensor: T")
+    .HORA_COMMON_ATTRS.Input("tensor: T")
     .Input("splits: int32")
     .Output("output: T")
     .Output("received_splits: int32")
@@ -871,8 +864,7 @@ REGISTER_OP("HoraReducescatter")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
-    .HORA_COMMON_ATTRS
-    .Input("tensor: T")
+    .HORA_COMMON_ATTRS.Input("tensor: T")
     .Output("output: T")
     .SetShapeFn(scattered_shape);
 
@@ -882,19 +874,24 @@ REGISTER_OP("HoraGroupedReducescatter")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
-    .HORA_COMMON_ATTRS
-    .Input("tensors: num_tensors*T")
+    .HORA_COMMON_ATTRS.Input("tensors: num_tensors*T")
     .Output("output: num_tensors*T")
     .SetShapeFn(scattered_shape);
 
-REGISTER_OP("HoraJoin").Output("last_joined_rank: int32").SetIsStateful().SetShapeFn(
-    tf::shape_inference::ScalarShape);
-REGISTER_OP("HoraBarrier").Attr("process_set_id: int = 0").SetIsStateful().SetShapeFn(
-    tf::shape_inference::NoOutputs);
+REGISTER_OP("HoraJoin")
+    .Output("last_joined_rank: int32")
+    .SetIsStateful()
+    .SetShapeFn(tf::shape_inference::ScalarShape);
+REGISTER_OP("HoraBarrier")
+    .Attr("process_set_id: int = 0")
+    .SetIsStateful()
+    .SetShapeFn(tf::shape_inference::NoOutputs);
 
-#define HORA_QUERY_OP(NAME)                                                                 \
-  REGISTER_OP(NAME).Output("value: int32").SetIsStateful().SetShapeFn(                      \
-      tf::shape_inference::ScalarShape)
+#define HORA_QUERY_OP(NAME)   \
+  REGISTER_OP(NAME)           \
+      .Output("value: int32") \
+      .SetIsStateful()        \
+      .SetShapeFn(tf::shape_inference::ScalarShape)
 HORA_QUERY_OP("HoraRank");
 HORA_QUERY_OP("HoraLocalRank");
 HORA_QUERY_OP("HoraLocalSize");
