@@ -1,10 +1,12 @@
 #include "cli/elastic/discovery_script.h"
 #include "common/text.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +15,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -52,6 +56,73 @@ std::string parse_line(std::string_view line, HostSpec& out, int& slots) {
   return {};
 }
 
+// A line as it may be shown in a message: control bytes (a NUL would cut the message short
+// wherever it is printed as a C string) as escapes.
+std::string printable(std::string_view line) {
+  std::string out;
+  for (const char c : line) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u == 0) {
+      out += "\\0";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+ino_t pipe_inode(int fd) {
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+// The processes other than this one with a descriptor on one of `pipes` (by inode), from
+// /proc/<pid>/fd.
+std::vector<pid_t> holders_of(const std::set<ino_t>& pipes) {
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return out;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == self) continue;
+    const std::string fd_dir = fmt::format("/proc/{}/fd", pid);
+    DIR* fds = ::opendir(fd_dir.c_str());
+    if (fds == nullptr) continue;  // gone, or not ours to look at
+    bool holds = false;
+    while (const dirent* f = ::readdir(fds)) {
+      if (f->d_name[0] == '.') continue;
+      char target[64];
+      const std::string link = fd_dir + "/" + f->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      unsigned long ino = 0;
+      if (std::sscanf(target, "pipe:[%lu]", &ino) == 1 && pipes.count(ino) != 0) holds = true;
+    }
+    ::closedir(fds);
+    if (holds) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(proc);
+  return out;
+}
+
+std::string comm_of(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/comm", pid));
+  std::string comm;
+  std::getline(in, comm);
+  return comm;
+}
+
+DiscoveryResult failure(std::string error) {
+  DiscoveryResult r;
+  r.error = std::move(error);
+  return r;
+}
+
 void set_cloexec_nonblock(int fd) {
   ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -79,9 +150,12 @@ std::vector<HostSpec> parse_discovery_output(std::string_view text,
     if (line.empty()) continue;
     HostSpec spec;
     int slots = -1;
-    if (std::string why = parse_line(line, spec, slots); !why.empty()) {
-      throw DiscoveryError(
-          fmt::format("line {}: '{}' is not {} ({})", line_no, line, kLineForm, why));
+    const std::string why = line.find('\0') != std::string_view::npos
+                                ? std::string("it holds a NUL byte")
+                                : parse_line(line, spec, slots);
+    if (!why.empty()) {
+      throw DiscoveryError(fmt::format("line {}: '{}' is not {} ({})", line_no, printable(line),
+                                       kLineForm, printable(why)));
     }
     if (slots < 0) {
       if (!slots_per_host) {
@@ -102,7 +176,7 @@ std::vector<HostSpec> parse_discovery_output(std::string_view text,
       throw DiscoveryError(fmt::format(
           "line {}: host '{}' is listed again, as '{}' (line {} listed it with {} slot{}{}); "
           "print each host once",
-          line_no, spec.address_for_display(), line, it->second.second, first.slots,
+          line_no, spec.address_for_display(), printable(line), it->second.second, first.slots,
           first.slots == 1 ? "" : "s", first.user.empty() ? "" : " as " + first.user));
     }
   }
@@ -110,6 +184,14 @@ std::vector<HostSpec> parse_discovery_output(std::string_view text,
                              [](const HostSpec& h) { return h.slots == 0; }),
               hosts.end());
   return hosts;
+}
+
+std::string second_name_warning(const HostSpec& host, const std::string& kept) {
+  return fmt::format(
+      "elastic: the discovery script lists {}:{}, which is this machine, already a host of the "
+      "job as {}; ignoring it (two ranks on one machine would get local_rank 0): list this "
+      "machine once, with all its slots",
+      host.address_for_display(), host.slots, kept);
 }
 
 DiscoveryRun::DiscoveryRun(std::string script, std::optional<int> slots_per_host,
@@ -122,10 +204,8 @@ DiscoveryRun::DiscoveryRun(std::string script, std::optional<int> slots_per_host
     for (int fd : {out[0], out[1], err[0], err[1]}) {
       if (fd >= 0) ::close(fd);
     }
-    result_ = DiscoveryResult{false,
-                              {},
-                              fmt::format("--host-discovery-script '{}': cannot make a pipe: {}",
-                                          script_, std::strerror(e))};
+    result_ = failure(fmt::format("--host-discovery-script '{}': cannot make a pipe: {}", script_,
+                                  std::strerror(e)));
     return;
   }
   posix_spawn_file_actions_t actions;
@@ -155,15 +235,15 @@ DiscoveryRun::DiscoveryRun(std::string script, std::optional<int> slots_per_host
   ::close(err[1]);
   out_fd_ = out[0];
   err_fd_ = err[0];
+  out_pipe_ = pipe_inode(out_fd_);
+  err_pipe_ = pipe_inode(err_fd_);
   set_cloexec_nonblock(out_fd_);
   set_cloexec_nonblock(err_fd_);
   if (rc != 0) {
     close_fd(out_fd_);
     close_fd(err_fd_);
-    result_ = DiscoveryResult{false,
-                              {},
-                              fmt::format("--host-discovery-script '{}': cannot start /bin/sh: {}",
-                                          script_, std::strerror(rc))};
+    result_ = failure(fmt::format("--host-discovery-script '{}': cannot start /bin/sh: {}", script_,
+                                  std::strerror(rc)));
     return;
   }
   pid_ = pid;
@@ -233,10 +313,35 @@ std::string DiscoveryRun::stderr_tail() const {
   return fmt::format("; its stderr ends: {}", tail);
 }
 
+// Kills the processes that still hold the write end of the script's stdout or stderr: the
+// script's own process group is gone by now, so these left it (setsid, a daemon). Each is killed
+// with its own process group when it leads one. Returns what was done, for the warning.
+std::string DiscoveryRun::kill_pipe_holders() {
+  std::set<ino_t> pipes;
+  if (out_fd_ >= 0 && out_pipe_ != 0) pipes.insert(out_pipe_);
+  if (err_fd_ >= 0 && err_pipe_ != 0) pipes.insert(err_pipe_);
+  if (pipes.empty()) return {};
+  std::vector<std::string> named;
+  for (const pid_t pid : holders_of(pipes)) {
+    named.push_back(fmt::format("{} ({})", pid, comm_of(pid)));
+    if (::getpgid(pid) == pid) ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  }
+  if (named.empty()) return {};
+  return fmt::format(
+      "--host-discovery-script '{}' left process{} {} outside its process group (setsid?) "
+      "holding its output; killed {} (a discovery script must not leave processes behind)",
+      script_, named.size() == 1 ? "" : "es", fmt::join(named, ", "),
+      named.size() == 1 ? "it" : "them");
+}
+
 void DiscoveryRun::finish(DiscoveryResult result) {
   kill_and_reap();
+  const std::string killed = kill_pipe_holders();
+  if (!killed.empty()) warning_ = killed;
   close_fd(out_fd_);
   close_fd(err_fd_);
+  result.warning = warning_;
   result_ = std::move(result);
 }
 
@@ -248,7 +353,7 @@ std::optional<DiscoveryResult> DiscoveryRun::poll(std::chrono::milliseconds wait
   while (true) {
     read_available();
     if (too_much_) {
-      finish({false, {}, fmt::format("{} printed more than {} bytes", who, kMaxOutput)});
+      finish(failure(fmt::format("{} printed more than {} bytes", who, kMaxOutput)));
       return result_;
     }
     if (!wait_status_ && pid_ >= 0) {
@@ -262,37 +367,43 @@ std::optional<DiscoveryResult> DiscoveryRun::poll(std::chrono::milliseconds wait
         }
         wait_status_ = status;
         pid_ = -1;
+        exited_at_ = std::chrono::steady_clock::now();
       }
     }
     const auto now = std::chrono::steady_clock::now();
+    if (wait_status_ && (out_fd_ >= 0 || err_fd_ >= 0) && exited_at_ && !leftovers_killed_ &&
+        now >= std::min(deadline_, *exited_at_ + kLeftoverGrace)) {
+      // Exited, but its output is still held open by a process that left its group: that one
+      // is killed, and the pipes then reach their end (the loop reads on).
+      leftovers_killed_ = true;
+      warning_ = kill_pipe_holders();
+    }
     const bool drained = out_fd_ < 0 && err_fd_ < 0;
     if (wait_status_ && (drained || now >= deadline_)) {
-      // Exited, and its output read (or held open past the deadline by a process that left its
-      // group: what was read counts).
+      // Exited, and its output read (or held open past the deadline by a process that could not
+      // be killed: what was read counts).
       const int status = *wait_status_;
       if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         try {
-          finish({true, parse_discovery_output(out_, slots_per_host_), {}});
+          DiscoveryResult ok;
+          ok.ok = true;
+          ok.hosts = parse_discovery_output(out_, slots_per_host_);
+          finish(std::move(ok));
         } catch (const DiscoveryError& e) {
-          finish({false, {}, fmt::format("{} printed {}", who, e.what())});
+          finish(failure(fmt::format("{} printed {}", who, e.what())));
         }
       } else if (WIFEXITED(status)) {
-        finish({false,
-                {},
-                fmt::format("{} exited with code {}{}", who, WEXITSTATUS(status), stderr_tail())});
+        finish(failure(
+            fmt::format("{} exited with code {}{}", who, WEXITSTATUS(status), stderr_tail())));
       } else {
-        finish({false,
-                {},
-                fmt::format("{} was killed by signal {} ({}){}", who, WTERMSIG(status),
-                            strsignal(WTERMSIG(status)), stderr_tail())});
+        finish(failure(fmt::format("{} was killed by signal {} ({}){}", who, WTERMSIG(status),
+                                   strsignal(WTERMSIG(status)), stderr_tail())));
       }
       return result_;
     }
     if (now >= deadline_) {
-      finish(
-          {false,
-           {},
-           fmt::format("{} did not finish in time: killed at its deadline{}", who, stderr_tail())});
+      finish(failure(
+          fmt::format("{} did not finish in time: killed at its deadline{}", who, stderr_tail())));
       return result_;
     }
     if (now >= until) return std::nullopt;

@@ -13,7 +13,10 @@
 // The script runs as horovodrun runs it: through `/bin/sh -c SCRIPT` (so SCRIPT may carry
 // arguments), in its own process group, with stdin /dev/null and horarun's environment and
 // working directory. Its stdout is read (at most kMaxOutput bytes), the end of its stderr is
-// kept for the error message.
+// kept for the error message. When it exits (or is killed at its deadline), whatever it left in
+// its process group is killed; a process that left the group (setsid) and still holds its
+// stdout or stderr kLeftoverGrace later is found by the pipe it holds, killed, and named in the
+// result's warning, so a run never outlives its deadline nor leaves a process behind.
 #pragma once
 
 #include <sys/types.h>
@@ -40,6 +43,10 @@ class DiscoveryError : public Error {
 std::vector<HostSpec> parse_discovery_output(std::string_view text,
                                              std::optional<int> slots_per_host);
 
+// The warning for a listing that names this machine a second time ("127.0.0.1:2" beside
+// "localhost"), which the job ignores: `host` is ignored, `kept` is the name the job uses.
+std::string second_name_warning(const HostSpec& host, const std::string& kept);
+
 // One run of the script.
 struct DiscoveryResult {
   bool ok = false;
@@ -48,6 +55,8 @@ struct DiscoveryResult {
   // of its stderr, the deadline, a line it printed that is not host:slots, too much output, or
   // why it could not be started.
   std::string error;
+  // Not empty when the run had to kill processes the script left holding its output (named).
+  std::string warning;
 };
 
 // A run of the script that the caller drives without blocking (for an event loop): start it,
@@ -62,6 +71,9 @@ class DiscoveryRun {
   // Bytes of the end of stderr kept for the error message; it shows the last kStderrLines.
   static constexpr std::size_t kStderrKept = 4096;
   static constexpr std::size_t kStderrLines = 5;
+  // After the script exited, how long a process it left outside its process group may keep its
+  // stdout or stderr open before it is killed.
+  static constexpr std::chrono::milliseconds kLeftoverGrace{1000};
 
   // Starts `/bin/sh -c script`. A failure to start is not thrown: the first poll() returns it.
   DiscoveryRun(std::string script, std::optional<int> slots_per_host,
@@ -87,6 +99,7 @@ class DiscoveryRun {
   void read_available();
   void finish(DiscoveryResult result);
   void kill_and_reap();
+  std::string kill_pipe_holders();
   std::string stderr_tail() const;
 
   std::string script_;
@@ -95,6 +108,11 @@ class DiscoveryRun {
   pid_t pid_ = -1;
   int out_fd_ = -1;
   int err_fd_ = -1;
+  ino_t out_pipe_ = 0;  // the pipes' inodes, to find processes that hold their write ends
+  ino_t err_pipe_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> exited_at_;
+  bool leftovers_killed_ = false;
+  std::string warning_;
   std::string out_;
   std::string err_;  // the last kStderrKept bytes
   bool too_much_ = false;

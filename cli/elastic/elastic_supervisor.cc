@@ -16,6 +16,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "cli/agent/process_state.h"
 #include "cli/base/errors.h"
 #include "cli/elastic/blacklist.h"
 #include "cli/elastic/discovery_script.h"
@@ -51,6 +52,11 @@ constexpr std::chrono::seconds kRankWaitMargin{60};
 // How long one run of the discovery script may take.
 constexpr std::chrono::seconds kDiscoveryDeadline{10};
 
+// How often a round that has not formed yet looks at the states of the workers it waits for.
+constexpr std::chrono::seconds kFormationLook{1};
+
+bool is_wildcard(const std::string& address) { return address == "0.0.0.0" || address == "::"; }
+
 }  // namespace
 
 struct ElasticSupervisor::Impl {
@@ -70,12 +76,20 @@ struct ElasticSupervisor::Impl {
   };
   struct Round {
     int number = 0;
+    // Its rendezvous; stopped (reset) once a newer round has formed: every worker of that round
+    // reached it, so no worker needs this one's RESET any more.
     std::unique_ptr<rdv::Server> server;
+    std::string bind_address;  // what `server` listens on (round_bind_address())
     RoundPlan plan;
     Clock::time_point event;  // what started it
+    Clock::time_point began;
     std::string reason;
     std::set<int> connected;  // ranks of this round at its rendezvous
     bool formed = false;
+    // While it forms: looks once a second at the workers it waits for (a stopped one is named
+    // at once), and ends the wait at --elastic-timeout.
+    std::unique_ptr<asio::steady_timer> formation_timer;
+    std::set<int> named_stuck;  // worker ids already warned about
   };
 
   asio::io_context& io;
@@ -96,6 +110,10 @@ struct ElasticSupervisor::Impl {
   Blacklist blacklist;
   std::set<std::string> preparing;
   std::set<std::string> failed_prepare;
+  std::set<std::string> second_names;  // this machine under another name: warned once each
+  // Since when discovery has listed no host while workers run (a glitch until it lasts
+  // --elastic-timeout; docs/elastic.md, "When discovery lists no host").
+  std::optional<Clock::time_point> empty_since;
 
   asio::signal_set signals{io, SIGINT, SIGTERM};
   asio::steady_timer discovery_timer{io};
@@ -103,9 +121,11 @@ struct ElasticSupervisor::Impl {
   asio::steady_timer wait_timer{io};  // below --min-np: the end of --elastic-timeout
   asio::steady_timer end_timer{io};
   asio::steady_timer drain_timer{io};
+  asio::steady_timer cooldown_timer{io};  // the next end of a blacklisted host's cooldown
   std::thread discovery_thread;
   bool discovery_running = false;
   std::string last_discovery_error;
+  bool warned_discovery_leftovers = false;
 
   // A reset is due (gathering events until settle_timer fires).
   bool reset_due = false;
@@ -323,7 +343,9 @@ struct ElasticSupervisor::Impl {
     round.event = event;
     round.reason = reason;
     current = number;
+    round.began = Clock::now();
     start_server(round);
+    if (!first) arm_formation_look(round);
     next_worker_id += static_cast<int>(round.plan.started.size());
 
     std::vector<std::string> host_text;
@@ -372,16 +394,39 @@ struct ElasticSupervisor::Impl {
     return reset;
   }
 
+  // How `host`'s workers reach round `round`'s server: a remote host at the address its SSH
+  // connection came from, this machine's at the address the server listens on (loopback when
+  // it listens on every address).
   std::string rendezvous_for(const Round& round, const std::string& host) const {
     const HostNetwork net = hosts.network(host);
-    const std::string address =
-        net.rendezvous_host.empty() ? config.base.bind_address : net.rendezvous_host;
+    std::string address = net.rendezvous_host;
+    if (address.empty()) {
+      address = !is_wildcard(round.bind_address) ? round.bind_address
+                : round.bind_address == "::"     ? "::1"
+                                                 : "127.0.0.1";
+    }
     return fmt::format("{}:{}", bracketed(address), round.server->port());
   }
 
+  // What a round's server listens on, as a fixed job's does (cli/launch/job_network.cc): a
+  // round of this machine only, the launcher's own address (loopback); with remote hosts, the
+  // address they all reach this machine at, or every address when they reach it at different
+  // ones.
+  std::string round_bind_address(const RoundPlan& plan) const {
+    std::set<std::string> seen;  // by the remote hosts
+    for (const HostSpec& h : plan.hosts) {
+      const HostNetwork net = hosts.network(h.name);
+      if (!net.rendezvous_host.empty()) seen.insert(net.rendezvous_host);
+    }
+    if (seen.empty()) return config.base.bind_address;
+    if (seen.size() == 1) return *seen.begin();
+    return seen.begin()->find(':') != std::string::npos ? "::" : "0.0.0.0";
+  }
+
   void start_server(Round& round) {
+    round.bind_address = round_bind_address(round.plan);
     rdv::ServerOptions options;
-    options.bind_address = config.base.bind_address;
+    options.bind_address = round.bind_address;
     options.port = 0;
     options.size = round.plan.size;
     options.secret = rdv::round_secret(secret, static_cast<std::uint32_t>(round.number));
@@ -400,7 +445,7 @@ struct ElasticSupervisor::Impl {
       round.server = std::make_unique<rdv::Server>(io, options, std::move(events));
     } catch (const rdv::Error& e) {
       throw Error(fmt::format("cannot start the rendezvous server of round {} on {}: {}", number,
-                              config.base.bind_address, e.what()));
+                              round.bind_address, e.what()));
     }
   }
 
@@ -453,6 +498,7 @@ struct ElasticSupervisor::Impl {
       w.exit = ExitStatus{false, 1, 0};
       log->warn("elastic: could not start {}: {}", who(w), e.what());
       blacklist.blacklist(w.host.name, Clock::now());
+      arm_cooldown();
       request_reset(fmt::format("{} could not start", who(w)), true);
     }
   }
@@ -471,10 +517,22 @@ struct ElasticSupervisor::Impl {
     }
     if (!rd.formed && static_cast<int>(rd.connected.size()) == rd.plan.size) {
       rd.formed = true;
+      if (rd.formation_timer) rd.formation_timer->cancel();
       if (round > 0) {
         log->warn("elastic: round {} formed: {} ranks at the rendezvous {} after {}", round,
                   rd.plan.size, seconds_text(Clock::now() - rd.event), rd.reason);
       }
+      stop_servers_before(round);
+    }
+  }
+
+  // Every worker of round `round` reached its rendezvous: the older rounds' servers have no one
+  // left to tell of a newer round (a late AUTH there got its RESET before this round could
+  // form), so they stop, and with them their listening sockets and connections.
+  void stop_servers_before(int round) {
+    for (auto& [n, rd] : rounds) {
+      if (n >= round) break;
+      rd.server.reset();  // on the io thread: the destructor stops it at once, silently
     }
   }
 
@@ -545,6 +603,7 @@ struct ElasticSupervisor::Impl {
     if (!first_failure_code) first_failure_code = w.exit ? w.exit->exit_code() : 1;
     const auto now = Clock::now();
     const auto until = blacklist.blacklist(w.host.name, now);
+    arm_cooldown();
     log->warn("elastic: {}; blacklisting {}{}", what, w.host.address_for_display(),
               until ? fmt::format(" for {}", seconds_text(*until - now)) : "");
     for (auto& [id, other] : workers) {
@@ -607,6 +666,15 @@ struct ElasticSupervisor::Impl {
     discovery_running = false;
     if (ending) return;
     arm_discovery();
+    if (!result.warning.empty()) {
+      // Once as a warning: a script that does it does it at every run.
+      if (!warned_discovery_leftovers) {
+        log->warn("elastic: {} (said once; later runs at --log-level info)", result.warning);
+      } else {
+        log->info("elastic: {}", result.warning);
+      }
+      warned_discovery_leftovers = true;
+    }
     if (!result.ok) {
       if (result.error != last_discovery_error) {
         log->warn(
@@ -618,8 +686,18 @@ struct ElasticSupervisor::Impl {
       return;
     }
     last_discovery_error.clear();
+    const std::vector<HostSpec> found = without_second_names(result.hosts);
+    if (found.empty() && !running_ids().empty()) {
+      if (!empty_listing_lasted()) return;
+    } else if (empty_since) {
+      log->warn(
+          "elastic: --host-discovery-script lists hosts again after {} without any; the "
+          "job goes on",
+          seconds_text(Clock::now() - *empty_since));
+      empty_since.reset();
+    }
     std::set<std::string> now_listed;
-    for (const HostSpec& h : result.hosts) now_listed.insert(h.name);
+    for (const HostSpec& h : found) now_listed.insert(h.name);
     // Hosts that run workers and are no longer listed are lost.
     for (auto& [id, w] : workers) {
       if (running(w) && !w.stopping && now_listed.count(w.host.name) == 0) {
@@ -629,33 +707,240 @@ struct ElasticSupervisor::Impl {
                       true);
       }
     }
-    // Hosts back from their cooldown.
-    for (const std::string& h : blacklist.take_cooled_down(Clock::now())) {
-      log->warn("elastic: host {} is back after its cooldown", h);
-      failed_prepare.erase(h);
+    stop_surplus_workers(found);
+    const bool back = take_cooled_down();
+    const bool changed = found != listed;
+    listed = found;
+    if (changed || back || waiting_since) {
+      hosts_changed(back && !changed ? "a host is back after its cooldown"
+                                     : "more slots are available");
+    } else {
+      prepare_new_hosts();
     }
-    const bool changed = result.hosts != listed;
-    listed = result.hosts;
-    prepare_new_hosts();
-    if (changed || waiting_since) {
-      // New slots on prepared hosts, or a wait below --min-np that may now end.
-      if (waiting_since) {
-        reset_due = true;
-        plan_next_round();
-      } else {
-        maybe_grow();
+  }
+
+  // Discovery listed no host while workers run. A script that fails once in a while (a cloud
+  // API timing out) must not stop a healthy job, so such a listing counts only once no host has
+  // been listed for --elastic-timeout, as long as a job below --min-np waits for hosts. Returns
+  // whether it has been that long.
+  bool empty_listing_lasted() {
+    const auto now = Clock::now();
+    if (!empty_since) {
+      empty_since = now;
+      log->warn(
+          "elastic: --host-discovery-script listed no host (no line, or only hosts with 0 "
+          "slots); the {} running workers go on, and their hosts are dropped only if no host is "
+          "listed for {} (--elastic-timeout)",
+          running_ids().size(), hora::format_duration(config.options.elastic_timeout));
+      return false;
+    }
+    if (now - *empty_since < config.options.elastic_timeout) return false;
+    log->warn("elastic: --host-discovery-script has listed no host for {}; dropping every host",
+              seconds_text(now - *empty_since));
+    return true;
+  }
+
+  // This machine must be one host of the job: under a second name (127.0.0.1 beside localhost)
+  // its ranks would be two hosts' ranks, two of them local_rank 0 on one machine. The name the
+  // job already knows it by stays (else the first listed); the others are left out, with a
+  // warning once per name.
+  std::vector<HostSpec> without_second_names(const std::vector<HostSpec>& found) {
+    std::optional<std::string> known;
+    for (const HostSpec& h : listed) {
+      if (hosts.is_this_machine(h)) known = h.name;
+      if (known) break;
+    }
+    std::optional<std::string> keep;
+    for (const HostSpec& h : found) {
+      if (h.name == known) keep = h.name;
+    }
+    std::vector<HostSpec> out;
+    for (const HostSpec& h : found) {
+      if (!hosts.is_this_machine(h)) {
+        out.push_back(h);
+        continue;
       }
+      if (!keep) keep = h.name;
+      if (h.name == *keep) {
+        out.push_back(h);
+        continue;
+      }
+      if (second_names.insert(h.name).second) {
+        log->warn("{}", second_name_warning(h, *keep));
+      }
+    }
+    return out;
+  }
+
+  // Hosts now listed with fewer slots than they run workers: as Horovod, the workers of the
+  // highest local ranks (the highest slots) stop, and the next round runs without them.
+  void stop_surplus_workers(const std::vector<HostSpec>& found) {
+    std::map<std::string, int> slots;
+    for (const HostSpec& h : found) slots[h.name] = h.slots;
+    std::map<std::string, std::vector<Worker*>> surplus;
+    for (auto& [id, w] : workers) {
+      if (!running(w) || w.stopping) continue;
+      const auto it = slots.find(w.host.name);
+      if (it != slots.end() && w.slot >= it->second) surplus[w.host.name].push_back(&w);
+    }
+    for (const auto& [host, ws] : surplus) {
+      std::vector<std::string> names;
+      int had = 0;
+      for (const Worker* w : ws) {
+        names.push_back(numbers_text(*w));
+        had = std::max(had, w->host.slots);
+      }
+      for (const HostSpec& h : listed) {
+        if (h.name == host) had = h.slots;
+      }
+      for (Worker* w : ws) stop_worker(*w);
+      const int now = slots.at(host);
+      request_reset(fmt::format("host {} now has {} slot{}, not {}: stopping the surplus {}",
+                                ws.front()->host.address_for_display(), now, now == 1 ? "" : "s",
+                                had, fmt::join(names, ", ")),
+                    true);
+    }
+  }
+
+  // "worker W (rank R, local rank L)": its numbers in the current round.
+  std::string numbers_text(const Worker& w) const {
+    const auto r = w.rank_in.find(current);
+    if (r == w.rank_in.end() || current < 0) return fmt::format("worker {}", w.id);
+    const auto& ranks = rounds.at(current).plan.ranks;
+    const auto i = static_cast<std::size_t>(r->second);
+    if (i >= ranks.size()) return fmt::format("worker {} (rank {})", w.id, r->second);
+    return fmt::format("worker {} (rank {}, local rank {})", w.id, r->second,
+                       ranks[i].info.local_rank);
+  }
+
+  // The listing or the blacklist changed: new hosts get agents, a wait below --min-np may end,
+  // free slots may grow the job.
+  void hosts_changed(const std::string& why) {
+    prepare_new_hosts();
+    if (waiting_since) {
+      reset_due = true;
+      plan_next_round();
+    } else {
+      maybe_grow(why);
     }
   }
 
   // Whether prepared, available hosts have room the current round does not use.
-  void maybe_grow() {
+  void maybe_grow(const std::string& why) {
     if (current < 0 || reset_due) return;
     const Round& rd = rounds.at(current);
     int slots = 0;
     for (const HostSpec& h : available_hosts(Clock::now())) slots += h.slots;
     const int cap = config.options.max_np.value_or(slots);
-    if (std::min(slots, cap) > rd.plan.size) request_reset("more slots are available", false);
+    if (std::min(slots, cap) > rd.plan.size) request_reset(why, false);
+  }
+
+  // ---- blacklist cooldowns ---------------------------------------------------------------
+
+  // A blacklisted host comes back when its cooldown ends: a timer, not the next discovery run
+  // (with -H there is none, and a script's unchanged listing would change nothing).
+  void arm_cooldown() {
+    if (ending) return;
+    const auto next = blacklist.next_cooldown_end(Clock::now());
+    if (!next) return;
+    cooldown_timer.expires_at(*next);
+    cooldown_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) on_cooldown();
+    });
+  }
+
+  void on_cooldown() {
+    if (ending) return;
+    const bool back = take_cooled_down();
+    arm_cooldown();
+    if (back) hosts_changed("a host is back after its cooldown");
+  }
+
+  // Whitelists the hosts whose cooldown ended; whether any did.
+  bool take_cooled_down() {
+    const std::vector<std::string> back = blacklist.take_cooled_down(Clock::now());
+    for (const std::string& h : back) {
+      log->warn("elastic: host {} is back after its cooldown", h);
+      failed_prepare.erase(h);
+    }
+    return !back.empty();
+  }
+
+  // ---- a round that does not form --------------------------------------------------------
+
+  // Every worker of a new round must reach its rendezvous: the survivors at their next commit
+  // (or at once after an interrupt), the new ones after their start. A worker that never does
+  // (stopped by SIGSTOP, held by a debugger, hung) would hold the round, and the job, forever:
+  // the round looks at the workers it waits for once a second, names a stopped one at once, and
+  // after --elastic-timeout treats every worker still missing as lost.
+  void arm_formation_look(Round& round) {
+    round.formation_timer = std::make_unique<asio::steady_timer>(io, kFormationLook);
+    const int number = round.number;
+    round.formation_timer->async_wait([this, number](const boost::system::error_code& ec) {
+      if (!ec) look_at_formation(number);
+    });
+  }
+
+  void look_at_formation(int number) {
+    if (ending || number != current) return;
+    Round& rd = rounds.at(number);
+    if (rd.formed) return;
+    std::vector<Worker*> missing;
+    for (const PlannedRank& p : rd.plan.ranks) {
+      Worker& w = workers.at(p.worker_id);
+      if (rd.connected.count(p.info.rank) == 0 && running(w) && !w.stopping) {
+        missing.push_back(&w);
+      }
+    }
+    const std::map<int, StuckProcess> stuck = stuck_workers(missing);
+    const auto waited = Clock::now() - rd.began;
+    if (waited >= config.options.elastic_timeout) {
+      for (Worker* w : missing) {
+        if (w->stopping || !running(*w)) continue;  // stopped with an earlier one's host
+        const auto s = stuck.find(w->id);
+        lost_worker(*w,
+                    fmt::format("{} did not join round {} within {} (--elastic-timeout): {}",
+                                who(*w), number,
+                                hora::format_duration(config.options.elastic_timeout),
+                                s != stuck.end() ? fmt::format("its process {} is in {}",
+                                                               s->second.pid, s->second.describe())
+                                : w->process->local_guard_pid() > 0
+                                    ? "its process runs but did not reach the rendezvous "
+                                      "(no commit() since the reset?)"
+                                    : "it did not reach the rendezvous (stopped, hung, or "
+                                      "not committing: horarun sees the process states of "
+                                      "this machine only)"));
+        w->process->kill();
+      }
+      return;
+    }
+    for (const auto& [id, p] : stuck) {
+      if (p.state == 'D' || !rd.named_stuck.insert(id).second) continue;
+      log->warn(
+          "elastic: round {} waits for {}, whose process {} is in {}; unless it joins, it is "
+          "treated as lost {} after the round began (--elastic-timeout)",
+          number, who(workers.at(id)), p.pid, p.describe(),
+          hora::format_duration(config.options.elastic_timeout));
+    }
+    arm_formation_look(rd);
+  }
+
+  // What the kernel says about the workers' processes (cli/agent/process_state.h), by worker id,
+  // for the ones that are stopped, traced or in uninterruptible sleep; this machine's workers
+  // only (a remote worker's pid means nothing here).
+  std::map<int, StuckProcess> stuck_workers(const std::vector<Worker*>& ws) const {
+    std::map<pid_t, int> id_of_guard;
+    std::vector<pid_t> guards;
+    for (const Worker* w : ws) {
+      const int pid = w->process ? w->process->local_guard_pid() : -1;
+      if (pid > 0) {
+        id_of_guard[pid] = w->id;
+        guards.push_back(pid);
+      }
+    }
+    std::map<int, StuckProcess> out;
+    for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(id_of_guard.at(g), p);
+    return out;
   }
 
   // ---- ending ----------------------------------------------------------------------------
@@ -668,6 +953,10 @@ struct ElasticSupervisor::Impl {
     settle_timer.cancel();
     wait_timer.cancel();
     discovery_timer.cancel();
+    cooldown_timer.cancel();
+    for (auto& [n, rd] : rounds) {
+      if (rd.formation_timer) rd.formation_timer->cancel();
+    }
     log->info("ending the job: {}", cause);
     for (auto& [n, rd] : rounds) {
       if (rd.server) rd.server->abort_all(cause);
@@ -716,6 +1005,7 @@ struct ElasticSupervisor::Impl {
       discovery_timer.cancel();
       settle_timer.cancel();
       wait_timer.cancel();
+      cooldown_timer.cancel();
     }
     if (!all_closed) {
       if (!draining) {
@@ -734,6 +1024,10 @@ struct ElasticSupervisor::Impl {
     end_timer.cancel();
     drain_timer.cancel();
     discovery_timer.cancel();
+    cooldown_timer.cancel();
+    for (auto& [n, rd] : rounds) {
+      if (rd.formation_timer) rd.formation_timer->cancel();
+    }
     boost::system::error_code ignored;
     signals.cancel(ignored);
     for (auto& [n, rd] : rounds) {

@@ -44,7 +44,12 @@ class ElasticHosts {
   // A worker's process on a prepared host (cli/spawn/rank_process.h); `worker` names it.
   virtual std::unique_ptr<RankProcess> create(int worker, const HostSpec& host) = 0;
   // How `host`'s ranks reach the launcher, and their interface (may be empty: by route).
+  // rendezvous_host is empty for this machine: the round's server decides (loopback, or the
+  // address the remote hosts of the round reach this machine at).
   virtual HostNetwork network(const std::string& host) const = 0;
+  // Whether `host` is this machine (its workers run without SSH). A job has this machine as
+  // one host: a second name for it in discovery's listing is ignored.
+  virtual bool is_this_machine(const HostSpec& host) = 0;
   // Called once when the job is over (joins what prepare() started).
   virtual void finish() {}
 };

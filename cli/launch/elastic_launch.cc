@@ -1,5 +1,6 @@
 #include "cli/launch/elastic_launch.h"
 
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -40,7 +41,6 @@ class AgentElasticHosts : public ElasticHosts {
       : io_(io), local_(local), ro_(std::move(ro)), loopback_(loopback) {
     for (const auto& [index, host] : plan.hosts) {
       address_[hosts[static_cast<std::size_t>(index)].name] = host.launcher_address;
-      launcher_address_ = host.launcher_address;
     }
     for (const HostSpec& h : hosts) prepared_.insert(h.name);
     factory_ = std::make_unique<AgentRankProcessFactory>(io, hosts, std::move(plan.hosts),
@@ -99,12 +99,23 @@ class AgentElasticHosts : public ElasticHosts {
     if (it != address_.end()) {
       net.rendezvous_host = it->second;
     } else if (loopback_) {
-      net.rendezvous_host = "127.0.0.1";
       net.iface = "lo";
-    } else {
-      net.rendezvous_host = launcher_address_;  // this machine, as the remote hosts see it
     }
+    // This machine's workers: rendezvous_host stays empty, the round's server decides.
     return net;
+  }
+
+  bool is_this_machine(const HostSpec& host) override {
+    const auto it = this_machine_.find(host.name);
+    if (it != this_machine_.end()) return it->second;
+    bool local = false;
+    try {
+      local = resolve_remote_hosts({host}, local_, ro_).empty();
+    } catch (const UsageError&) {
+      // An ssh_config error names the host when it is prepared; here it is simply not local.
+    }
+    this_machine_.emplace(host.name, local);
+    return local;
   }
 
   void finish() override {
@@ -121,7 +132,7 @@ class AgentElasticHosts : public ElasticHosts {
   std::unique_ptr<AgentRankProcessFactory> factory_;
   std::set<std::string> prepared_;
   std::map<std::string, std::string> address_;  // remote host -> launcher address it sees
-  std::string launcher_address_ = "127.0.0.1";
+  std::map<std::string, bool> this_machine_;    // host name -> is_this_machine()
   std::thread worker_;
 };
 
@@ -131,6 +142,7 @@ std::vector<HostSpec> first_hosts(const Options& options, const LaunchContext& c
   const DiscoveryResult r =
       run_discovery_script(e.discovery_script, e.slots_per_host,
                            std::chrono::steady_clock::now() + kFirstDiscovery);
+  if (!r.warning.empty()) launcher_log()->warn("elastic: {}", r.warning);
   if (!r.ok) {
     // r.error names the script and what went wrong ("... exited with code 127; its stderr ...").
     throw UsageError(fmt::format("{}; the job cannot start without its hosts", r.error));
@@ -138,15 +150,104 @@ std::vector<HostSpec> first_hosts(const Options& options, const LaunchContext& c
   return r.hosts;
 }
 
+// The discovery script's first listing, as the supervisor treats every later one: this machine
+// under a second name is ignored (the first name stays), with a warning. -H and --hostfile are
+// the user's own words: there a second name is refused (check_local_host_once).
+std::vector<HostSpec> without_second_names(const std::vector<HostSpec>& hosts,
+                                           const LocalHost& local, const RemoteOptions& ro) {
+  const std::map<int, ssh::Target> remote = resolve_remote_hosts(hosts, local, ro);
+  std::vector<HostSpec> out;
+  const HostSpec* first = nullptr;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const HostSpec& h = hosts[i];
+    if (remote.count(static_cast<int>(i)) != 0 || first == nullptr) {
+      if (remote.count(static_cast<int>(i)) == 0) first = &h;
+      out.push_back(h);
+      continue;
+    }
+    launcher_log()->warn("{}", second_name_warning(h, first->address_for_display()));
+  }
+  return out;
+}
+
+// The remote hosts of the first listing whose address cannot be resolved (a name the script got
+// from a cloud API before its DNS record exists, a typo): host index -> why. Resolved at once,
+// each on a thread of its own, before the preflight, which would refuse the whole job for one
+// of them.
+std::map<int, std::string> unresolvable(const std::vector<HostSpec>& hosts,
+                                        const std::map<int, ssh::Target>& remote,
+                                        const RemoteOptions& ro) {
+  std::map<int, std::future<std::string>> lookups;
+  for (const auto& [index, target] : remote) {
+    lookups.emplace(index, std::async(std::launch::async, [&ro, t = target]() -> std::string {
+                      try {
+                        ro.connect.resolver(t.hostname, t.port);
+                        return {};
+                      } catch (const std::exception& e) {
+                        return e.what();
+                      }
+                    }));
+  }
+  std::map<int, std::string> out;
+  for (auto& [index, lookup] : lookups) {
+    std::string why = lookup.get();
+    if (why.empty()) continue;
+    // The resolver's message starts with the name it looked up (ssh_config's HostName, if any).
+    const std::string& name = hosts[static_cast<std::size_t>(index)].name;
+    out.emplace(index, why.rfind(name + ":", 0) == 0 ? why : fmt::format("{}: {}", name, why));
+  }
+  return out;
+}
+
+// Leaves out the first listing's hosts whose address cannot be resolved, with a warning, when
+// the others have --min-np slots (later listings are treated so by the supervisor: a host that
+// cannot be prepared takes no workers). Below --min-np the job cannot start: UsageError naming
+// them.
+std::vector<HostSpec> without_unresolvable(const std::vector<HostSpec>& hosts,
+                                           const LocalHost& local, const RemoteOptions& ro,
+                                           int min_np) {
+  const std::map<int, std::string> bad =
+      unresolvable(hosts, resolve_remote_hosts(hosts, local, ro), ro);
+  if (bad.empty()) return hosts;
+  std::vector<HostSpec> out;
+  std::vector<std::string> why;
+  long long slots = 0;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const auto it = bad.find(static_cast<int>(i));
+    if (it != bad.end()) {
+      why.push_back(it->second);
+      continue;
+    }
+    slots += hosts[i].slots;
+    out.push_back(hosts[i]);
+  }
+  if (slots < min_np) {
+    throw UsageError(fmt::format(
+        "the discovery script's hosts cannot all be resolved ({}); the others have {} slot{}, "
+        "below --min-np {}: the job cannot start",
+        fmt::join(why, "; "), slots, slots == 1 ? "" : "s", min_np));
+  }
+  launcher_log()->warn(
+      "elastic: leaving out the discovery script's host{} that cannot be resolved: {}; the job "
+      "starts on the other {} slot{}",
+      why.size() == 1 ? "" : "s", fmt::join(why, "; "), slots, slots == 1 ? "" : "s");
+  return out;
+}
+
 }  // namespace
 
 int launch_elastic(const Options& options, const LaunchContext& ctx) {
-  const std::vector<HostSpec> hosts = first_hosts(options, ctx);
+  std::vector<HostSpec> hosts = first_hosts(options, ctx);
   const LocalHost local = LocalHost::discover();
   const RemoteOptions ro = remote_options(options, ctx);
+  const bool discovery = !options.elastic.discovery_script.empty();
+  if (discovery) {
+    hosts = without_second_names(hosts, local, ro);
+    hosts = without_unresolvable(hosts, local, ro, std::max(1, options.elastic.min_np));
+  }
   const std::map<int, ssh::Target> remote = resolve_remote_hosts(hosts, local, ro);
   check_local_host_once(hosts, remote);
-  const bool loopback = remote.empty() && options.elastic.discovery_script.empty();
+  const bool loopback = remote.empty() && !discovery;
   if (options.dry_run || options.verbose) {
     std::string text =
         fmt::format("elastic job: -np {}, --min-np {}{}\n", *options.num_proc,
@@ -170,7 +271,9 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
   base.command = options.command;
   base.cwd = ctx.cwd;
   base.verbose = options.verbose;
-  base.bind_address = loopback ? "127.0.0.1" : "0.0.0.0";
+  // A round of this machine's workers only listens on loopback; with remote hosts, where they
+  // reach this machine (ElasticSupervisor's round_bind_address).
+  base.bind_address = "127.0.0.1";
   base.iface = loopback ? "lo" : "";
   base.master_addr = "127.0.0.1";
   base.facts.start_timeout = options.start_timeout;
@@ -179,8 +282,12 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
   base.facts.tuning = options.tuning;
   base.facts.forwarded = options.env_forward;
   const int slots = static_cast<int>(std::min<long long>(total_slots(hosts), RankTable::kMaxRanks));
+  // The first round's layout, for the OMP_NUM_THREADS default. A listing with no slot yet
+  // (`localhost:0`) is a wait for hosts like any other below --min-np: the supervisor says so.
   apply_launcher_environment(ctx.env, options,
-                             RankTable(hosts, std::max(1, std::min(slots, config.np))), base.facts);
+                             slots > 0 ? RankTable(hosts, std::min(slots, config.np))
+                                       : RankTable({HostSpec{{}, "localhost", 1}}, 1),
+                             base.facts);
 
   asio::io_context io;
   AgentElasticHosts agents(io, local, ro, hosts, std::move(plan), ctx.local_guard, loopback);

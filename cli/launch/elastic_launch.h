@@ -4,10 +4,15 @@
 // supervisor through ElasticHosts (their preflight runs on a thread of its own); then
 // ElasticSupervisor runs the rounds (cli/elastic/elastic_supervisor.h).
 //
-// The network: ranks reach the launcher at the address their host's SSH connection came from
-// (this machine's own ranks: loopback in a job of this machine only, else that address too), the
-// rounds' servers listen on the wildcard address when any host is remote, and interfaces are
-// chosen by route (HORA_IFACE unset) unless --network-interfaces names one.
+// The first listing of a discovery script is treated as every later one: this machine under a
+// second name is ignored, and hosts whose address cannot be resolved are left out while the
+// others have --min-np slots (each with a warning).
+//
+// The network: ranks reach the launcher at the address their host's SSH connection came from;
+// each round's server listens where its hosts reach it, as a fixed job's does (loopback for a
+// round of this machine only, the remote hosts' common address, or every address when they
+// differ), and interfaces are chosen by route (HORA_IFACE unset) unless --network-interfaces
+// names one.
 #pragma once
 
 #include "cli/launch/launcher.h"

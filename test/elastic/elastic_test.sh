@@ -1,7 +1,8 @@
 #!/bin/bash
-# Elastic jobs on real test hosts (docs/elastic.md): `elastic_test.sh CASE`. Every case brings up
-# its own network-namespace hosts with sshd (scripts/testhosts.sh up --index auto) and tears them
-# down on exit, even on failure. Exit 77 (skip) without root or `ip netns`.
+# Elastic jobs (docs/elastic.md): `elastic_test.sh CASE`. A case on test hosts brings up its own
+# network-namespace hosts with sshd (scripts/testhosts.sh up --index auto) and tears them down on
+# exit, even on failure; it exits 77 (skip) without root or `ip netns`. The local_* cases run on
+# this machine only.
 # Environment: HORARUN, ELASTIC_TRAIN (examples/elastic_train), TESTHOSTS (scripts/testhosts.sh),
 # PYTHONPATH (build/python for hora.torch), PY_ELASTIC (the elastic PyTorch example).
 # The hosts the job may use are a file the discovery script prints; a case edits it to make a
@@ -9,15 +10,14 @@
 set -u
 CASE=${1:?usage: elastic_test.sh CASE}
 
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
-ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
-command -v /usr/sbin/sshd >/dev/null || { echo "skip: no sshd"; exit 77; }
-
 WORK=$(mktemp -d /tmp/elastic_test.XXXXXX)
 INDEX=""
 PID=""
+CONFIG=""
+LEFT=""  # pids a case started outside horarun (killed on exit)
 cleanup() {
   [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+  [ -n "$LEFT" ] && kill -KILL $LEFT 2>/dev/null
   [ -n "$INDEX" ] && "$TESTHOSTS" down --index "$INDEX" >/dev/null 2>&1
   rm -rf "$WORK"
 }
@@ -29,6 +29,9 @@ cd "$WORK"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 up() {
+  [ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
+  ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
+  command -v /usr/sbin/sshd >/dev/null || { echo "skip: no sshd"; exit 77; }
   local vars
   vars=$("$TESTHOSTS" up --index auto --hosts "$1" 2>"$WORK/testhosts.log") ||
     { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
@@ -38,16 +41,23 @@ up() {
   unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG
 }
 
-# hosts LINE...: what the discovery script prints from now on.
-hosts() { printf '%s\n' "$@" >"$WORK/hosts.new" && mv "$WORK/hosts.new" "$WORK/hosts"; }
-printf '#!/bin/sh\ncat %s/hosts\n' "$WORK" >"$WORK/discover.sh"
+# hosts LINE...: what the discovery script prints from now on (no line: prints nothing).
+hosts() { printf '%s\n' "$@" | grep . >"$WORK/hosts.new"; mv "$WORK/hosts.new" "$WORK/hosts"; }
+# The script also counts its runs in ./runs.
+printf '#!/bin/sh\necho run >>%s/runs\ncat %s/hosts\n' "$WORK" "$WORK" >"$WORK/discover.sh"
 chmod +x "$WORK/discover.sh"
+runs() { wc -l <"$WORK/runs" 2>/dev/null || echo 0; }
+# runs_past N: the discovery script has run more than N times.
+runs_past() { [ "$(runs)" -gt "$1" ]; }
 
 # start ARGS...: horarun in the background (output in ./out and ./err), with the test hosts'
-# ssh_config and the discovery script.
+# ssh_config (once they are up) and the discovery script.
 start() {
-  "$HORARUN" --ssh-config "$CONFIG" --host-discovery-script "$WORK/discover.sh" "$@" \
-    >out 2>err </dev/null &
+  start_hosts --host-discovery-script "$WORK/discover.sh" "$@"
+}
+# start_hosts ARGS...: the same without the discovery script (-H in ARGS).
+start_hosts() {
+  "$HORARUN" ${CONFIG:+--ssh-config "$CONFIG"} "$@" >out 2>err </dev/null &
   PID=$!
 }
 # finish SECONDS: waits for horarun; sets rc.
@@ -68,11 +78,32 @@ pids_on() {
   done
 }
 nothing_on() { for h in "$@"; do [ -z "$(pids_on "$h")" ] || return 1; done; }
-reached_step() { grep -q "step $1 size" out; }
+reached_step() { grep -q "step $1 size" out 2>/dev/null; }
 # Shared-memory segments of hora's made since the case began (other jobs' are not this one's).
 ls /dev/shm/ 2>/dev/null | grep '^hora-' >"$WORK/shm.before"
 new_segments() { ls /dev/shm/ 2>/dev/null | grep '^hora-' | grep -vxF -f "$WORK/shm.before"; }
 no_segments() { [ -z "$(new_segments)" ]; }
+
+# worker_pid ID: this machine's elastic_train process of worker ID (HORA_WORKER_ID) of this
+# case's horarun.
+worker_pid() {
+  local pid p
+  for pid in $(pgrep -x elastic_train); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "HORA_WORKER_ID=$1" || continue
+    p=$pid
+    while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+      [ "$p" = "$PID" ] && { echo "$pid"; return 0; }
+      p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)
+    done
+  done
+  return 1
+}
+# dead PID: gone, or a zombie (an orphan's zombie may wait for a PID 1 that never reaps it).
+dead() { gone "$1" || [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+# listening PID: the TCP sockets the process listens on (local address:port, one a line).
+listening() { ss -Htln -p 2>/dev/null | grep "pid=$1," | awk '{print $4}'; }
+# formed N: round N of the job has formed.
+formed() { grep -q "elastic: round $1 formed" err; }
 
 # check_done SIZE: every rank of the last round (SIZE ranks) printed the same right weights.
 check_done() {
@@ -193,6 +224,207 @@ case_shrink_torch() {
   wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
   wait_for 10 no_segments || fail "shared memory left: $(new_segments)"
   ok "hora.torch shrink: 2x2 -> 1x2 after epoch 1; epoch 2 at size 2, equal weights, exit 0"
+}
+
+# A blacklisted host comes back when its cooldown ends, with -H (no discovery script): the job
+# waits below --min-np 2 after h2's worker is killed, and h2 rejoins once its 2-3 s are over.
+case_cooldown_hosts() {
+  up 2
+  start_hosts -H h1:1,h2:1 -np 2 --min-np 2 --blacklist-cooldown-range 2 3 --elastic-timeout 60 \
+    "$ELASTIC_TRAIN" --steps 300 --step-ms 40
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  kill -KILL $(pids_on h2 elastic_train) || fail "no worker on h2"
+  finish 180
+  check_done 2
+  grep -q "elastic: host h2 is back after its cooldown" err || fail "h2 never came back: $(cat err)"
+  grep -q "elastic: round 1: .* on h2 .*; new size 2 on h1:1, h2:1" err || fail "no round 1 on both hosts"
+  grep -q "waited .* (--elastic-timeout)" err && fail "the job waited out --elastic-timeout"
+  wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
+  ok "-H: h2 is back after its cooldown and the job finishes at size 2"
+}
+
+# The same with a discovery script whose listing never changes: the job shrinks to h1, and grows
+# back onto h2 when its cooldown ends.
+case_cooldown_discovery() {
+  up 2
+  hosts h1:1 h2:1
+  start -np 2 --min-np 1 --blacklist-cooldown-range 2 3 "$ELASTIC_TRAIN" --steps 400 --step-ms 40
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  kill -KILL $(pids_on h2 elastic_train) || fail "no worker on h2"
+  finish 180
+  check_done 2
+  grep -q "elastic: round 1: .* on h2 .*; new size 1 on h1:1" err || fail "no shrink: $(cat err)"
+  grep -q "elastic: host h2 is back after its cooldown" err || fail "h2 never came back"
+  grep -q "elastic: round 2: a host is back after its cooldown; new size 2 on h1:1, h2:1" err ||
+    fail "no growth back onto h2: $(cat err)"
+  wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
+  ok "discovery: h2 is back after its cooldown, the job grows to 2 without a new listing"
+}
+
+# A worker stopped by SIGSTOP holds the next round: it is named with its state at once, and
+# treated as lost at --elastic-timeout. Here the job is this machine only, so losing it ends the
+# job (its host is blacklisted); what matters is that it ends, and says why.
+case_local_stopped_worker() {
+  hosts localhost:3
+  start -np 3 --min-np 1 --elastic-timeout 6 "$ELASTIC_TRAIN" --steps 2000 --step-ms 40
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  local stopped
+  stopped=$(worker_pid 1) || fail "no worker 1"
+  LEFT=$stopped
+  kill -STOP "$stopped"
+  hosts localhost:2  # a new round, which worker 1 cannot join
+  wait_for 30 grep -q "elastic: round 1 waits for worker 1 (rank 1) on localhost, whose process $stopped is in state T, stopped" err ||
+    fail "the stopped worker was not named: $(tail -5 err)"
+  finish 60
+  [ $rc -ne 0 ] || fail "horarun exited 0"
+  grep -q "worker 1 (rank 1) on localhost did not join round 1 within 6 s (--elastic-timeout): its process $stopped is in state T, stopped" err ||
+    fail "no line names the stopped worker as lost: $(tail -5 err)"
+  wait_for 10 dead "$stopped" || fail "the stopped worker was left: $stopped"
+  ok "a stopped worker is named at once and lost at --elastic-timeout; the job ends"
+}
+
+# The same on test hosts: h1's worker is stopped and h2 shrinks to 1 slot. Round 1 (h1 and h2's
+# first worker) cannot form; at --elastic-timeout h1's worker is lost, and the job finishes on h2.
+case_stopped_worker() {
+  up 2
+  hosts h1:1 h2:2
+  start -np 3 --min-np 1 --elastic-timeout 8 "$ELASTIC_TRAIN" --steps 400 --step-ms 40
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  kill -STOP $(pids_on h1 elastic_train) || fail "no worker on h1"
+  hosts h1:1 h2:1
+  finish 180
+  check_done 1
+  grep -q "worker 0 (rank 0) on h1 did not join round 1 within 8 s (--elastic-timeout): it did not reach the rendezvous" err ||
+    fail "no line names the stopped worker: $(tail -5 err)"
+  grep -q "elastic: round 2: .* on h1 did not join round 1 .*; new size 1 on h2:1" err ||
+    fail "no round 2 on h2: $(cat err)"
+  wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
+  ok "a stopped worker on h1 holds round 1 only until --elastic-timeout; the job finishes on h2"
+}
+
+# Each round's server stops once the next round formed, and a job of this machine listens on
+# loopback only (not 0.0.0.0) even with a discovery script.
+case_local_one_listener() {
+  hosts localhost:1
+  start -np 1 --min-np 1 --max-np 2 "$ELASTIC_TRAIN" --steps 3000 --step-ms 40
+  wait_for 120 reached_step 5 || fail "the job did not reach step 5: $(tail -5 err)"
+  local n
+  for n in 1 2 3 4; do
+    if [ $((n % 2)) -eq 1 ]; then hosts localhost:2; else hosts localhost:1; fi
+    wait_for 120 formed $n || fail "round $n did not form: $(tail -5 err)"
+  done
+  local socks
+  socks=$(listening "$PID")
+  [ "$(echo "$socks" | grep -c .)" -eq 1 ] ||
+    fail "after 4 resets horarun listens on $(echo "$socks" | grep -c .) sockets: $socks"
+  echo "$socks" | grep -q "^127\.0\.0\.1:" || fail "horarun listens on $socks, not loopback"
+  kill -TERM "$PID"
+  finish 60
+  ok "after 4 resets horarun holds one listening socket, on loopback: $socks"
+}
+
+# This machine under a second name in the discovery script's listing is ignored, with a warning.
+case_local_second_name() {
+  hosts localhost:1
+  start -np 1 --min-np 1 --max-np 3 "$ELASTIC_TRAIN" --steps 200 --step-ms 40
+  wait_for 120 reached_step 5 || fail "the job did not reach step 5: $(tail -5 err)"
+  hosts localhost:1 127.0.0.1:2
+  wait_for 60 grep -q "elastic: the discovery script lists 127.0.0.1:2, which is this machine, already a host of the job as localhost; ignoring it" err ||
+    fail "no warning: $(tail -5 err)"
+  finish 120
+  check_done 1
+  grep -q "elastic: round 1" err && fail "the job changed: $(grep 'round 1' err)"
+  ok "127.0.0.1 beside localhost is ignored with a warning; the job stays at size 1"
+}
+
+# An unresolvable host in the first listing is left out when the others have --min-np slots.
+# The job runs in a network namespace of its own (loopback only), so the lookup of
+# nosuchhost.invalid sends nothing anywhere.
+case_local_unresolvable_first() {
+  [ "$(id -u)" -eq 0 ] || { echo "skip: needs root (a network namespace)"; exit 77; }
+  hosts localhost:2 nosuchhost.invalid:2
+  timeout -s KILL 120 unshare -n sh -c 'ip link set lo up && exec "$@"' sh \
+    "$HORARUN" --host-discovery-script "$WORK/discover.sh" -np 2 --min-np 2 \
+    "$ELASTIC_TRAIN" --steps 20 --step-ms 10 >out 2>err </dev/null
+  rc=$?
+  check_done 2
+  grep -q "elastic: leaving out the discovery script's host that cannot be resolved: nosuchhost.invalid: " err ||
+    fail "no warning: $(cat err)"
+  ok "nosuchhost.invalid left out of the first listing with a warning; the job ran on localhost"
+}
+
+# Shrinking a host's slots stops its highest local ranks at the next round, saying why.
+case_local_shrink_slots() {
+  hosts localhost:2
+  start -np 2 --min-np 1 "$ELASTIC_TRAIN" --steps 200 --step-ms 40
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  hosts localhost:1
+  finish 120
+  check_done 1
+  grep -q "elastic: round 1: host localhost now has 1 slot, not 2: stopping the surplus worker 1 (rank 1, local rank 1); new size 1 on localhost:1" err ||
+    fail "no reset line: $(cat err)"
+  ok "localhost:2 -> localhost:1: worker 1 (local rank 1) stopped at round 1; finished at size 1"
+}
+
+# A listing that is empty, or every host at :0, for a few reads does not stop a healthy job.
+case_local_empty_listing() {
+  hosts localhost:2
+  start -np 2 --min-np 2 "$ELASTIC_TRAIN" --steps 300 --step-ms 40
+  wait_for 120 reached_step 5 || fail "the job did not reach step 5: $(tail -5 err)"
+  local n
+  n=$(runs)
+  hosts  # nothing
+  wait_for 60 runs_past $((n + 2)) || fail "the discovery script stopped running"
+  hosts localhost:0
+  n=$(runs)
+  wait_for 60 runs_past $((n + 2)) || fail "the discovery script stopped running"
+  hosts localhost:2
+  finish 120
+  check_done 2
+  grep -q "elastic: --host-discovery-script listed no host (no line, or only hosts with 0 slots); the 2 running workers go on" err ||
+    fail "no warning: $(cat err)"
+  grep -q "elastic: round 1" err && fail "the job was reset: $(grep 'round 1' err)"
+  ok "an empty listing, then localhost:0, for a few reads: the job went on at size 2"
+}
+
+# A NUL byte in a line: the message keeps its reason and shows the byte.
+case_local_nul_line() {
+  printf 'local\000host:2\n' >"$WORK/hosts"
+  run 60 --host-discovery-script "$WORK/discover.sh" -np 2 "$ELASTIC_TRAIN" --steps 5
+  [ $rc -eq 2 ] || fail "expected 2, got $rc"
+  grep -qF "line 1: 'local\0host:2' is not host:slots (it holds a NUL byte); the job cannot start without its hosts" err ||
+    fail "the message lost its reason: $(cat -v err)"
+  ok "a NUL byte in a line is named, with the rest of the message"
+}
+
+# localhost:0 with -np 2: the job waits for --min-np 2 slots, and says so with the right numbers.
+case_local_zero_slots() {
+  hosts localhost:0
+  run 60 --host-discovery-script "$WORK/discover.sh" -np 2 --elastic-timeout 2 "$ELASTIC_TRAIN" --steps 5
+  [ $rc -eq 1 ] || fail "expected 1, got $rc: $(cat err)"
+  grep -q "(-np 1)" err && fail "says -np 1: $(cat err)"
+  grep -q "^horarun: elastic: waited 2 s (--elastic-timeout) for --min-np 2 slots; had 0 (no host)" err ||
+    fail "no clear message: $(cat err)"
+  ok "localhost:0 with -np 2: waited for --min-np 2 slots and said so"
+}
+
+# A discovery script that leaves a setsid child holding its stdout: the child is killed a moment
+# after the script exits (not at the 30 s deadline), and a warning names it.
+case_local_setsid_child() {
+  command -v setsid >/dev/null || { echo "skip: no setsid"; exit 77; }
+  printf '#!/bin/sh\nsetsid sleep 300 &\necho $! >>%s/leftovers\ncat %s/hosts\n' "$WORK" "$WORK" \
+    >"$WORK/discover.sh"
+  hosts localhost:1
+  start -np 1 --min-np 1 "$ELASTIC_TRAIN" --steps 40 --step-ms 40
+  wait_for 60 reached_step 1 || fail "the job did not start: $(tail -5 err)"
+  finish 60
+  LEFT=$(cat "$WORK/leftovers")
+  check_done 1
+  grep -q "left process [0-9]* (sleep) outside its process group (setsid?) holding its output; killed it" err ||
+    fail "no warning: $(cat err)"
+  local p
+  for p in $LEFT; do wait_for 10 dead "$p" || fail "the script's setsid child $p was left"; done
+  ok "the setsid children of $(echo "$LEFT" | wc -w) discovery runs were killed and named"
 }
 
 "case_$CASE"
