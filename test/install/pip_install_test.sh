@@ -83,13 +83,16 @@ else
   defect "no $venv/include/hora; hora.h installed at: $(cd "$venv" && find . -name hora.h | tr '\n' ' ')"
 fi
 
-# 5. hora.pc.
+# 5. hora.pc: where docs/install.md says, and no hora.pc anywhere in the venv names an absolute
+# path (the build's prefix /usr, the build machine's Gloo and CUDA in Libs.private).
 pc=$venv/lib/pkgconfig/hora.pc
 export PKG_CONFIG_PATH=$venv/lib/pkgconfig
-if [ -f "$pc" ]; then
-  if grep -nvE '^[[:space:]]*#' "$pc" | grep -E '(^[0-9]+:|[=[:space:]])/' >&2; then
-    defect "$pc names absolute paths (above): it must find everything relative to itself"
+while read -r f; do
+  if grep -nvE '^[[:space:]]*#' "$f" | grep -E '(^[0-9]+:|[=[:space:]])/' >&2; then
+    defect "$f names absolute paths (above): it must find everything relative to itself"
   fi
+done < <(find "$venv" -name hora.pc)
+if [ -f "$pc" ]; then
   pc_prefix=$(pkg-config --variable=prefix hora) || pc_prefix=
   [ "$(realpath -m "$pc_prefix")" = "$(realpath "$venv")" ] ||
     defect "hora.pc's prefix is $pc_prefix, not the venv $venv"
