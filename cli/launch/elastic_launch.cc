@@ -32,6 +32,9 @@ namespace asio = boost::asio;
 // The first look at the hosts may take this long.
 constexpr std::chrono::seconds kFirstDiscovery{30};
 
+// How many names of the first listing are looked up at once.
+constexpr std::size_t kLookupThreads = 64;
+
 // Hosts through the agents: the ones prepared at the start, and the ones the supervisor finds.
 class AgentElasticHosts : public ElasticHosts {
  public:
@@ -171,30 +174,33 @@ std::vector<HostSpec> without_second_names(const std::vector<HostSpec>& hosts,
 }
 
 // The remote hosts of the first listing whose address cannot be resolved (a name the script got
-// from a cloud API before its DNS record exists, a typo): host index -> why. Resolved at once,
-// each on a thread of its own, before the preflight, which would refuse the whole job for one
-// of them.
+// from a cloud API before its DNS record exists, a typo): host index -> why. Looked up on
+// threads of their own before the preflight, which would refuse the whole job for one of them.
 std::map<int, std::string> unresolvable(const std::vector<HostSpec>& hosts,
                                         const std::map<int, ssh::Target>& remote,
                                         const RemoteOptions& ro) {
-  std::map<int, std::future<std::string>> lookups;
-  for (const auto& [index, target] : remote) {
-    lookups.emplace(index, std::async(std::launch::async, [&ro, t = target]() -> std::string {
-                      try {
-                        ro.connect.resolver(t.hostname, t.port);
-                        return {};
-                      } catch (const std::exception& e) {
-                        return e.what();
-                      }
-                    }));
-  }
   std::map<int, std::string> out;
-  for (auto& [index, lookup] : lookups) {
-    std::string why = lookup.get();
-    if (why.empty()) continue;
-    // The resolver's message starts with the name it looked up (ssh_config's HostName, if any).
-    const std::string& name = hosts[static_cast<std::size_t>(index)].name;
-    out.emplace(index, why.rfind(name + ":", 0) == 0 ? why : fmt::format("{}: {}", name, why));
+  auto it = remote.begin();
+  while (it != remote.end()) {
+    // At most kLookupThreads lookups at a time.
+    std::map<int, std::future<std::string>> lookups;
+    for (; it != remote.end() && lookups.size() < kLookupThreads; ++it) {
+      lookups.emplace(it->first, std::async(std::launch::async, [&ro, t = it->second] {
+                        try {
+                          ro.connect.resolver(t.hostname, t.port);
+                          return std::string();
+                        } catch (const std::exception& e) {
+                          return std::string(e.what());
+                        }
+                      }));
+    }
+    for (auto& [index, lookup] : lookups) {
+      std::string why = lookup.get();
+      if (why.empty()) continue;
+      // The resolver's message starts with the name it looked up (ssh_config's HostName).
+      const std::string& name = hosts[static_cast<std::size_t>(index)].name;
+      out.emplace(index, why.rfind(name + ":", 0) == 0 ? why : fmt::format("{}: {}", name, why));
+    }
   }
   return out;
 }
