@@ -1,12 +1,18 @@
 // Runs an elastic job (docs/elastic.md): rounds of workers, each round with its own rendezvous
 // server and secret; a lost worker blacklists its host and starts the next round on the hosts
 // left (RESET with interrupt to the survivors); a host found by discovery gets workers in the
-// next round (RESET without interrupt: the survivors join at their next commit).
+// next round (RESET without interrupt: the survivors join at their next commit). A worker that
+// has not reached its round's rendezvous --elastic-timeout after the round began is lost (a
+// stopped or traced one on this machine is named with its state at once). A blacklisted host
+// comes back when its cooldown ends (a timer). A round's server stops once a newer round formed.
 //
 // Threading: everything runs on the io_context of the thread that calls run(), as in the fixed
 // supervisor (cli/spawn/supervisor.h): workers' pipes and exits, the rounds' servers, timers,
 // signals. Two kinds of work leave that thread and post their answers back: the discovery script
-// (one run at a time) and preparing new hosts (ElasticHosts::prepare).
+// (one run at a time) and preparing new hosts (ElasticHosts::prepare). What the script lists is
+// judged here (docs/elastic.md, "What horarun does with a listing"): a second name for this
+// machine is ignored, fewer slots stop a host's highest local ranks, and an empty listing counts
+// only once it lasted --elastic-timeout.
 //
 // Ending: every worker exited 0 -> 0; below --min-np for --elastic-timeout, more resets than
 // --reset-limit, no worker left to hand on the state, or SIGINT/SIGTERM -> the job ends as the
