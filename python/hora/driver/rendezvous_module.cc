@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "common/shm_name.h"
-#include "rendezvous/log.h"
 #include "rendezvous/errors.h"
+#include "rendezvous/log.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
 
@@ -52,14 +52,16 @@ class DriverRendezvous {
  public:
   DriverRendezvous(int size, const std::string& bind_address, double auth_timeout_s)
       : secret_(hora::rdv::generate_secret()), work_(asio::make_work_guard(io_)) {
-    if (size < 1) throw std::invalid_argument("size must be at least 1, not " + std::to_string(size));
+    if (size < 1)
+      throw std::invalid_argument("size must be at least 1, not " + std::to_string(size));
     hora::rdv::ServerOptions options;
     options.bind_address = bind_address;
     options.size = size;
     options.secret = secret_;
-    options.auth_timeout = std::max<std::chrono::milliseconds>(
-        hora::rdv::ServerOptions::kDefaultAuthTimeout,
-        std::chrono::milliseconds(static_cast<long long>(auth_timeout_s * 1000)));
+    options.auth_timeout =
+        std::max<std::chrono::milliseconds>(hora::rdv::ServerOptions::kDefaultAuthTimeout,
+                                            std::chrono::milliseconds(
+                                                static_cast<long long>(auth_timeout_s * 1000)));
     hora::rdv::ServerEvents events;
     events.on_connected = [this](int rank, const std::string& peer) {
       push({"connected", rank, false, peer});
@@ -175,8 +177,8 @@ PYBIND11_MODULE(_rendezvous, m) {
   m.doc() = "hora's rendezvous server for drivers that do not run horarun (hora.spark, hora.ray)";
   py::register_exception<hora::rdv::Error>(m, "RendezvousError", PyExc_RuntimeError);
   py::class_<DriverRendezvous>(m, "Server")
-      .def(py::init<int, const std::string&, double>(), py::arg("size"),
-           py::arg("bind_address"), py::arg("auth_timeout_s") = 10.0,
+      .def(py::init<int, const std::string&, double>(), py::arg("size"), py::arg("bind_address"),
+           py::arg("auth_timeout_s") = 10.0,
            "Starts a rendezvous server for `size` ranks on bind_address (port chosen by the "
            "system), with a new 32-byte secret")
       .def_property_readonly("port", &DriverRendezvous::port)
