@@ -12,7 +12,7 @@
 #   C++:    exit (libhora's exit handler says goodbye), atexit (the program's handler _exits),
 #           quick_exit, _exit, signal (SIGTERM, SIGKILL, SIGSEGV, SIGABRT)
 #   Python: sys.exit, os._exit, signal
-# After each job (horarun has 120 s) it checks: horarun's last line names that rank and its code
+# After each job (horarun has 180 s) it checks: horarun's last line names that rank and its code
 # or signal, horarun's exit code is the rank's (128 + signal for a signal), a clean job exits 0
 # with no message, no process started with the job's environment is left (30 s), no new
 # /dev/shm segment is left, and horarun held no more descriptors at the rank's exit than at its
@@ -41,11 +41,19 @@ TESTHOSTS=$ROOT/scripts/testhosts.sh
 for f in "$HORARUN" "$CPP"; do
   [ -x "$f" ] || { echo "culprit_soak: $f is missing: build first (ninja -C $BUILD)" >&2; exit 1; }
 done
+WORK=$(mktemp -d /tmp/hora-culprit-soak.XXXXXX)
+# A snapshot of what the jobs run, so that a rebuild during the soak (minutes long) cannot swap
+# horarun or libhora under a job; LD_LIBRARY_PATH wins over the programs' RUNPATH.
+mkdir -p "$WORK/bin" "$WORK/lib"
+cp "$HORARUN" "$CPP" "$WORK/bin/" &&
+  find "$BUILD/runtime" -maxdepth 1 -name "libhora.so*" ! -type d -exec cp -P {} "$WORK/lib/" \; &&
+  cp -r "$BUILD/python" "$WORK/python" 2>/dev/null
+HORARUN=$WORK/bin/horarun CPP=$WORK/bin/exit_culprit
+export LD_LIBRARY_PATH=$WORK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 HAVE_PY=1
-PYTHONPATH=$BUILD/python /usr/bin/python3 -c 'import hora.torch' 2>/dev/null || HAVE_PY=0
+PYTHONPATH=$WORK/python /usr/bin/python3 -c 'import hora.torch' 2>/dev/null || HAVE_PY=0
 [ "$HAVE_PY" = 1 ] || echo "culprit_soak: hora.torch is not built: C++ jobs only" >&2
 
-WORK=$(mktemp -d /tmp/hora-culprit-soak.XXXXXX)
 INDEX=
 HPID=
 cleanup() {
@@ -80,7 +88,9 @@ SIGNALS=(15 9 11 6)
 declare -A N WRONG_RANK WRONG_CODE LEFT FDS SECS
 pick() { local -n a=$1; echo "${a[$((RANDOM % ${#a[@]}))]}"; }
 
-shm_before=$(ls /dev/shm | sort)
+# hora's own segments (hora-*): other programs on the machine make and remove theirs meanwhile.
+shm_list() { ls /dev/shm | grep '^hora-' | sort; }
+shm_before=$(shm_list)
 for ((j = 1; j <= JOBS; j++)); do
   lang=cpp
   [ "$HAVE_PY" = 1 ] && [ $((RANDOM % 2)) -eq 0 ] && lang=py
@@ -104,8 +114,10 @@ for ((j = 1; j <= JOBS; j++)); do
   dir=$WORK/job$j
   mkdir -p "$dir"
   start=$SECONDS
-  timeout -s KILL 120 "$HORARUN" -np "$np" "${hosts[@]}" -x "HORA_SOAK_JOB=$j" \
-    -x "PYTHONPATH=$BUILD/python" "${prog[@]}" >"$dir/out" 2>"$dir/err" &
+  # --start-timeout 120: importing torch on a loaded 2-core machine can take half a minute.
+  timeout -s KILL 180 "$HORARUN" -np "$np" "${hosts[@]}" --start-timeout 120 \
+    -x "HORA_SOAK_JOB=$j" -x "PYTHONPATH=$WORK/python" -x "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" \
+    "${prog[@]}" >"$dir/out" 2>"$dir/err" &
   HPID=$!
   fd_start=-1
   wait_for 5 test -d "/proc/$HPID/fd" && fd_start=$(ls "/proc/$HPID/fd" 2>/dev/null | wc -l)
@@ -141,7 +153,7 @@ for ((j = 1; j <= JOBS; j++)); do
     LEFT[$key]=$((${LEFT[$key]:-0} + 1))
     for p in $(job_pids "$j"); do kill -KILL "$p" 2>/dev/null; done
   fi
-  shm_now=$(ls /dev/shm | sort)
+  shm_now=$(shm_list)
   new=$(comm -13 <(echo "$shm_before") <(echo "$shm_now") | grep -v '^$' || true)
   if [ -n "$new" ]; then
     echo "job $j ($key): left in /dev/shm: $(echo $new)" >&2
