@@ -51,6 +51,13 @@ bench_training() {
   bash bench/bench_training.sh "$BUILD_DIR" "$@" || echo "(training: failed, rc=$?)"
 }
 
+# hora.keras vs tf.distribute.MultiWorkerMirroredStrategy (bench/keras_steps.sh).
+BENCHMARKS+=(keras_steps)
+bench_keras_steps() {
+  heading "keras_steps: Keras 3 steps/s, hora.keras vs MultiWorkerMirroredStrategy"
+  bash bench/keras_steps.sh || echo "(keras_steps: failed, rc=$?)"
+}
+
 # hora.torch.DistributedOptimizer vs DistributedDataParallel over torch's gloo (bench_torch.sh).
 bench_torch() {
   echo "== torch: training steps/s, hora.torch vs DDP over gloo, -np 2 and 4"
@@ -197,6 +204,12 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 own horovodrun --gloo, and DDP over gloo under horarun; -np 2 on this host and
                 2 test hosts x 1 (needs root); median of TS_REPEATS=5 interleaved runs of
                 TS_STEPS=15 steps, min-max, and the ratio to Horovod under horovodrun
+  keras_steps   bench/keras_steps.sh: Keras 3 steps/s of a 10.5 M-parameter MLP, batch 16 per
+                rank: hora.keras (model.fit and a custom loop) vs tf.distribute's
+                MultiWorkerMirroredStrategy, -np 2 on this host and 2 test hosts x 1 (needs
+                root), median of KS_REPEATS=3 interleaved runs of KS_STEPS=20 steps; then an
+                allreduce of 4 B and 16 MiB from TF tensors vs CollectiveAllReduce and the C++
+                allreduce_bench (needs the tf venv: scripts/venv.sh tf)
   scale         bench/bench_scale.sh: rendezvous_bench at 1024 and 4096 ranks, and a real
                 horarun -np 128 job's time and memory. ARGS: the job's rank count
   fusion        fusion_bench --launch --np 4: step time of 200 ResNet-like gradients (4 KiB to

@@ -82,4 +82,27 @@ print('done')
     assert out.returncode == 0 and 'done' in out.stdout, out.stdout + out.stderr
 
 
+def test_a_rank_that_dies_is_named():
+    tmp = tempfile.mkdtemp(prefix='hora-tf-dies-')
+    try:
+        script = os.path.join(tmp, 'dies.py')
+        with open(script, 'w') as f:
+            f.write('''
+import os, tensorflow as tf
+import hora.tensorflow as hvd
+hvd.init()
+if hvd.rank() == 1:
+    os._exit(3)
+hvd.allreduce(tf.constant([1.0]), name='never')
+''')
+        env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+        env.pop('HORA_RANK', None)
+        out = subprocess.run([os.environ['HORARUN'], '-np', '2', sys.executable, script],
+                             capture_output=True, text=True, env=env, timeout=300, cwd=tmp)
+        assert out.returncode == 3, (out.returncode, out.stderr[-2000:])
+        assert 'rank 1' in out.stderr and 'exited with code 3' in out.stderr, out.stderr[-2000:]
+    finally:
+        shutil.rmtree(tmp)
+
+
 run(globals())

@@ -186,4 +186,29 @@ def test_tensorflow_distributed_optimizer_is_keras():
         raise AssertionError('op=Adasum was accepted by hora.keras.DistributedOptimizer')
 
 
+def test_elastic_state_in_a_fixed_size_job():
+    m = model(seed=R)
+    m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss='mse')
+    x, y = data(R)
+    m.fit(x[:B], y[:B], batch_size=B, epochs=1, verbose=0)  # builds the optimizer
+    state = hvd.elastic.KerasState(m, batch=0, epoch=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append(1)
+        state.model.fit(x, y, batch_size=B, epochs=2, verbose=0, callbacks=[
+            hvd.elastic.CommitStateCallback(state, batches_per_commit=2),
+            hvd.elastic.UpdateBatchStateCallback(state),
+            hvd.elastic.UpdateEpochStateCallback(state)])
+    train(state)  # outside an elastic job: sync (rank 0's state everywhere), then one call
+    assert calls == [1] and state.epoch == 2 and state.batch == 0
+    assert same_on_every_rank(m.get_weights())
+    saved = [w.copy() for w in m.get_weights()]
+    m.set_weights([w + 1 for w in saved])
+    state.restore()  # back to the last commit
+    for a, b in zip(m.get_weights(), saved):
+        assert np.array_equal(a, b)
+
+
 run(globals())

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# scripts/bench.sh keras_steps: Keras 3 training steps per second on a communication-heavy
+# model (bench/keras_steps_bench.py: a 10.5 M-parameter MLP, batch 16 per rank), hora.keras
+# against tf.distribute.MultiWorkerMirroredStrategy, at -np 2 on this host and on 2 test hosts
+# x 1 (scripts/testhosts.sh; skipped without root), the contenders interleaved, median of
+# KS_REPEATS (3) runs of KS_STEPS (20) timed steps each; then one allreduce of 4 B and 16 MiB
+# from a TF tensor (hora.tensorflow, tf.distribute's CollectiveAllReduce) beside hora's C++
+# allreduce_bench. Every job is started by horarun. Run from the repository root.
+set -uo pipefail
+BUILD_DIR=${BUILD_DIR:-build}
+root=$(pwd)
+py=$root/.venv-tf/bin/python
+export PYTHONPATH=$root/$BUILD_DIR/python TF_CPP_MIN_LOG_LEVEL=2
+if ! "$py" -c 'import hora.keras' >/dev/null 2>&1; then
+  echo "keras_steps: skipped: hora.keras is not importable by $py (scripts/venv.sh tf, then build)"
+  exit 0
+fi
+# A copy of horarun, so that a rebuild of the build directory during the long run does not
+# pull it from under a job (horarun links no library of the build).
+work=$(mktemp -d)
+cp "$root/$BUILD_DIR/cli/horarun" "$work/horarun"
+horarun=$work/horarun
+bench=$root/bench/keras_steps_bench.py
+
+# A free TCP port on this machine for each MultiWorkerMirroredStrategy worker.
+free_ports() {
+  "$py" -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("", 0))
+print(",".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# run_one CONFIG HOSTS SSH_CONFIG FRAMEWORK LOOP [ARGS...]: prints the steps/s (empty on failure,
+# with the output on stderr).
+run_one() {
+  local config=$1 hosts=$2 ssh=$3 fw=$4 loop=$5
+  shift 5
+  local -a cmd=("$horarun" -np 2 -H "$hosts")
+  [ -n "$ssh" ] && cmd+=(--ssh-config "$ssh")
+  local -a extra=()
+  if [ "$fw" = mwms ]; then
+    local ports h1 h2
+    ports=$(free_ports 2)
+    if [ "$config" = np2-1host ]; then h1=localhost h2=localhost; else h1=h1 h2=h2; fi
+    extra=(--workers "$h1:${ports%,*},$h2:${ports#*,}")
+  fi
+  local out
+  out=$(timeout 900 "${cmd[@]}" "$py" "$bench" --framework "$fw" --loop "$loop" \
+    --steps "${KS_STEPS:-20}" "${extra[@]}" "$@" 2>&1 </dev/null)
+  local v
+  v=$(sed -n 's/.*steps_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | head -1)
+  [ -z "$v" ] && { echo "keras_steps: $config $fw $loop failed:" >&2; tail -20 <<<"$out" >&2; }
+  echo "$v"
+}
+
+median() {
+  sort -n | awk '{ v[n++] = $1 } END { if (n == 0) { print "-"; exit }
+    printf "%s %s-%s\n", (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1] }'
+}
+
+configs=("np2-1host localhost:2 -")
+trap 'rm -rf "$work"' EXIT
+index="" ssh=""
+if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 &&
+  vars=$(scripts/testhosts.sh up --index auto --hosts 2 2>/dev/null); then
+  eval "$vars"
+  index=$HORA_TESTHOSTS_INDEX ssh=$HORA_TESTHOSTS_SSH_CONFIG
+  trap 'scripts/testhosts.sh down --index "$index" >/dev/null 2>&1; rm -rf "$work"' EXIT
+  configs+=("2hosts-x1 h1:1,h2:1 $ssh")
+else
+  echo "(2 hosts x 1: skipped: needs root and ip netns for scripts/testhosts.sh)"
+fi
+
+contenders=("hora fit" "hora custom" "mwms custom")
+results=$(mktemp)
+for spec in "${configs[@]}"; do
+  read -r name hosts cfg <<<"$spec"
+  [ "$cfg" = - ] && cfg=""
+  echo "$name: load before: $(uptime | sed 's/.*load average: //')"
+  for ((rep = 0; rep < ${KS_REPEATS:-3}; rep++)); do
+    for ((i = 0; i < ${#contenders[@]}; i++)); do
+      c=${contenders[(i + rep) % ${#contenders[@]}]}
+      # shellcheck disable=SC2086
+      echo "$name $c $(run_one "$name" "$hosts" "$cfg" $c)" >>"$results"
+    done
+  done
+  echo "$name: load after:  $(uptime | sed 's/.*load average: //')"
+done
+printf '\n%-10s %-14s %14s %14s %16s\n' config contender "median steps/s" "min-max" "/ mwms custom"
+for spec in "${configs[@]}"; do
+  read -r name _ <<<"$spec"
+  base=$(awk -v n="$name" '$1 == n && $2 == "mwms" { print $4 }' "$results" | median | cut -d' ' -f1)
+  for c in "${contenders[@]}"; do
+    read -r med range < <(awk -v n="$name" -v f="${c% *}" -v l="${c#* }" \
+      '$1 == n && $2 == f && $3 == l && $4 != "" { print $4 }' "$results" | median)
+    printf '%-10s %-14s %14s %14s %16s\n' "$name" "${c/ //}" "$med" "${range:--}" \
+      "$(awk -v a="$med" -v b="$base" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')"
+  done
+done
+rm -f "$results"
+
+echo
+echo "allreduce of one float32 tensor, -np 2 on this host, median of 20 (us):"
+for fw in hora mwms; do
+  extra=()
+  [ "$fw" = mwms ] && { p=$(free_ports 2); extra=(--workers "localhost:${p%,*},localhost:${p#*,}"); }
+  timeout 600 "$horarun" -np 2 "$py" "$bench" --framework "$fw" --allreduce "${extra[@]}" 2>&1 |
+    sed -n "s/.*allreduce_us bytes=\([0-9]*\) us=\([0-9.]*\).*/$fw \1 \2/p"
+done | awk '{ printf "  %-40s %10s B %10s us\n", ($1 == "hora" ? "hora.tensorflow allreduce" : "tf.distribute CollectiveAllReduce"), $2, $3 }'
+"$horarun" -np 2 "$root/$BUILD_DIR/bench/allreduce_bench" -b 4 -e 16M -f 4194304 \
+  --collective allreduce -c 0 2>&1 | awk '/^\[0\]<stdout>: +[0-9]/ {
+    printf "  %-40s %10s B %10s us (out of place), %s us (in place)\n", "hora C++ allreduce_bench", $2, $7, $11 }'
