@@ -120,9 +120,10 @@ case_shrink() {
   hosts h1:2 h2:2
   start -np 4 --min-np 2 "$ELASTIC_TRAIN" --steps 120 --step-ms 40
   wait_for 120 reached_step 15 || fail "the job did not reach step 15: $(tail -5 err)"
-  # h2 goes away: its workers die (SIGKILL) and discovery stops listing it.
-  hosts h1:2
+  # h2 goes away: its workers die (SIGKILL) and discovery stops listing it. The kill comes
+  # first: a discovery run between the two would stop h2's workers itself.
   kill -KILL $(pids_on h2 elastic_train) || fail "no worker on h2"
+  hosts h1:2
   finish 180
   check_done 2
   grep -q "elastic: round 1: .* on h2 .*; new size 2 on h1:2" err || fail "no reset line: $(cat err)"
@@ -152,8 +153,8 @@ case_min_np_timeout() {
   hosts h1:2 h2:2
   start -np 4 --min-np 4 --elastic-timeout 3 "$ELASTIC_TRAIN" --steps 400 --step-ms 40
   wait_for 120 reached_step 5 || fail "the job did not reach step 5: $(tail -5 err)"
-  hosts h1:2
   kill -KILL $(pids_on h2 elastic_train) || fail "no worker on h2"
+  hosts h1:2
   finish 120
   [ $rc -ne 0 ] || fail "horarun exited 0 below --min-np"
   grep -q "^horarun: elastic: waited 3 s (--elastic-timeout) for --min-np 4 slots; had 2 (h1:2); blacklisted: h2" err ||
@@ -167,8 +168,8 @@ case_reset_limit() {
   hosts h1:2 h2:2
   start -np 4 --min-np 2 --reset-limit 0 "$ELASTIC_TRAIN" --steps 400 --step-ms 40
   wait_for 120 reached_step 5 || fail "the job did not reach step 5: $(tail -5 err)"
-  hosts h1:2
   kill -KILL $(pids_on h2 elastic_train) || fail "no worker on h2"
+  hosts h1:2
   finish 120
   [ $rc -eq 137 ] || fail "expected the killed worker's code 137, got $rc"
   grep -q "^horarun: elastic: the job needs reset 1 (.*), past --reset-limit 0" err ||
@@ -210,8 +211,8 @@ case_shrink_torch() {
     --batches-per-commit 5 --batches-per-host-check 5
   wait_for 240 grep -q "^\[0\]<stdout>:rank 0 epoch 1 (size 4)" out ||
     fail "epoch 1 did not end at size 4: $(tail -5 err)"
-  hosts h1:2
   kill -KILL $(pids_on h2 python3) || fail "no worker on h2"
+  hosts h1:2
   finish 300
   [ $rc -eq 0 ] || fail "horarun exited $rc: $(tail -5 err)"
   grep -q "elastic: round 1: .* on h2 .*; new size 2 on h1:2" err || fail "no reset line: $(cat err)"
