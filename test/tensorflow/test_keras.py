@@ -66,6 +66,8 @@ def test_fit_matches_one_process_on_the_joint_batches():
         assert np.allclose(a, b, atol=1e-5), (a, b)
     assert same_on_every_rank(m.get_weights())
     assert type(opt).__name__ == 'SGD' and isinstance(opt, keras.optimizers.SGD)
+    named = hvd.DistributedOptimizer('adam')  # Keras' shorthand
+    assert isinstance(named, keras.optimizers.Adam) and named._hora_distributed
 
 
 def test_broadcast_and_metric_average_callbacks():

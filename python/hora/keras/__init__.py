@@ -112,14 +112,17 @@ def DistributedOptimizer(optimizer, name=None, device_dense='', device_sparse=''
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
-    """Wraps a Keras 3 optimizer (any keras.optimizers.Optimizer) so that apply() — what
-    model.fit and apply_gradients call — averages the gradients over the ranks first (one
-    grouped allreduce, fused by hora's engine). ``backward_passes_per_step`` > 1 sums locally
-    and allreduces every that many steps (the optimizer steps then only);
-    ``average_aggregated_gradients`` divides those sums by it."""
+    """Wraps a Keras 3 optimizer (any keras.optimizers.Optimizer, or a name Keras knows such as
+    'adam') so that apply() — what model.fit and apply_gradients call — averages the gradients
+    over the ranks first (one grouped allreduce, fused by hora's engine).
+    ``backward_passes_per_step`` > 1 sums locally and allreduces every that many steps (the
+    optimizer steps then only); ``average_aggregated_gradients`` divides those sums by it."""
     if op != Average and op != Sum:
         raise ValueError('op currently only supports Average and Sum')
     groups = _check_tape_args(op, gradient_predivide_factor, num_groups, groups)
+    if isinstance(optimizer, (str, dict)):
+        # Keras' own shorthand (compile(optimizer='adam')), which Keras' examples use.
+        optimizer = keras.optimizers.get(optimizer)
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError('hora.keras.DistributedOptimizer wraps a Keras 3 optimizer '
                          '(keras.optimizers.Optimizer), not %r' % (optimizer,))
