@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 BENCHMARKS=(collectives compare training fusion torch torch_steps rendezvous scale launch remote_launch
-  discovery elastic_recovery)
+  discovery elastic_recovery spark_start)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -32,6 +32,10 @@ source bench/discovery.sh
 # bench_elastic_recovery in bench/elastic_recovery.sh (elastic reset vs full restart, 2 test hosts).
 # shellcheck source=bench/elastic_recovery.sh
 source bench/elastic_recovery.sh
+
+# bench_spark_start in bench/spark_start.sh (hora.spark vs TorchDistributor vs horovod.spark).
+# shellcheck source=bench/spark_start.sh
+source bench/spark_start.sh
 
 # bench_scale in bench/bench_scale.sh (rendezvous at 1024/4096 ranks, a real -np 128 job).
 # shellcheck source=bench/bench_scale.sh
@@ -234,6 +238,12 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 step after it, elastic reset (the job shrinks to h1) vs full restart
                 (--max-restarts 1), median of RUNS=5 each, with the ratio; also with a PyTorch
                 start (import torch) before each worker
+  spark_start   bench/spark_start.sh: on a standalone Spark cluster across 2 test hosts x 1 rank
+                (needs root and the engines venv), hora.spark.run vs Spark's TorchDistributor
+                (torchrun, DDP over gloo) vs Horovod 0.28.1's horovod.spark.run: time from run()
+                to the first collective, the whole 20-step job's time and steps/s of a small MLP,
+                median of SS_REPEATS=3 interleaved runs, ratios to TorchDistributor, and where
+                the time to the first collective goes
   all           every benchmark above, with default arguments (the default)
 
 Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.
