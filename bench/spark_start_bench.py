@@ -58,8 +58,10 @@ def _ancestors():
     """(start time, short command line) of this process and its ancestors up to the executor's
     JVM, from /proc: when each process of the contender's launch chain came to be."""
     import os
-    with open('/proc/stat') as f:
-        btime = next(int(line.split()[1]) for line in f if line.startswith('btime'))
+    import time
+    # A process's start is in clock ticks since boot; /proc/stat's btime is whole seconds, too
+    # coarse here, so the boot's epoch comes from the clock itself.
+    boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
     hz = os.sysconf('SC_CLK_TCK')
     chain, pid = [], os.getpid()
     while pid > 1 and len(chain) < 8:
@@ -70,7 +72,7 @@ def _ancestors():
         name = ' '.join(a for a in argv[1:4] if a and not a.startswith('-')) or argv[0]
         if 'java' in argv[0]:
             break
-        chain.append((btime + int(fields[19]) / hz, os.path.basename(argv[0]) + ' ' + name[:60]))
+        chain.append((boot + int(fields[19]) / hz, os.path.basename(argv[0]) + ' ' + name[:60]))
         pid = int(fields[1])
     return chain
 
