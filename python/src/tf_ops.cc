@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -257,6 +258,19 @@ void submit_or_fail(const std::shared_ptr<Completion>& c, const std::string& wha
   }
 }
 
+// Asks the engine to run its next cycle now rather than at its next tick (HORA_CYCLE_TIME_MS,
+// 5 ms by default): in <hora/async.h> a wait with a deadline is how a caller says an op is
+// awaited, and a zero deadline returns at once. Without it an eager op would wait for the tick,
+// since no thread of TensorFlow's waits on the handle (the callback completes the op). The
+// op's outcome arrives through its callback either way, so what the wait throws is dropped.
+void kick(const hora::Handle& h) {
+  if (!h.valid()) return;
+  try {
+    hora::synchronize(h, std::chrono::milliseconds(0));
+  } catch (...) {  // not done yet (TimeoutError), or failed: the callback reports it
+  }
+}
+
 // Ops whose result needs the handle's counts (alltoall, join): the engine's callback cannot read
 // the handle it belongs to before submission has returned it, so the submitter and the callback
 // both arrive, and whichever comes second calls `finish(handle, error)`. Nothing blocks.
@@ -285,7 +299,9 @@ void submit_with_handle(std::function<void(const hora::Handle&, std::exception_p
     c->arrive(status_of(std::current_exception(), what), 1);
     return;
   }
+  hora::Handle h = m->handle;
   m->arrive();
+  kick(h);
 }
 
 // --- Scaling (Horovod's prescale_factor / postscale_factor) ------------------------------------
@@ -399,6 +415,7 @@ class HoraAllreduceOp : public ReducingKernel {
     }
     const std::string base = engine_name();
     auto c = std::make_shared<Completion>(ctx, std::move(done), n);
+    hora::Handle last;  // the engine is kicked once every tensor is submitted
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& in = ctx->input(i);
       tf::Tensor* out = outputs[i];
@@ -411,10 +428,11 @@ class HoraAllreduceOp : public ReducingKernel {
       }
       const Wire w = wire_of(in.dtype());
       submit_or_fail(c, what, n - i, [&] {
-        hora::allreduce_async(name, send, data_of(*out), wire_shape(in.shape(), w), w.type,
-                              reduce_op_, scaled(c, what, out), set_);
+        last = hora::allreduce_async(name, send, data_of(*out), wire_shape(in.shape(), w), w.type,
+                                     reduce_op_, scaled(c, what, out), set_);
       });
     }
+    kick(last);
   }
 };
 
@@ -428,6 +446,7 @@ class HoraAllgatherOp : public HoraKernel {
     const int n = ctx->num_inputs();
     const std::string base = engine_name();
     auto c = std::make_shared<Completion>(ctx, std::move(done), n);
+    hora::Handle last;  // the engine is kicked once every tensor is submitted
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& in = ctx->input(i);
       const std::string name = n == 1 ? base : base + "." + std::to_string(i);
@@ -445,10 +464,11 @@ class HoraAllgatherOp : public HoraKernel {
         return data_of(*out);
       };
       submit_or_fail(c, what, n - i, [&] {
-        hora::allgather_async(name, data_of(in), shape, w.type, std::move(allocate),
-                              c->callback(c, what), set_);
+        last = hora::allgather_async(name, data_of(in), shape, w.type, std::move(allocate),
+                                     c->callback(c, what), set_);
       });
     }
+    kick(last);
   }
 };
 
@@ -471,6 +491,7 @@ class HoraBroadcastOp : public HoraKernel {
     const bool is_root = set_rank() == root;
     const std::string base = engine_name();
     auto c = std::make_shared<Completion>(ctx, std::move(done), n);
+    hora::Handle last;  // the engine is kicked once every tensor is submitted
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& in = ctx->input(i);
       tf::Tensor* out = outputs[i];
@@ -480,10 +501,11 @@ class HoraBroadcastOp : public HoraKernel {
       if (is_root) std::memcpy(data_of(*out), data_of(in), in.TotalBytes());
       const Wire w = wire_of(in.dtype());
       submit_or_fail(c, what, n - i, [&] {
-        hora::broadcast_async(name, data_of(*out), wire_shape(in.shape(), w), w.type, root,
-                              c->callback(c, what), set_);
+        last = hora::broadcast_async(name, data_of(*out), wire_shape(in.shape(), w), w.type, root,
+                                     c->callback(c, what), set_);
       });
     }
+    kick(last);
   }
 
  private:
@@ -632,6 +654,7 @@ class HoraReducescatterOp : public ReducingKernel {
       }
     }
     auto c = std::make_shared<Completion>(ctx, std::move(done), n);
+    hora::Handle last;  // the engine is kicked once every tensor is submitted
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& in = ctx->input(i);
       tf::Tensor* out = outputs[i];
@@ -648,8 +671,8 @@ class HoraReducescatterOp : public ReducingKernel {
       }
       if (!straddles) {
         submit_or_fail(c, what, n - i, [&] {
-          hora::reducescatter_async(name, send, data_of(*out), wire_shape(in.shape(), w), w.type,
-                                    reduce_op_, scaled(c, what, out), set_);
+          last = hora::reducescatter_async(name, send, data_of(*out), wire_shape(in.shape(), w),
+                                           w.type, reduce_op_, scaled(c, what, out), set_);
         });
         continue;
       }
@@ -661,10 +684,11 @@ class HoraReducescatterOp : public ReducingKernel {
                     out->TotalBytes());
       };
       submit_or_fail(c, what, n - i, [&] {
-        hora::allreduce_async(name, send, data_of(full), wire_shape(in.shape(), w), w.type,
-                              reduce_op_, scaled(c, what, out, keep_slices), set_);
+        last = hora::allreduce_async(name, send, data_of(full), wire_shape(in.shape(), w), w.type,
+                                     reduce_op_, scaled(c, what, out, keep_slices), set_);
       });
     }
+    kick(last);
   }
 };
 
