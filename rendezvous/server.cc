@@ -205,6 +205,10 @@ class Server::Impl : public std::enable_shared_from_this<Impl> {
   std::uint16_t port() const { return port_; }
   const std::string& address() const { return address_; }
   const std::set<int>& ranks_seen() const HORA_REQUIRES(io_thread_) { return seen; }
+  const wire::Bytes* value(const std::string& key) const HORA_REQUIRES(io_thread_) {
+    return store.value(key);
+  }
+
   std::set<int> ranks_connected() const HORA_REQUIRES(io_thread_) {
     std::set<int> out;
     for (const auto& [r, c] : by_rank) out.insert(r);
@@ -960,6 +964,13 @@ std::set<int> Server::ranks_connected() const {
 Server::Stats Server::stats() const {
   impl_->io_thread().assert_held();
   return impl_->stats();
+}
+
+std::optional<std::string> Server::value(const std::string& key) const {
+  impl_->io_thread().assert_held();
+  const wire::Bytes* v = impl_->value(key);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v->begin(), v->end());
 }
 
 void Server::abort_all(const std::string& reason) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -86,6 +87,8 @@ class Server {
     std::size_t exchanges = 0;
   };
   Stats stats() const;
+  // The value a rank stored under `key` (SET), or nullopt; io thread only.
+  std::optional<std::string> value(const std::string& key) const;
 
   // Sends ABORT(reason) to every connected rank; later connections get it right after auth.
   void abort_all(const std::string& reason);

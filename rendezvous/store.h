@@ -99,6 +99,12 @@ class Store {
   // Drops everything (server stop).
   void clear();
 
+  // The value stored under `key`, or null.
+  const wire::Bytes* value(const std::string& key) const {
+    const auto it = kv_.find(key);
+    return it == kv_.end() ? nullptr : &it->second;
+  }
+
   Stats stats() const;
 
  private:

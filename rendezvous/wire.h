@@ -69,6 +69,10 @@ constexpr std::uint8_t kGoodbyeAtExit = 0x01;
 // The reason on_disconnected reports for such a goodbye (clean = true).
 inline constexpr const char* kGoodbyeAtExitReason = "said goodbye from an exit handler";
 
+// The key under which a rank stores (SET) the global rank of the peer whose loss made its first
+// collective fail (a PeerFailure): the launcher reads it to name the rank that failed first.
+inline std::string peer_lost_key(int rank) { return "hora/peer-lost/" + std::to_string(rank); }
+
 enum class Op : std::uint8_t {
   kHello = 0x01,     // server -> client, first frame: nonce
   kAuth = 0x02,      // client -> server: rank, size, proof; answered with AUTH/OK

@@ -59,11 +59,12 @@ pids_on() {
   done
 }
 rounds() { grep -c "elastic: round [0-9]* formed" "$WORK/err"; }
+at_least_rounds() { [ "$(rounds)" -ge "$1" ]; }  # read again on every poll of wait_for
 fds() { ls "/proc/$PID/fd" 2>/dev/null | wc -l; }
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status" 2>/dev/null; }
 # next_round N: waits until N rounds have formed (120 s), else fails the soak.
 next_round() {
-  wait_for 120 test "$(rounds)" -ge "$1" ||
+  wait_for 120 at_least_rounds "$1" ||
     { echo "elastic_soak: round $1 did not form within 120 s: $(tail -n 5 "$WORK/err")" >&2; exit 1; }
 }
 

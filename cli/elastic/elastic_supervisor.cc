@@ -907,9 +907,8 @@ struct ElasticSupervisor::Impl {
                                 : w->process->local_guard_pid() > 0
                                     ? "its process runs but did not reach the rendezvous "
                                       "(no commit() since the reset?)"
-                                    : "it did not reach the rendezvous (stopped, hung, or "
-                                      "not committing: horarun sees the process states of "
-                                      "this machine only)"));
+                                    : "it did not reach the rendezvous (hung, or not "
+                                      "committing)"));
         w->process->kill();
       }
       return;
@@ -940,6 +939,11 @@ struct ElasticSupervisor::Impl {
     }
     std::map<int, StuckProcess> out;
     for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(id_of_guard.at(g), p);
+    // Remote workers: what their host's agent reported (a STATE frame, docs/agent.md).
+    for (const Worker* w : ws) {
+      if (!w->process) continue;
+      if (const auto reported = w->process->reported_state()) out.emplace(w->id, *reported);
+    }
     return out;
   }
 

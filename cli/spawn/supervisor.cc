@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <set>
@@ -458,6 +459,34 @@ struct Supervisor::Impl {
     return db == leave_order.end() || da->second < db->second;
   }
 
+  // The rank `r` blames for its failure (its first PeerFailure's peer, stored at the
+  // rendezvous), or -1.
+  int blamed_by(int r) const HORA_REQUIRES(io_thread_) {
+    if (!server) return -1;
+    const std::optional<std::string> v = server->value(rdv::wire::peer_lost_key(r));
+    if (!v || v->empty() || v->size() > 9 ||
+        v->find_first_not_of("0123456789") != std::string::npos) {
+      return -1;
+    }
+    const int b = std::stoi(*v);
+    return b < table.size() && b != r ? b : -1;
+  }
+
+  // Waits (drop_grace at most) for running rank q's exit before the verdict on `cause`.
+  void await_rank(int q, const Failure& cause, const char* why) HORA_REQUIRES(io_thread_) {
+    if (awaited == q) return;
+    awaited = q;
+    log->info("{} {}; waiting for {}, which {}", who(cause.rank), cause.status.describe(), who(q),
+              why);
+    await_timer.expires_after(config.drop_grace);
+    await_timer.async_wait([this, q](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
+      if (ec || ending) return;
+      no_longer_awaited.insert(q);
+      decide();
+    });
+  }
+
   // Whether a running rank's exit must be awaited before a verdict: it dropped its connection
   // (its drop timer bounds that) or said goodbye from its exit handler, and it has not been
   // awaited for drop_grace already.
@@ -492,21 +521,29 @@ struct Supervisor::Impl {
     }
     for (int q = 0; q < table.size(); ++q) {
       if (running(q) && awaitable(q) && left_before(q, cause->rank)) {
-        if (awaited != q) {
-          awaited = q;
-          log->info("{} {}; waiting for {}, which left the rendezvous first ({})", who(cause->rank),
-                    cause->status.describe(), who(q),
-                    leaving_at_exit.count(q) ? "from its exit handler" : "connection lost");
-          await_timer.expires_after(config.drop_grace);
-          await_timer.async_wait([this, q](const boost::system::error_code& ec) {
-            io_thread_.assert_held();
-            if (ec || ending) return;
-            no_longer_awaited.insert(q);
-            decide();
-          });
-        }
+        await_rank(q, *cause,
+                   leaving_at_exit.count(q) ? "left the rendezvous first, from its exit handler"
+                                            : "lost its rendezvous connection first");
         return;
       }
+    }
+    // Connections that close at nearly the same moment are read in any order, but a rank whose
+    // collective failed for a lost peer said which peer (runtime/core/peer_loss.h): follow that
+    // to the rank that failed first, waiting for it if it still runs.
+    std::set<int> visited{cause->rank};
+    for (int b = blamed_by(cause->rank); b >= 0 && visited.insert(b).second;
+         b = blamed_by(cause->rank)) {
+      const auto found = std::find_if(failures.begin(), failures.end(),
+                                      [b](const Failure& f) { return f.rank == b; });
+      if (found != failures.end()) {
+        cause = &*found;
+        continue;
+      }
+      if (running(b) && no_longer_awaited.count(b) == 0) {
+        await_rank(b, *cause, "its peer failed because of it");
+        return;
+      }
+      break;  // it exited 0 (early_exit_note says so) or never started
     }
     const Failure f = *cause;
     // A rank that times out waiting usually waited for a peer that stopped: name that one.

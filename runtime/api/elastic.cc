@@ -50,9 +50,15 @@ void reset(std::chrono::milliseconds timeout) {
     try {
       hora::init();
       return;
+    } catch (const UsageError&) {
+      throw;  // nothing another round would change
+    } catch (const MismatchError&) {
+      throw;
     } catch (const Error&) {
-      // Another worker was lost while this round formed: the launcher announced a newer one.
-      if (s.reset_pending() && Clock::now() < deadline) continue;
+      // Another worker was lost while this round formed (a peer closed its connection, the
+      // round's server aborted, a wait timed out): the launcher announces a newer round once it
+      // notices, which may be after this rank did. Wait for it, up to the same deadline.
+      if (Clock::now() < deadline) continue;
       throw;
     }
   }

@@ -15,6 +15,7 @@
 #include "runtime/core/blocks.h"
 #include "runtime/core/error_translation.h"
 #include "runtime/core/log.h"
+#include "runtime/core/peer_loss.h"
 #include "runtime/core/reduce.h"
 #include "runtime/gloo/engine_transport.h"
 #include "runtime/gloo/gloo_backend.h"
@@ -76,6 +77,14 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   client_->set_reset_handler(
       [](const rdv::wire::Reset& reset) { ElasticSession::instance().announce(reset); });
   client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
+  // This rank's first PeerFailure tells the launcher whom it blames (runtime/core/peer_loss.h).
+  // Not after an abort: the launcher has decided already, and the peers it stops are no cause.
+  peer_loss_token_ = set_peer_loss_sink([this](int peer) {
+    if (abort_.reason() || !client_) return;
+    const std::string value = std::to_string(peer);
+    client_->set(rdv::wire::peer_lost_key(world_.rank), rdv::Bytes(value.begin(), value.end()),
+                 std::chrono::milliseconds(2000));
+  });
 
   try {
     gloo_ =
@@ -260,6 +269,7 @@ void Runtime::goodbye_at_exit() {
 
 void Runtime::shutdown() {
   if (closed_.exchange(true)) return;
+  clear_peer_loss_sink(peer_loss_token_);  // before client_ goes
   auto [gloo, gpu, shm, engine_shm] = take_backends();
   // NCCL communicators go first: they may still need the rendezvous connection to finish.
   if (gpu) gpu->close();
@@ -284,6 +294,7 @@ void Runtime::shutdown() {
 
 void Runtime::close_abruptly() {
   if (closed_.exchange(true)) return;
+  clear_peer_loss_sink(peer_loss_token_);
   auto [gloo, gpu, shm, engine_shm] = take_backends();
   if (gloo) gloo->close_all("hora: this rank closed its connections abruptly");
   if (shm) shm->close_abruptly();

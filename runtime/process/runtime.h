@@ -193,6 +193,7 @@ class Runtime {
   std::shared_ptr<shm::ShmGroup> engine_shm_;
   bool hierarchical_ = false;  // global allreduce of host buffers: allreduce_hierarchical()
   std::unique_ptr<rdv::Client> client_;  // destroyed first: its reader thread calls abort()
+  int peer_loss_token_ = 0;  // this Runtime's peer-loss sink (runtime/core/peer_loss.h); 0: none
   std::atomic<bool> closed_{false};
 };
 

@@ -24,6 +24,7 @@
 #include "common/endpoint.h"
 #include "rendezvous/client.h"
 #include "rendezvous/secret.h"
+#include "rendezvous/wire.h"
 
 using namespace hora::cli;
 using namespace std::chrono_literals;
@@ -71,6 +72,7 @@ class FakeRankProcess : public RankProcess {
           if (k == "HORA_SIZE") o.size = std::stoi(v);
           if (k == "HORA_SECRET") o.secret = hora::rdv::parse_secret_hex(v);
         }
+        rank_ = o.rank;
         client_ = hora::rdv::Client::connect(o);
         client_->set_abort_handler([](const std::string&) {});
         connected_ = true;
@@ -111,6 +113,13 @@ class FakeRankProcess : public RankProcess {
     client_.reset();
   }
   void exit_now(const ExitStatus& st) { finish(st); }
+  // The rank's collective failed for peer `peer` (a PeerFailure): libhora stores whom it blames.
+  void blame(int peer) {
+    if (connector_.joinable()) connector_.join();
+    const std::string v = std::to_string(peer);
+    client_->set(hora::rdv::wire::peer_lost_key(rank_), hora::rdv::Bytes(v.begin(), v.end()),
+                 std::chrono::milliseconds(2000));
+  }
   // The rank's exit handler says goodbye (exit() after init): the connection closes cleanly.
   void goodbye_at_exit() {
     if (connector_.joinable()) connector_.join();
@@ -139,6 +148,7 @@ class FakeRankProcess : public RankProcess {
   bool closed_ = false;
   std::thread connector_;
   std::unique_ptr<hora::rdv::Client> client_;
+  int rank_ = -1;  // set by the connector thread before connected_
   std::atomic<bool> connected_{false};
 };
 
@@ -386,6 +396,47 @@ TEST_CASE(
   if (leaver.joinable()) leaver.join();
   CHECK(rc == 1);
   CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 1\n"));
+}
+
+TEST_CASE(
+    "a rank that blames its lost peer points the verdict at that peer, though its own connection "
+    "closed first") {
+  Script in_job;
+  in_job.connect_rendezvous = true;
+  Job job(2, {in_job, in_job});
+  // Rank 1 is killed; rank 0's collective fails for it, rank 0 stores its blame and dies, and
+  // horarun happens to read rank 0's closed connection and exit before rank 1's.
+  boost::asio::steady_timer step(job.io);
+  std::thread victim;
+  std::function<void(const boost::system::error_code&)> poll;
+  poll = [&](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto& fakes = job.factory.created_;
+    if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
+      step.expires_after(10ms);
+      step.async_wait(poll);
+      return;
+    }
+    victim = std::thread([&] {
+      fakes[0]->blame(1);  // waits for the server's answer: not on the io thread
+      boost::asio::post(job.io, [&] {
+        fakes[0]->drop();
+        fakes[0]->exit_now(ExitStatus{true, 0, SIGABRT});
+        step.expires_after(600ms);
+        step.async_wait([&](const boost::system::error_code& e2) {
+          if (e2) return;
+          fakes[1]->drop();
+          fakes[1]->exit_now(ExitStatus{true, 0, SIGKILL});
+        });
+      });
+    });
+  };
+  step.expires_after(10ms);
+  step.async_wait(poll);
+  const int rc = job.run();
+  if (victim.joinable()) victim.join();
+  CHECK(rc == 128 + SIGKILL);
+  CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost was killed by signal 9 (SIGKILL)\n"));
 }
 
 TEST_CASE("a rank lost with its host's agent: the verdict names the agent, exit 255") {

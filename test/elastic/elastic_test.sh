@@ -295,8 +295,9 @@ case_stopped_worker() {
   hosts h1:1 h2:1
   finish 180
   check_done 1
-  grep -q "worker 0 (rank 0) on h1 did not join round 1 within 8 s (--elastic-timeout): it did not reach the rendezvous" err ||
-    fail "no line names the stopped worker: $(tail -5 err)"
+  # h1's agent reports the worker's state (a STATE frame), so it is named as a local one is.
+  grep -Eq "worker 0 \(rank 0\) on h1 did not join round 1 within 8 s \(--elastic-timeout\): its process [0-9]+ is in state T, stopped" err ||
+    fail "no line names the stopped worker and its state: $(tail -5 err)"
   grep -q "elastic: round 2: .* on h1 did not join round 1 .*; new size 1 on h2:1" err ||
     fail "no round 2 on h2: $(cat err)"
   wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
