@@ -1,6 +1,7 @@
 """hora.spark on real Spark clusters that this test starts and stops (suite 'spark').
 
-    spark_test.py CASE     (CASE: local_cluster, rank_fails, standalone_hosts, horarunner)
+    spark_test.py CASE     (CASE: local_cluster, rank_fails, too_few_slots, standalone_hosts,
+                            horarunner)
 
 Run with the engines venv's Python ($PYTHON, scripts/venv.sh engines); exits 77 (skipped) when
 that venv or pyspark is missing, or, for standalone_hosts, without root and `ip netns`. Every
@@ -253,6 +254,39 @@ def case_rank_fails():
         # The same session runs the next job: nothing of the failed one is in the way.
         results = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
         check(len(results) == 2, 'the next job on the same cluster runs')
+    finally:
+        stop_session(spark)
+    left.check()
+
+
+def case_too_few_slots():
+    """More ranks than the executors have task slots: said at once, not only when Spark gives
+    up on the barrier stage (after 40 tries 15 s apart by default; here 2 tries 1 s apart)."""
+    left = Leftovers()
+    spark = session('local-cluster[2,1,1024]', {
+        'spark.scheduler.barrier.maxConcurrentTasksCheck.interval': '1s',
+        'spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures': '2'})
+    try:
+        sc = spark.sparkContext
+        wait_for(120, 'two executors', lambda: sc._jsc.sc().getExecutorMemoryStatus().size() >= 3)
+        out = Output()
+        start = time.monotonic()
+        try:
+            hora.spark.run(numbers, args=(1,), num_proc=3, stdout=out, stderr=out,
+                           start_timeout=120)
+            raise AssertionError('hora.spark.run ran 3 ranks on 2 task slots')
+        except RuntimeError as e:
+            text = str(e)
+            print('the driver raised:\n' + text[:2000])
+            check('slots' in text, 'the error says the stage lacked task slots')
+        check(re.search(r'^hora\.spark\.run: 3 ranks need 3 free task slots at once \(one barrier '
+                        r'stage\), and the executors registered so far have 2: Spark waits for '
+                        r'more, checking every 1s up to 2 times', out.text(), re.M),
+              'the driver said at once that 3 ranks need 3 task slots and there are 2')
+        check(time.monotonic() - start < 100, 'the job ended when Spark gave up on the stage')
+        results = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
+        check(len(results) == 2, 'the next job on the same cluster runs')
+        check(out.text().count('free task slots') == 1, 'and said nothing of slots for 2 ranks')
     finally:
         stop_session(spark)
     left.check()

@@ -59,10 +59,40 @@ class _SparkStage(EngineRun):
         rdd.barrier().mapPartitions(_Partition(self.spec)).collect()
 
     def cancel(self, reason):
+        if self.finished():
+            return  # the stage ended already (Spark would log that it found no job to cancel)
         try:
             self.sc.cancelJobGroup(self.group)
         except Exception:  # noqa: BLE001 (the context is stopping: its jobs end with it)
             pass
+
+
+def _task_slots(sc):
+    """How many tasks the executors can run at once now: what Spark checks a barrier stage
+    against. None where this Spark does not say (an internal Scala call, not promised)."""
+    try:
+        jsc = sc._jsc.sc()
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:  # noqa: BLE001 (only a warning depends on it)
+        return None
+
+
+def _warn_if_too_few_slots(sc, num_proc, job):
+    """Says at once when the barrier stage cannot start yet. Spark itself only logs a WARN every
+    15 s and fails the stage after 40 tries (10 minutes by default); more executors may join in
+    that time (an autoscaling cluster), so this warns instead of refusing."""
+    slots = _task_slots(sc)
+    if slots is None or slots >= num_proc:
+        return
+    conf = sc.getConf()
+    job.log('%d ranks need %d free task slots at once (one barrier stage), and the executors '
+            'registered so far have %d: Spark waits for more, checking every %s up to %s times, then fails the '
+            'stage; lower num_proc, or add executors or cores (each task takes spark.task.cpus)'
+            % (num_proc, num_proc, slots,
+               conf.get('spark.scheduler.barrier.maxConcurrentTasksCheck.interval', '15s'),
+               conf.get('spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures', '40')),
+            level=1)
 
 
 def _driver_address(sc):
@@ -103,6 +133,7 @@ def run(fn, args=(), kwargs=None, num_proc=None, env=None, start_timeout=None, s
     job = Job('hora.spark.run', num_proc, _driver_address(sc), start_timeout, env, stdout, stderr,
               verbose, prefix_output_with_timestamp, task_name='Spark task')
     try:
+        _warn_if_too_few_slots(sc, num_proc, job)
         engine = _SparkStage(sc, num_proc, job.spec(fn, args, kwargs))
         engine.start()
         return job.supervise(engine)
