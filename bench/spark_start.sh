@@ -8,8 +8,9 @@
 # does not carry (nothing else needs them): they are installed once, pinned and without
 # dependencies (numpy stays Debian's, which torch was built against), into a folder of their own
 # under ~/.cache/hora that only this benchmark puts on PYTHONPATH.
-# Environment: SS_REPEATS (3), SS_STEPS (20), SS_CONTENDERS (hora,td,horovod), SS_TIMEOUT (900 s),
-# HOROVOD_ARCHIVE.
+# Environment: SS_REPEATS (3), SS_STEPS (20), SS_TIMEOUT (900 s), HOROVOD_ARCHIVE, SS_CONTENDERS
+# (hora,td,horovod; also hora_groups1: DistributedOptimizer(groups=1), hora_c1 and hora_c50:
+# HORA_CYCLE_TIME_MS=1 and 50).
 
 SS_DEPS=(pandas==2.2.3 pyarrow==19.0.1 pytz==2025.2 tzdata==2025.2)
 

@@ -93,7 +93,7 @@ def train(framework, steps):
         marks['init'] = time.time()
         dist.all_reduce(torch.zeros(1))
     else:
-        if framework == 'hora':
+        if framework.startswith('hora'):
             import hora.torch as hvd
         else:
             import horovod.torch as hvd
@@ -116,7 +116,10 @@ def train(framework, steps):
         model = torch.nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's weights
     else:
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        # hora_groups1: every gradient of a step in one grouped allreduce (Horovod's groups=1),
+        # as DDP's one bucket holds this model's 1 MB of gradients.
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                       groups=1 if framework == 'hora_groups1' else None)
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(64, 784, generator=g)
     y = torch.randint(0, 10, (64,), generator=g)
@@ -156,10 +159,10 @@ def _warm_up(_):
 
 # ---- the contenders: each returns rank 0's marks ------------------------------------------------
 
-def run_hora(steps, env=None):
+def run_hora(steps, env=None, framework='hora'):
     import hora.spark
     sink = open(os.devnull, 'w')
-    return hora.spark.run(train, args=('hora', steps), num_proc=2, stdout=sink, stderr=sink,
+    return hora.spark.run(train, args=(framework, steps), num_proc=2, stdout=sink, stderr=sink,
                           start_timeout=120, env=env)[0]
 
 
@@ -196,9 +199,11 @@ CONTENDERS = {
     'hora': ('hora.spark.run', run_hora),
     'td': ('TorchDistributor', run_td),
     'horovod': ('horovod.spark.run', run_horovod),
-    # Not run by default: hora with another engine cycle (where a step's communication goes).
+    # Not run by default: hora with another engine cycle, or all of a step's gradients in one
+    # grouped allreduce (where a step's communication goes).
     'hora_c1': ('hora, cycle 1 ms', lambda steps: run_hora(steps, {'HORA_CYCLE_TIME_MS': '1'})),
     'hora_c50': ('hora, cycle 50 ms', lambda steps: run_hora(steps, {'HORA_CYCLE_TIME_MS': '50'})),
+    'hora_groups1': ('hora, groups=1', lambda steps: run_hora(steps, framework='hora_groups1')),
 }
 
 
