@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -67,15 +68,31 @@ void Process::init() {
   // In an elastic job the round's assignment (after a reset) overrides the environment's
   // numbers, and the round's own secret authenticates to the round's server (docs/elastic.md).
   ElasticSession& elastic = ElasticSession::instance();
-  WorldInfo world =
-      world_from_environment(elastic.lookup([](const char* name) { return std::getenv(name); }));
-  if (elastic.enabled()) {
-    world.secret = rdv::round_secret(world.secret, static_cast<std::uint32_t>(elastic.round()));
+  const auto elastic_deadline = std::chrono::steady_clock::now() + elastic.timeout();
+  std::shared_ptr<Runtime> runtime;
+  while (!runtime) {
+    WorldInfo world =
+        world_from_environment(elastic.lookup([](const char* name) { return std::getenv(name); }));
+    if (elastic.enabled()) {
+      world.secret = rdv::round_secret(world.secret, static_cast<std::uint32_t>(elastic.round()));
+    }
+    install_crash_report(fmt::format("rank {} ({}, pid {})", world.rank,
+                                     world.hostname.empty() ? "this host" : world.hostname,
+                                     static_cast<long>(::getpid())));
+    try {
+      runtime = std::make_shared<Runtime>(std::move(world));
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error&) {
+      // An elastic worker (a new one too, at its first init()) whose round was replaced while it
+      // formed (the launcher lost another worker and announced the next round) joins the next
+      // round instead of failing, up to HORA_ELASTIC_TIMEOUT.
+      if (!elastic.enabled() || !elastic.reset_pending()) throw;
+      const auto next = elastic.wait_for_newer(elastic_deadline);
+      if (!next) throw;
+      elastic.adopt(*next);
+    }
   }
-  install_crash_report(fmt::format("rank {} ({}, pid {})", world.rank,
-                                   world.hostname.empty() ? "this host" : world.hostname,
-                                   static_cast<long>(::getpid())));
-  auto runtime = std::make_shared<Runtime>(std::move(world));
 
   // The async engine: its thread cycles with every other rank's from now on (the first cycle
   // waits for all of them), on the Gloo context reserved for it.
