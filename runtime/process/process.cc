@@ -84,10 +84,11 @@ void Process::init() {
     } catch (const UsageError&) {
       throw;
     } catch (const Error&) {
-      // An elastic worker (a new one too, at its first init()) whose round was replaced while it
-      // formed (the launcher lost another worker and announced the next round) joins the next
-      // round instead of failing, up to HORA_ELASTIC_TIMEOUT.
-      if (!elastic.enabled() || !elastic.reset_pending()) throw;
+      // An elastic worker (a new one too, at its first init()) whose round broke while it
+      // formed (another worker was lost: a connection reset, the round's server aborted) joins
+      // the next round the launcher announces instead of failing, up to HORA_ELASTIC_TIMEOUT
+      // (the launcher announces it once it notices, which may be after this worker did).
+      if (!elastic.enabled()) throw;
       const auto next = elastic.wait_for_newer(elastic_deadline);
       if (!next) throw;
       elastic.adopt(*next);

@@ -268,7 +268,10 @@ def case_too_few_slots():
         'spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures': '2'})
     try:
         sc = spark.sparkContext
-        wait_for(120, 'two executors', lambda: sc._jsc.sc().getExecutorMemoryStatus().size() >= 3)
+        # The block managers register before the scheduler counts the executors' cores: wait
+        # for the count the check reads, or the message may say fewer than 2.
+        wait_for(120, 'two executors with a task slot each',
+                 lambda: hora.spark._task_slots(sc) == 2)
         out = Output()
         start = time.monotonic()
         try:
