@@ -119,12 +119,15 @@ for ((j = 1; j <= JOBS; j++)); do
     -x "HORA_SOAK_JOB=$j" -x "PYTHONPATH=$WORK/python" -x "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" \
     "${prog[@]}" >"$dir/out" 2>"$dir/err" &
   HPID=$!
+  # horarun is timeout's child.
+  hr=
+  wait_for 5 eval 'hr=$(pgrep -P "$HPID" -x horarun)'
   fd_start=-1
-  wait_for 5 test -d "/proc/$HPID/fd" && fd_start=$(ls "/proc/$HPID/fd" 2>/dev/null | wc -l)
+  [ -n "$hr" ] && fd_start=$(ls "/proc/$hr/fd" 2>/dev/null | wc -l)
   fd_peak=$fd_start
   while kill -0 "$HPID" 2>/dev/null; do
-    n=$(ls "/proc/$HPID/fd" 2>/dev/null | wc -l)
-    [ "$n" -gt "$fd_peak" ] && fd_peak=$n
+    n=$([ -n "$hr" ] && ls "/proc/$hr/fd" 2>/dev/null | wc -l)
+    [ -n "$n" ] && [ "$n" -gt "$fd_peak" ] && fd_peak=$n
     sleep 0.2
   done
   wait "$HPID"; rc=$?
