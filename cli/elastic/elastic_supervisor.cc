@@ -35,6 +35,9 @@
 namespace hora::cli {
 namespace {
 
+// A worker stopped or traced this long is named (looked at once a second: within 3 s).
+constexpr std::chrono::seconds kStoppedNamedAfter{2};
+
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
@@ -122,6 +125,10 @@ struct ElasticSupervisor::Impl {
   asio::steady_timer end_timer{io};
   asio::steady_timer drain_timer{io};
   asio::steady_timer cooldown_timer{io};  // the next end of a blacklisted host's cooldown
+  // Once a second while the job runs: workers stopped or held by a debugger (stopped_look).
+  asio::steady_timer stopped_timer{io};
+  std::map<int, Clock::time_point> stopped_since;  // worker id -> first seen stopped
+  std::set<int> stopped_named;                     // named since it was last seen running
   std::thread discovery_thread;
   bool discovery_running = false;
   std::string last_discovery_error;
@@ -866,6 +873,47 @@ struct ElasticSupervisor::Impl {
     return !back.empty();
   }
 
+  // ---- a stopped worker -----------------------------------------------------------------
+
+  // A worker stopped (state T) or held by a debugger (t) makes no progress until resumed, and
+  // the others wait in their collectives: it is named within seconds, as in a fixed job, whether
+  // or not a round is forming (remote workers through their agents' STATE frames).
+  void arm_stopped_look() {
+    stopped_timer.expires_after(std::chrono::seconds(1));
+    stopped_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || ending || finished) return;
+      look_for_stopped();
+      arm_stopped_look();
+    });
+  }
+
+  void look_for_stopped() {
+    std::vector<Worker*> live;
+    for (auto& [id, w] : workers) {
+      if (running(w) && !w.stopping) live.push_back(&w);
+    }
+    const std::map<int, StuckProcess> stuck = stuck_workers(live);
+    const auto now = Clock::now();
+    for (auto it = stopped_since.begin(); it != stopped_since.end();) {
+      const auto found = stuck.find(it->first);
+      if (found == stuck.end() || found->second.state == 'D') {
+        stopped_named.erase(it->first);
+        it = stopped_since.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const auto& [id, p] : stuck) {
+      if (p.state != 'T' && p.state != 't') continue;
+      const auto since = stopped_since.emplace(id, now).first->second;
+      if (now - since < kStoppedNamedAfter || !stopped_named.insert(id).second) continue;
+      log->warn(
+          "elastic: {} is {} (pid {}); the other workers wait for it: resume it (kill -CONT {}) "
+          "or end the job",
+          who(workers.at(id)), p.describe(), p.pid, p.pid);
+    }
+  }
+
   // ---- a round that does not form --------------------------------------------------------
 
   // Every worker of a new round must reach its rendezvous: the survivors at their next commit
@@ -925,8 +973,8 @@ struct ElasticSupervisor::Impl {
   }
 
   // What the kernel says about the workers' processes (cli/agent/process_state.h), by worker id,
-  // for the ones that are stopped, traced or in uninterruptible sleep; this machine's workers
-  // only (a remote worker's pid means nothing here).
+  // for the ones that are stopped, traced or in uninterruptible sleep: this machine's read from
+  // /proc here, other hosts' as their agents reported them.
   std::map<int, StuckProcess> stuck_workers(const std::vector<Worker*>& ws) const {
     std::map<pid_t, int> id_of_guard;
     std::vector<pid_t> guards;
@@ -1026,6 +1074,7 @@ struct ElasticSupervisor::Impl {
     }
     finished = true;
     end_timer.cancel();
+    stopped_timer.cancel();
     drain_timer.cancel();
     discovery_timer.cancel();
     cooldown_timer.cancel();
@@ -1048,6 +1097,7 @@ struct ElasticSupervisor::Impl {
     reset_events.push_back("start");
     plan_next_round();
     arm_discovery();
+    arm_stopped_look();
     if (!finished) io.run();
     if (discovery_thread.joinable()) discovery_thread.join();
     hosts.finish();

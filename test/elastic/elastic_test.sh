@@ -284,6 +284,25 @@ case_local_stopped_worker() {
   ok "a stopped worker is named at once and lost at --elastic-timeout; the job ends"
 }
 
+# A worker stopped while its round runs (no new round forming) is named within seconds, as in a
+# fixed job; the running ones are not.
+case_local_stopped_running() {
+  hosts localhost:2
+  start -np 2 --min-np 1 "$ELASTIC_TRAIN" --steps 2000 --step-ms 40
+  wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
+  local stopped
+  stopped=$(worker_pid 1) || fail "no worker 1"
+  LEFT=$stopped
+  kill -STOP "$stopped"
+  wait_for 8 grep -q "elastic: worker 1 (rank 1) on localhost is state T, stopped (pid $stopped)" err ||
+    { kill -CONT "$stopped"; fail "the stopped worker was not named within 8 s: $(tail -5 err)"; }
+  grep -q "worker 0 (rank 0) on localhost is state" err && fail "the running worker was named"
+  kill -CONT "$stopped"
+  kill -INT "$PID"
+  finish 60
+  ok "a worker stopped mid-round is named within seconds, and only it"
+}
+
 # The same on test hosts: h1's worker is stopped and h2 shrinks to 1 slot. Round 1 (h1 and h2's
 # first worker) cannot form; at --elastic-timeout h1's worker is lost, and the job finishes on h2.
 case_stopped_worker() {
