@@ -26,6 +26,11 @@ cd "$WORK"
 # shellcheck source=test/lib.sh
 source "$HERE/../lib.sh"
 
+# Under a sanitizer build (the ThreadSanitizer stage of scripts/test.sh runs this suite), the
+# sanitizer's own SIGSEGV handler would end a rank that raises SIGSEGV with its exit code:
+# leave the signal to libhora's report and its default action, as crash_report does.
+export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}handle_segv=0"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0"
 CULPRIT=$(( NP % 2 == 0 ? NP - 1 : 0 ))
 STEP=20
 if [ "$LANG_" = cpp ]; then
