@@ -118,10 +118,9 @@ struct Supervisor::Impl {
   // reached the rendezvous.
   int early_exit HORA_GUARDED_BY(io_thread_) = -1;
   bool early_exit_reached_rendezvous HORA_GUARDED_BY(io_thread_) = false;
-  // The order in which ranks dropped their rendezvous connection uncleanly (a rank that dies
-  // drops it at once; the peers it takes down drop theirs later, after noticing), ranks that
-  // had exited included.
-  std::map<int, int> drop_order HORA_GUARDED_BY(io_thread_);
+  // Ranks that dropped their rendezvous connection uncleanly, ranks that had exited included;
+  // when they left, among all leaves, is in leave_order.
+  std::set<int> dropped HORA_GUARDED_BY(io_thread_);
   // The order in which ranks left the rendezvous at all: a drop, or a goodbye (from
   // hora::shutdown() or from libhora's exit handler). A rank that said goodbye and then exits
   // non-zero (exit(1) after init runs the exit handler) left before the peers it takes down, so
@@ -491,7 +490,7 @@ struct Supervisor::Impl {
   // (its drop timer bounds that) or said goodbye from its exit handler, and it has not been
   // awaited for drop_grace already.
   bool awaitable(int q) const HORA_REQUIRES(io_thread_) {
-    return (drop_order.count(q) != 0 || leaving_at_exit.count(q) != 0) &&
+    return (dropped.count(q) != 0 || leaving_at_exit.count(q) != 0) &&
            no_longer_awaited.count(q) == 0;
   }
 
@@ -566,7 +565,7 @@ struct Supervisor::Impl {
       if (reason == rdv::wire::kGoodbyeAtExitReason) leaving_at_exit.insert(r);
       return;
     }
-    drop_order.emplace(r, static_cast<int>(drop_order.size()));
+    dropped.insert(r);
     if (!running(r)) return;
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
               hora::format_duration(config.drop_grace));
