@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hora vs Open MPI on this host, side by side in one run (issue 12's targets):
+# hora vs Open MPI on this host, side by side in one run (the targets):
 #   allreduce 4 B (2000 calls), 1 MiB (200), 16 MiB (12), 64 MiB (3); allgather, broadcast,
 #   reducescatter 1 MiB, 16 MiB; at -np 2 and 4 (NP="2 4"), float32 sum, nccl-tests columns
 #   from allreduce_bench and its MPI twin bench/mpi_allreduce_bench (out-of-place times;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hora vs Open MPI across two test hosts, side by side in one run (issue 12's cross-host
+# hora vs Open MPI across two test hosts, side by side in one run (the cross-host
 # targets): 2 hosts x 2 ranks (network namespaces from scripts/testhosts.sh, sshd on each; the
 # hosts share this machine's cores, so the "network" is a veth bridge), allreduce float32 sum,
 # out of place: the 4 B time and the 16 MiB bus bandwidth of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rendezvous and mesh at scale (issue 13): rendezvous_bench's connect + mesh exchange for 1024
+# Rendezvous and mesh at scale: rendezvous_bench's connect + mesh exchange for 1024
 # and 4096 simulated ranks (GATHER, what libhora does now, with the ranks in one event loop and
 # then on a thread each, and the legacy 136-byte EXCHANGE for comparison), then a real job of NP
 # ranks on this host (`horarun -np NP -H localhost:NP` of a program that calls hora::init(), one

@@ -2,7 +2,7 @@
 # The Fashion-MNIST example's training time per epoch through the async API (the default:
 # hora::allreduce_async on every gradient, tensor fusion, the engine) and through the blocking
 # API (--blocking: one hora::allreduce per gradient on the caller's thread), at -np 1, 2 and 4
-# on this host (override with NPS="1 2 4"). Issue 12's targets: async within 5% of blocking at
+# on this host (override with NPS="1 2 4"). The targets: async within 5% of blocking at
 # every size, and -np 4 faster per epoch than -np 1.
 #   bench/bench_training.sh [BUILD_DIR]        (default: build)
 # Each figure is the median of REPEATS one-epoch runs (default 9), the two modes interleaved so
@@ -49,4 +49,4 @@ for np in $NPS; do
   printf '%-4s %12s %12s %15s %22s\n' "$np" "$ma" "$mb" \
     "$(awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.3f", x / y }')" "$speed"
 done
-echo "(median of $REPEATS runs of 1 epoch each; async/blocking <= 1.05 is issue 12's target)"
+echo "(median of $REPEATS runs of 1 epoch each; async/blocking <= 1.05 is the target)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Network discovery time: how long horarun's interface discovery (listen/connect probes between
-# every pair of hosts, issue 4) takes on N test hosts with two candidate interfaces each, and the
+# every pair of hosts) takes on N test hosts with two candidate interfaces each, and the
 # wall time of the whole job (`true` on one rank per host), median of 3 runs per row.
 #
 #   bench/discovery.sh [N...]                        # run it (needs root: network namespaces)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training steps per second of a model whose step is dominated by communication (issue 26):
+"""Training steps per second of a model whose step is dominated by communication:
 LAYERS x Linear(WIDTH, WIDTH) (default 4 x 2048: 4 gradients of 16.8 MB fp32, 67 MB a step),
 batch 16 per rank, SGD. One program for every contender, chosen by --framework:
 

@@ -68,7 +68,7 @@ bench_torch() {
   bash bench/bench_torch.sh "$BUILD_DIR" "$@" || echo "(torch: skipped or failed, rc=$?)"
 }
 
-# ---- torch_steps: a communication-bound model's steps/s, hora.torch vs Horovod vs DDP (issue 26)
+# ---- torch_steps: a communication-bound model's steps/s, hora.torch vs Horovod vs DDP
 
 # One run of bench/torch_steps_bench.py; prints its steps/s (empty when it failed, with the
 # output on stderr). torch_steps_run LAUNCHER FRAMEWORK NP HOSTS [SSH_CONFIG NETNS]

@@ -23,7 +23,7 @@ PACKAGES=(
   # scripts/format.sh (clang-format 14) and scripts/fuzz.sh (clang 14 with libFuzzer and the
   # sanitizer runtimes, which Debian 12 ships in libclang-rt-14-dev).
   clang clang-format libclang-rt-14-dev
-  # A real Slurm cluster for the slurm suite (issue 13; scripts/testslurm.sh runs its own munged,
+  # A real Slurm cluster for the slurm suite (scripts/testslurm.sh runs its own munged,
   # slurmctld and slurmds with their own config, key and sockets under a state dir).
   slurmctld slurmd slurm-client munge
 )

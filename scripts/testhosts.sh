@@ -24,7 +24,7 @@
 # own address with this machine's name and its alias, and every other host's address with its
 # alias (h1..hN resolve there as on a cluster; never from the root namespace).
 #
-# --second-network (a second data network for interface selection tests, issue 4):
+# --second-network (a second data network for interface selection tests):
 #   bridge hora<K>br1, root namespace 198.19.K.1/24 on it;
 #   hosts h1..h(N-1): second interface eth1 = 198.19.K.(10+i)/24 on hora<K>br1;
 #   host hN:          its second interface is named ens5 (same network, different name);

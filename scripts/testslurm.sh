@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Slurm cluster on the test hosts of scripts/testhosts.sh, for hora's Slurm tests (issue 13).
+# A real Slurm cluster on the test hosts of scripts/testhosts.sh, for hora's Slurm tests.
 #
 # usage: scripts/testslurm.sh up     [--hosts N] [--cpus C] [--second-network] [--index K|auto]
 #        scripts/testslurm.sh down   [--index K]

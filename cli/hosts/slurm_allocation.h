@@ -1,4 +1,4 @@
-// Hosts and slots of a Slurm allocation (issue 13): inside `salloc`, `sbatch` or an `srun` step,
+// Hosts and slots of a Slurm allocation: inside `salloc`, `sbatch` or an `srun` step,
 // horarun without -H takes its host list from the variables Slurm sets (docs/slurm.md).
 //
 //   SLURM_JOB_ID               set: we are inside an allocation (else slurm_hosts() is nullopt)

@@ -317,7 +317,7 @@ int launch(const Options& options, const LaunchContext& ctx) {
                               options.merge_stderr},
                 table.size(), ctx.stdout_fd, ctx.stderr_fd, &io);
   // horarun's own log lines take the same path from here on: a stalled stderr reader cannot
-  // block the event loop in a write (issue 15 item 1).
+  // block the event loop in a write.
   const LogSinkAttachment log_to_output(output);
   const int rc = run_attempts(io, table, config, factory, output, options.max_restarts);
   // Everything the ranks printed reaches the reader before horarun exits; a reader that takes
@@ -327,8 +327,8 @@ int launch(const Options& options, const LaunchContext& ctx) {
 }
 
 // The soft open-file limit up to the hard one: the launcher holds a connection or two per rank
-// and whatever strangers open to the rendezvous port (issue 15 item 2). Said at the default
-// level only when it matters: the limit stays low.
+// and whatever strangers open to the rendezvous port (a port scan must not exhaust it). Said at the
+// default level only when it matters: the limit stays low.
 void raise_open_file_limit() {
   const hora::FdLimit limit = hora::raise_fd_limit();
   if (limit.error.empty()) {

@@ -35,7 +35,7 @@ std::string place(const std::string& path, const YAML::Mark& mark) {
 
 // The first '[' or '{' that is never closed, outside quotes and comments, as (line, column),
 // 1-based; (0, 0) when every one closes. yaml-cpp reports an unclosed flow collection at the end
-// of the file; the user wants the bracket's place (issue 28 item 12).
+// of the file; the user wants the bracket's place, to find the typo.
 std::pair<int, int> unclosed_bracket(std::string_view text) {
   std::vector<std::pair<int, int>> open;
   int line = 1, column = 0;

@@ -70,7 +70,7 @@ struct Options {
   bool check_build = false;    // -cb/--check-build
   bool dry_run = false;
 
-  // Parsed now, used by the SSH launcher (issue 3) and interface selection (issue 4).
+  // Parsed now, used by the SSH launcher and by the network interface selection.
   std::optional<int> ssh_port;    // -p/--ssh-port
   std::string ssh_identity_file;  // -i/--ssh-identity-file
   std::string ssh_config;         // --ssh-config FILE

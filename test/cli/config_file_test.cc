@@ -1,4 +1,4 @@
-// horovodrun's --config-file (issue 28 items 5 and 6): the file goes through the checks of a
+// horovodrun's --config-file: the file goes through the checks of a
 // file named by a flag (a regular file of bounded size: no directory, FIFO or device), and its
 // numbers through the ranges of the flags they stand for, refused in the same words, naming the
 // key and the flag.
@@ -141,7 +141,7 @@ TEST_CASE("--config-file: numbers take their flag's range and words, naming key 
   CHECK(t.at("HORA_CYCLE_TIME_MS") == "3");
 }
 
-// Issue 27: a flow mapping (`params: {...}`) reads as the block form does. Issue 28 item 12: a
+// A flow mapping (`params: {...}`) reads as the block form does. A
 // flow collection left open is a YAML syntax error with its line and column, not an unknown key.
 TEST_CASE("--config-file: flow mappings read as blocks; an unclosed bracket names its place") {
   TempDir dir;
@@ -156,7 +156,7 @@ TEST_CASE("--config-file: flow mappings read as blocks; an unclosed bracket name
                                                       "closed"));
 }
 
-// Issue 27: the file is read by a YAML library (yaml-cpp), so what horovodrun's yaml.safe_load
+// The file is read by a YAML library (yaml-cpp), so what horovodrun's yaml.safe_load
 // takes, hora takes, and to the same settings.
 TEST_CASE("--config-file: flow mappings over lines, anchors, aliases and merge keys") {
   TempDir dir;

@@ -1,4 +1,4 @@
-// Messages for a rank's command that cannot be run (issue 15 item 8): each case makes the real
+// Messages for a rank's command that cannot be run: each case makes the real
 // file, runs execv on it to get the kernel's errno, and checks what the guard would say.
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -124,7 +124,7 @@ TEST_CASE("a script in the current directory named without ./ says PATH is searc
 
 TEST_CASE("an executable Python script without #! is caught before exec hands it to /bin/sh") {
   // `chmod +x train.py; horarun -np 2 ./train.py`: execvp would run it with /bin/sh, which
-  // fails with "Syntax error: word unexpected" (issue 27).
+  // fails with "Syntax error: word unexpected".
   TempDir dir;
   const std::string py = dir.path + "/train.py";
   write_script(py, "import os\nprint(os.getpid())\n");

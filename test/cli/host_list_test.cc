@@ -143,7 +143,7 @@ TEST_CASE("hostfile: a directory, an endless device or a binary file is refused 
   std::remove(path.c_str());
 }
 
-TEST_CASE("hostfile: a FIFO with no writer is refused at once instead of blocking (issue 15)") {
+TEST_CASE("hostfile: a FIFO with no writer is refused at once instead of blocking") {
   const std::string path = "/tmp/hora_hostfile_fifo_test_" + std::to_string(::getpid());
   REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
   // Before the fix this call never returned; the test's own deadline (meson) would end it.
@@ -152,7 +152,7 @@ TEST_CASE("hostfile: a FIFO with no writer is refused at once instead of blockin
   std::remove(path.c_str());
 }
 
-// Issue 28 item 12: a control character is echoed escaped, a name over 253 characters is refused,
+// A control character is echoed escaped, a name over 253 characters is refused,
 // and an echo of a huge -H is cut.
 TEST_CASE("host names: control characters escaped, length bounded, echoes cut") {
   CHECK_THROWS_WITH(hora::cli::parse_host_list("ho\x1b[2Jst:1"),

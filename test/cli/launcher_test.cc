@@ -91,7 +91,7 @@ TEST_CASE("bad input is a UsageError before anything starts; --check-build needs
   CHECK_THAT(cb.out(), Contains("PyTorch (hora.torch)"));
 }
 
-TEST_CASE("this machine under two names is a usage error naming both (issue 15 item 8)") {
+TEST_CASE("this machine under two names is a usage error naming both") {
   Job job({"-H", "localhost:2,127.0.0.1:2", "sh", "-c", "touch started"});
   CHECK_THROWS_AS(run_launcher(job.ctx), UsageError);
   CHECK_THROWS_WITH(run_launcher(job.ctx),

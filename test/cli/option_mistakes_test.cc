@@ -1,4 +1,4 @@
-// Command-line mistakes that CLI11 would report in its own words (issue 28 item 12): an option
+// Command-line mistakes that CLI11 would report in its own words: an option
 // that takes one value given twice, an option left without its value, an empty
 // --output-filename; and -x values of the runtime's duration variables, which take the ranges
 // of the flags that set them (item 6). Each message names the option as typed and what to write.

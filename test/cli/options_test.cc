@@ -215,13 +215,13 @@ TEST_CASE("--log-level takes spdlog's names and horovodrun's fatal, in any case"
   CHECK(level("WARN") == "warning");
   CHECK(level("warning") == "warning");
   CHECK(level("err") == "error");
-  // Passed on unchanged (issue 27): HORA_LOG_LEVEL=fatal, HOROVOD_LOG_LEVEL=FATAL.
+  // Passed on unchanged: HORA_LOG_LEVEL=fatal, HOROVOD_LOG_LEVEL=FATAL.
   CHECK(level("Fatal") == "fatal");
   CHECK(level("trace") == "trace");
   CHECK_THROWS_WITH(level("off"), Contains("--log-level off: unknown level"));
 }
 
-TEST_CASE("empty host lists are usage errors, not localhost (issue 15 item 4)") {
+TEST_CASE("empty host lists are usage errors, not localhost") {
   CHECK_THROWS_WITH(parse_options({"-H", "", "x"}, {}), Contains("--hosts: the value is empty"));
   CHECK_THROWS_WITH(parse_options({"-np", "2", "-H", "", "x"}, {}),
                     Contains("--hosts: the value is empty"));
@@ -231,13 +231,13 @@ TEST_CASE("empty host lists are usage errors, not localhost (issue 15 item 4)") 
                     Contains("--hostfile: the value is empty"));
 }
 
-TEST_CASE("-np '' says the value is empty, not that -np is missing (issue 15 item 8)") {
+TEST_CASE("-np '' says the value is empty, not that -np is missing") {
   CHECK_THROWS_AS(parse_options({"-np", "", "x"}, {}), UsageError);
   CHECK_THROWS_WITH(parse_options({"-np", "", "x"}, {}), Contains("the value is empty"));
   CHECK_THROWS_WITH(parse_options({"-np=", "x"}, {}), Contains("the value is empty"));
 }
 
-TEST_CASE("every number is range-checked where it is parsed, naming the flag (issue 15 item 7)") {
+TEST_CASE("every number is range-checked where it is parsed, naming the flag") {
   struct Case {
     Args args;
     const char* says;
@@ -277,7 +277,7 @@ TEST_CASE("every number is range-checked where it is parsed, naming the flag (is
   CHECK(parse_options({"-np", "1", "--ssh-fanout", "100000", "x"}, {}).ssh_fanout == 100000);
 }
 
-TEST_CASE("-np without -H has the bound of one host's slots (issue 15 item 7)") {
+TEST_CASE("-np without -H has the bound of one host's slots") {
   CHECK(parse_options({"-np", "65536", "x"}, {}).num_proc == 65536);
   CHECK_THROWS_WITH(parse_options({"-np", "65537", "x"}, {}),
                     Contains("-np 65537: without -H or --hostfile") && Contains("at most 65536"));
@@ -325,7 +325,7 @@ TEST_CASE("--launcher: slurm inside an allocation without -H, ssh otherwise, ref
   CHECK_FALSE(parse_options({"-np", "2", "true"}, {}).slurm);
 }
 
-// mpirun's and torchrun's spellings (issue 27): aliases of hora's options, or hora's behaviour.
+// mpirun's and torchrun's spellings: aliases of hora's options, or hora's behaviour.
 TEST_CASE("mpirun's and torchrun's spellings set what hora's own options set") {
   CHECK(parse_options({"-n", "3", "x"}, {}).num_proc == 3);
   CHECK(parse_options({"--np", "3", "x"}, {}).num_proc == 3);
@@ -362,14 +362,14 @@ TEST_CASE("mpirun's options without a meaning in hora are accepted with a warnin
   CHECK(mca.command == Args{"train", "a"});
 }
 
-// Issue 28 item 12: `horarun -np 1 ""` names the empty program, not a directory on PATH.
+// `horarun -np 1 ""` names the empty program, not a directory on PATH.
 TEST_CASE("an empty program is a usage error naming it") {
   CHECK_THROWS_WITH(parse_options({"-np", "1", ""}, {}), Contains("the program to run is empty"));
   CHECK_THROWS_WITH(parse_options({"-np", "1", "--", "", "a"}, {}),
                     Contains("the program to run is empty"));
 }
 
-// Issue 27: mpirun's output, directory and placement options.
+// mpirun's output, directory and placement options.
 TEST_CASE("mpirun's output and placement options set hora's") {
   const Options plain = parse_options({"-np", "1", "x"}, {});
   CHECK_FALSE(plain.tag_output);

@@ -276,7 +276,7 @@ TEST_CASE("a regular file as stdout is appended to, not reopened") {
   std::filesystem::remove_all(dir);
 }
 
-// mpirun's --tag-output and --merge-stderr-to-stdout (issue 27).
+// mpirun's --tag-output and --merge-stderr-to-stdout.
 TEST_CASE("--tag-output tags lines as Open MPI does; --merge-stderr-to-stdout moves stderr") {
   {
     Capture out, err;

@@ -14,7 +14,7 @@ cd "$WORK"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # The hosts of an -np N job on this machine: one host (horarun refuses this machine under two
-# names, issue 15). Several local scopes and cross scopes of size 2 are covered by the remote
+# names). Several local scopes and cross scopes of size 2 are covered by the remote
 # cases (test/remote: horovod_store_hosts, horovod_torch_hosts) on the namespace test hosts.
 hosts_for() {
   echo "localhost:$1"

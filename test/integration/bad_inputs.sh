@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every bad input of issue 15's review, as one table: `bad_inputs.sh` (needs $HORARUN).
+# Every bad input of a review of horarun's inputs, as one table: `bad_inputs.sh` (needs $HORARUN).
 # Each row: a name, the expected exit code, words horarun's stderr must contain (fixed strings,
 # ';'-separated), and the arguments (evaluated by bash, in a work directory holding the files
 # made below; $M is a marker put in every command line). After each row no process whose

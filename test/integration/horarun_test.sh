@@ -415,7 +415,7 @@ rendezvous_port() { sed 's/.*://' "$WORK/rdv.0"; }
 case_log_flood_sigint() {
   # stderr is a FIFO nobody reads; with --verbose every junk connection to the rendezvous port
   # is a log line (far more than the FIFO holds). horarun must keep its event loop: SIGINT ends
-  # the job with 130 (it used to block in a write to stderr, issue 15 item 1).
+  # the job with 130 (it used to block in a write to stderr).
   mkfifo errfifo
   sleep 300 <errfifo >/dev/null &
   BACKGROUND+=($!)
@@ -439,7 +439,7 @@ case_log_flood_sigint() {
 case_fd_flood_start() {
   # Under `ulimit -Sn 1024` (the hard limit higher), 2000 idle connections to the rendezvous port opened before the ranks
   # call hora::init(): the job still starts and passes (horarun raises its soft limit, the
-  # server caps strangers; issue 15 item 2).
+  # server caps strangers).
   (ulimit -Sn 1024 && exec "$HORARUN" -np 2 sh -c 'echo "$HORA_RENDEZVOUS" >"$0/rdv.$HORA_RANK"; while [ ! -e "$0/go" ]; do sleep 0.05; done; exec "$1" garbage' "$WORK" "$PROBE") >out 2>err &
   local pid=$!
   BACKGROUND+=("$pid")
@@ -466,7 +466,7 @@ case_fd_flood_start() {
 
 case_rank_fds() {
   # A local rank has only 0, 1 and 2 open: no listening socket, pipe or file of horarun's or the
-  # guard's leaks into it (issue 15 item 5), nor a descriptor horarun's caller left open (the
+  # guard's leaks into it, nor a descriptor horarun's caller left open (the
   # test holds one on purpose).
   exec {extra}</dev/null
   run 60 -np 2 /usr/bin/python3 "$LIST_FDS"
@@ -501,7 +501,7 @@ finish_spinning_job() {
 
 case_hung_rank_named() {
   # Rank 1 of 3 is SIGSTOPped inside its allreduces; the others time out (3 s) and fail. The
-  # verdict names rank 1 and its state, not the healthy rank that timed out (issue 15 item 3).
+  # verdict names rank 1 and its state, not the healthy rank that timed out.
   start_spinning_job --gloo-timeout-seconds 3
   finish_spinning_job 60
   [ $rc -ne 0 ] || fail "the job passed with a stopped rank"
@@ -744,7 +744,7 @@ EOF
   ok "SIGINT while a failed attempt ends: 130, no restart, no rank left"
 }
 
-# mpirun's output options (issue 27): Open MPI's `[1,RANK]<stdout>:` tag, its timestamp in
+# mpirun's output options: Open MPI's `[1,RANK]<stdout>:` tag, its timestamp in
 # front, stderr merged into stdout, -wdir, and --display-map's rank table.
 case_mpirun_output() {
   run 30 --tag-output -np 2 sh -c 'echo "hi $HORA_RANK"'

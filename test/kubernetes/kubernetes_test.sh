@@ -1,5 +1,5 @@
 #!/bin/bash
-# horarun as the launcher of a Kubernetes MPIJob (kubeflow.org/v2beta1, the MPI Operator; issue 27):
+# horarun as the launcher of a Kubernetes MPIJob (kubeflow.org/v2beta1, the MPI Operator):
 # `kubernetes_test.sh CASE`. No Kubernetes here: the launcher pod's files are laid out as the
 # operator mounts them (examples/kubernetes/README.md), the worker pods are network-namespace test
 # hosts (scripts/testhosts.sh up --index auto, torn down on exit even on failure), and horarun runs

@@ -1,4 +1,4 @@
-"""Horovod's API names and numbers on hora.torch (issue 26), run by every rank of a horarun job
+"""Horovod's API names and numbers on hora.torch, run by every rank of a horarun job
 (-np 1..4): reduce-op constants, cloudpickled objects and a root's serialization error,
 grouped_allgather / grouped_reducescatter, check_extension and the sync_batch_norm module. Each
 test computes every rank's contribution in this process and compares the exact result."""

@@ -1,6 +1,6 @@
 """Every public name of real Horovod 0.28.1's ``horovod.torch`` (and ``horovod.run``,
 ``horovod.torch.elastic``) exists in hora.torch (hora.run, hora.torch.elastic), and every
-named parameter of Horovod's functions is accepted by hora's (issue 26). Real Horovod comes from
+named parameter of Horovod's functions is accepted by hora's. Real Horovod comes from
 the archive named by HOROVOD_ARCHIVE (test/lib.sh's unpack_horovod does the same), imported in
 this process beside hora.torch; without the archive every test skips (run_pytest.sh exit 77).
 docs/pytorch.md's table says which names refuse (process sets, Adasum)."""

@@ -1,4 +1,4 @@
-"""hvd.join() with Horovod's semantics (issue 26): after uneven numbers of steps, a rank that has
+"""hvd.join() with Horovod's semantics: after uneven numbers of steps, a rank that has
 joined takes part in the others' allreduces with zeros (Average still divides by size()), join
 returns at once on every rank once the last rank joins, and returns that rank everywhere.
 

@@ -1,4 +1,4 @@
-"""Process sets (issue 26): static (init(process_sets=[...])) and dynamic (add_process_set,
+"""Process sets: static (init(process_sets=[...])) and dynamic (add_process_set,
 remove_process_set, HOROVOD_DYNAMIC_PROCESS_SETS) sets, every collective on a set compared with
 the members' inputs reduced here, non-member refusal, DistributedOptimizer(process_set=...),
 run by every rank of a horarun job (-np 1..4). Rank r's inputs are functions of r, so each rank

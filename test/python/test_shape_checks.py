@@ -1,4 +1,4 @@
-"""Cross-rank shape checks with Horovod's rules (issue 28 items 7 and 9): every rank gets the same
+"""Cross-rank shape checks with Horovod's rules: every rank gets the same
 HoraMismatchError naming the ranks and shapes instead of wrong data or a hang; alltoall splits that
 overflow 64 bits are a ValueError naming the rank and the splits."""
 

@@ -1,5 +1,5 @@
 """DistributedOptimizer's sparse gradients, sparse_as_dense, groups / num_groups and
-process_set, and sparse_allreduce_async (issue 26), run by every rank of a horarun job
+process_set, and sparse_allreduce_async, run by every rank of a horarun job
 (-np 1..4). Each test computes every rank's gradient in this process, averages them, and
 compares that with what the distributed optimizer applied."""
 

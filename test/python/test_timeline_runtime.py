@@ -1,4 +1,4 @@
-"""hvd.start_timeline(file_path, mark_cycles) / hvd.stop_timeline() at run time (issue 26), with
+"""hvd.start_timeline(file_path, mark_cycles) / hvd.stop_timeline() at run time, with
 Horovod 0.28.1's semantics: rank 0 writes a Chrome trace of the ops between start and stop; the
 file is complete JSON when stop_timeline() returns; start while recording switches to the new
 file; stop without a timeline does nothing; only rank 0's call matters; ValueError before init().

@@ -309,7 +309,7 @@ case_host_lost() {
   rc=$?
   echo "horarun ended $((SECONDS - t0)) s after h2 was cut off, exit $rc"
   [ $rc -ne 0 ] || fail "horarun exited 0 although h2 was lost"
-  # The verdict names the lost host: its agent (issue 28, item 10), or a rank on it.
+  # The verdict names the lost host: its agent, or a rank on it.
   grep -qE "^horarun: (the agent on h2 |rank [23] on h2 )" err ||
     fail "the final message does not name h2: $(tail -3 err)"
   wait_for 10 none_on h1 h3 || fail "processes left on h1/h3: $(processes_on h1 h3)"

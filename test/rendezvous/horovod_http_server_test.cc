@@ -294,7 +294,7 @@ TEST_CASE("a GET before the PUT is answered 404, and the value once it is there"
 }
 
 TEST_CASE("a connection from another user's socket is closed before a byte is read") {
-  // Issue 28: the server is told the job's user is someone else, so this process's own
+  // The server is told the job's user is someone else, so this process's own
   // connections are another user's.
   HttpServerOptions o;
   o.owner_uid = ::geteuid() + 1;

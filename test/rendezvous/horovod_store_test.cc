@@ -115,7 +115,7 @@ TEST_CASE("each plan scope counts its own DELETEs (horovodrun clears every count
 
 TEST_CASE("a DELETE counts only from a rank that stored its address in the scope this round") {
   Store s(two_hosts());
-  // Issue 28: DELETE /global/0 and /global/1 from a stranger finalized the scope.
+  // DELETE /global/0 and /global/1 from a stranger finalized the scope.
   const Reply early = s.handle(Method::kDelete, "/global/0", "");
   CHECK(early.status == 403);
   CHECK_THAT(early.refusal, Catch::Contains("has not stored its address"));

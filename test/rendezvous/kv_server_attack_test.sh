@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 28: Horovod's HTTP key-value server attacked by another local user (uid 65534 through
+# Horovod's HTTP key-value server attacked by another local user (uid 65534 through
 # setpriv) while a real horarun job runs. `kv_server_attack_test.sh CASE`.
 # Environment: HORARUN, WORKER (test/horovod/horovod_store_worker). Exit 77 without root/setpriv.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared-memory segments never outlive their job (issue 28 item 4; docs/shm.md, "Lifetime").
+# Shared-memory segments never outlive their job (docs/shm.md, "Lifetime").
 # One case per run: shm_lifetime_test.sh CASE. Local rank 1's first shm_open is held back by the
 # LD_PRELOAD shim ($SHIM, test/shm/shm_open_shim.cc), so local rank 0's segment still has its
 # name in /dev/shm when the job is ended:

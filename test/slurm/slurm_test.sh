@@ -1,5 +1,5 @@
 #!/bin/bash
-# Tests on a real Slurm cluster (issue 13): `slurm_test.sh CASE`. Every case brings up its own
+# Tests on a real Slurm cluster: `slurm_test.sh CASE`. Every case brings up its own
 # cluster (scripts/testslurm.sh up --index auto: munged, slurmctld and one slurmd per network
 # namespace host h1..hN) and tears it down on exit, even on failure. Exit 77 (skip) without root,
 # `ip netns` or the Slurm and munge binaries (scripts/setup.sh installs them).
@@ -300,7 +300,7 @@ case_horarun_scancel() {
 case_horarun_in_srun_step() {
   up 2
   # `srun -n2 horarun ...` would start two launchers, each running the whole job: refused at once
-  # by every task, naming the step and the supported ways (issue 27).
+  # by every task, naming the step and the supported ways.
   slurm 60 srun -N2 -n2 "$HORARUN" -np 1 sh -c 'echo ran on $(hostname)'
   [ $rc -eq 2 ] || { cat out err >&2; fail "srun -n2 horarun exited $rc, expected 2 (usage)"; }
   ! grep -q "ran on" out || fail "a rank ran although horarun is one task of a 2-task step"

@@ -417,7 +417,7 @@ TEST_CASE("accept-new records an unknown host; yes refuses it", "[session][hostk
   CHECK(slurp(kh) == sshd.known_hosts_line() + "\n");
 }
 
-TEST_CASE("a known_hosts file that cannot be written: warned about once, not fatal (issue 27)",
+TEST_CASE("a known_hosts file that cannot be written: warned about once, not fatal",
           "[session][hostkey]") {
   LocalSshd sshd;
   // Below a regular file nothing can be created, even by root; test/kubernetes/ checks a real
