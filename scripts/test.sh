@@ -25,6 +25,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh  # clang-format for the check below; build.sh runs it again (a no-op then)
 bash scripts/format.sh --check
 python3 scripts/check_paths.py
+python3 scripts/check_docs.py
 # The spark and ray suites run in the engines venv (pinned pyspark and ray from PyPI; made once
 # per machine, then a no-op). Without PyPI they skip (77) rather than stop the run.
 bash scripts/venv.sh engines >/dev/null ||
