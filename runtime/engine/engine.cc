@@ -407,6 +407,48 @@ void Engine::classify(const std::string& name) {
 
 bool Engine::cycle() {
   const auto cycle_start = Clock::now();
+  // The vector covers the bits in use at the start of the cycle: the cache is replicated, so
+  // every rank computes the same length.
+  const std::size_t bit_limit = cache_.bit_limit();
+  const bool stopping = take_submissions(cycle_start, bit_limit);
+  const std::size_t w = invalid_.size();
+  const std::vector<std::uint64_t> words = exchange_bits(stopping);
+  const auto agreed = Clock::now();
+
+  // 3. Shutdown, invalid bits, common hits.
+  if ((words[0] & kNotStopping) == 0) {
+    end_why_ = stopping ? "hora::shutdown() was called on this rank"
+                        : "another rank called hora::shutdown()";
+    return false;
+  }
+  const bool any_invalid = drop_invalid_bits(words, w, bit_limit);
+  std::vector<ReadyOp> ready = common_hits(words, w, agreed);
+
+  // 4. Full negotiation, only when some rank has something to announce.
+  const bool full = (words[0] & kNothingToAnnounce) == 0 || any_invalid;
+  if (full) negotiate(ready);
+  if (table_.any_joined() && !hits_.empty()) {
+    // A rank joined in this round: the hits still waiting go through negotiation instead.
+    for (const auto& [bit, name] : hits_) announce_later(name);
+    hits_.clear();
+  }
+  if ((words[0] & kIdle) != 0 && !full) {
+    ++idle_streak_;
+  } else {
+    idle_streak_ = 0;
+  }
+  std::vector<std::string> proposals = stall_.check(table_, Clock::now());
+  abandon_.insert(abandon_.end(), proposals.begin(), proposals.end());
+
+  // 5. Run, then remember what ran (same order on every rank).
+  run_ready(ready, full, cycle_start);
+  Lock lock(mu_);
+  backoff_ = idle_streak_ >= kIdleCyclesBeforeBackoff;
+  next_tick_ = agreed + options_.cycle_time * (backoff_ ? kIdleBackoff : 1);
+  return true;
+}
+
+bool Engine::take_submissions(Clock::time_point cycle_start, std::size_t bit_limit) {
   std::vector<std::shared_ptr<Handle::State>> fresh;
   bool stopping;
   {
@@ -415,9 +457,6 @@ bool Engine::cycle() {
     stopping = shutdown_requested_;
     hurry_ = false;
   }
-  // The vector covers the bits in use at the start of the cycle: the cache is replicated, so
-  // every rank computes the same length.
-  const std::size_t bit_limit = cache_.bit_limit();
   invalid_.assign((bit_limit + 63) / 64, 0);
   for (auto& s : fresh) {
     const std::string name = s->request.name;
@@ -437,8 +476,10 @@ bool Engine::cycle() {
       }
     }
   }
+  return stopping;
+}
 
-  // 2. The bit-vector exchange.
+std::vector<std::uint64_t> Engine::exchange_bits(bool stopping) {
   const std::size_t w = invalid_.size();
   std::vector<std::uint64_t> words(1 + 2 * w, 0);
   std::uint64_t flags = 0;
@@ -461,27 +502,23 @@ bool Engine::cycle() {
   }
   transport_.allreduce_and(words);
   counters_.cycles++;
-  const auto agreed = Clock::now();
-  if (first) {
-    const char* names[] = {"HORA_CACHE_CAPACITY", "HORA_FUSION_THRESHOLD"};
-    for (std::size_t i = 0; i < 2; ++i) {
-      const std::size_t at = 1 + 2 * w + 2 * i;
-      if (words[at] != agreed_values[i] || words[at + 1] != ~agreed_values[i]) {
-        throw UsageError(who_ + ": " + names[i] + " differs between ranks (this rank has " +
-                             std::to_string(agreed_values[i]) +
-                             "); every rank must use the same value (horarun passes the same "
-                             "environment to all ranks)",
-                         rank_, options_.hostname);
-      }
+  if (!first) return words;
+  const char* names[] = {"HORA_CACHE_CAPACITY", "HORA_FUSION_THRESHOLD"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::size_t at = 1 + 2 * w + 2 * i;
+    if (words[at] != agreed_values[i] || words[at + 1] != ~agreed_values[i]) {
+      throw UsageError(who_ + ": " + names[i] + " differs between ranks (this rank has " +
+                           std::to_string(agreed_values[i]) +
+                           "); every rank must use the same value (horarun passes the same "
+                           "environment to all ranks)",
+                       rank_, options_.hostname);
     }
   }
+  return words;
+}
 
-  // 3. Shutdown, invalid bits, common hits.
-  if ((words[0] & kNotStopping) == 0) {
-    end_why_ = stopping ? "hora::shutdown() was called on this rank"
-                        : "another rank called hora::shutdown()";
-    return false;
-  }
+bool Engine::drop_invalid_bits(const std::vector<std::uint64_t>& words, std::size_t w,
+                               std::size_t bit_limit) {
   bool any_invalid = false;
   for (std::size_t k = 0; k < w; ++k) {
     for (std::uint64_t bits = ~words[1 + w + k]; bits != 0; bits &= bits - 1) {
@@ -495,6 +532,11 @@ bool Engine::cycle() {
       cache_.erase(bit);
     }
   }
+  return any_invalid;
+}
+
+std::vector<ReadyOp> Engine::common_hits(const std::vector<std::uint64_t>& words, std::size_t w,
+                                         Clock::time_point agreed) {
   std::vector<ReadyOp> ready;
   for (std::size_t k = 0; k < w; ++k) {
     for (std::uint64_t bits = words[1 + k]; bits != 0; bits &= bits - 1) {
@@ -513,25 +555,10 @@ bool Engine::cycle() {
       counters_.cache_hits++;
     }
   }
+  return ready;
+}
 
-  // 4. Full negotiation, only when some rank has something to announce.
-  const bool full = (words[0] & kNothingToAnnounce) == 0 || any_invalid;
-  if (full) negotiate(ready);
-  if (table_.any_joined() && !hits_.empty()) {
-    // A rank joined in this round: the hits still waiting go through negotiation instead.
-    for (const auto& [bit, name] : hits_) announce_later(name);
-    hits_.clear();
-  }
-  if ((words[0] & kIdle) != 0 && !full) {
-    ++idle_streak_;
-  } else {
-    idle_streak_ = 0;
-  }
-
-  std::vector<std::string> proposals = stall_.check(table_, Clock::now());
-  abandon_.insert(abandon_.end(), proposals.begin(), proposals.end());
-
-  // 5. Run, then remember what ran (same order on every rank).
+void Engine::run_ready(std::vector<ReadyOp>& ready, bool full, Clock::time_point cycle_start) {
   if (full || !ready.empty()) timeline_.mark_cycle(cycle_start);
   executor_.run(ready, [this](ReadyOp& op, std::exception_ptr error) {
     cycle_mu_held();  // executor_.run() calls back on this thread
@@ -547,11 +574,6 @@ bool Engine::cycle() {
     }
   }
   if (full || !ready.empty()) timeline_.flush();
-
-  Lock lock(mu_);
-  backoff_ = idle_streak_ >= kIdleCyclesBeforeBackoff;
-  next_tick_ = agreed + options_.cycle_time * (backoff_ ? kIdleBackoff : 1);
-  return true;
 }
 
 void Engine::negotiate(std::vector<ReadyOp>& ready) {

@@ -122,6 +122,22 @@ class Engine {
   // ranks, or a failure) stops the engine. False when the engine has stopped.
   bool run_cycle() HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   bool cycle() HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);  // false: stop (end_why_ says why)
+  // The steps of cycle(), numbered as in the protocol above. 1: takes the ops submitted since
+  // the last cycle and classifies them; returns whether this rank asked to stop.
+  bool take_submissions(Clock::time_point cycle_start, std::size_t bit_limit)
+      HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
+  // 2: the bit-vector AND across ranks (flags, common hits, invalid bits; in the first cycle
+  // also the values every rank must share).
+  std::vector<std::uint64_t> exchange_bits(bool stopping) HORA_REQUIRES(cycle_mu_);
+  // 3: a bit invalid on some rank leaves every rank's cache; returns whether there was one.
+  bool drop_invalid_bits(const std::vector<std::uint64_t>& words, std::size_t w,
+                         std::size_t bit_limit) HORA_REQUIRES(cycle_mu_);
+  // 3: the hits every rank has, ready to run in bit order.
+  std::vector<ReadyOp> common_hits(const std::vector<std::uint64_t>& words, std::size_t w,
+                                   Clock::time_point agreed) HORA_REQUIRES(cycle_mu_);
+  // 5: runs the cycle's responses and caches what ran.
+  void run_ready(std::vector<ReadyOp>& ready, bool full, Clock::time_point cycle_start)
+      HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   // Whether the engine thread should run a cycle now: a tick came, or a thread asks.
   bool cycle_due(Clock::time_point now) const HORA_REQUIRES(mu_);
   // A thread waits for `waited` without a deadline: runs cycles here until it completes.

@@ -184,222 +184,257 @@ void switch_to_sync(const WorldInfo& world, const char* scope, MeshContext& cont
   }
 }
 
-}  // namespace
+// build_mesh's steps (mesh.h numbers them), each a member over the state they hand on.
+class MeshBuilder {
+ public:
+  MeshBuilder(const WorldInfo& world, rdv::Client& client, AbortState& abort,
+              Clock::time_point deadline)
+      : world_(world), client_(client), abort_(abort), deadline_(deadline), n_(world.size) {}
 
-Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
-                Clock::time_point deadline) {
-  const std::string start_hint = "raise --start-timeout (HORA_START_TIMEOUT)";
-  Mesh mesh;
-  mesh.sync = read_sync_policy(world);
-  // Sync twins only where Gloo carries allreduces: between hosts, or between every rank with
-  // shared memory off. (A one-host job with shared memory would only pay for their pairs.)
-  const bool gloo_carries = world.size > 1 && (!world.shm || world.local_size < world.size);
-  const bool sync = gloo_carries && mesh.sync.max_bytes > 0;
-  ensure_fd_limit(world, sync);
-  mesh.address = choose_device_address(world);
-  spread_loopback(world, sync, mesh.address);
-  mesh.device = create_device(world, mesh.address);
-  log().debug("{}: Gloo device on {} ({})", who(world), mesh.address.address, mesh.address.reason);
-
-  const auto pair_timeout = std::max(std::chrono::milliseconds(200), remaining(deadline) / 5);
-  const int n = world.size;
-  auto fail_on = [&](const std::string& why) {
-    throw Error(fmt::format("{}: init(): {}", who(world), why), world.rank, world.hostname);
-  };
-
-  // Step 1: the global and engine contexts' pairs. Their members' names are filled in after the
-  // layout exchange.
-  auto global_transport = mesh.device->createContext(world.rank, n);
-  global_transport->setTimeout(pair_timeout);
-  std::shared_ptr<::gloo::transport::Context> engine_transport;
-  for (int j = 0; j < n; ++j) {
-    if (j != world.rank) global_transport->createPair(j);
-  }
-  if (n > 1) {
-    engine_transport = mesh.device->createContext(world.rank, n);
-    engine_transport->setTimeout(pair_timeout);
-    for (int j = 0; j < n; ++j) {
-      if (j != world.rank) engine_transport->createPair(j);
-    }
-  }
-  RankRecord mine{world.host_index,
-                  world.local_rank,
-                  world.local_size,
-                  world.cross_rank,
-                  world.cross_size,
-                  world.hostname.substr(0, kMaxHostnameBytes),
-                  {}};
-  bool have_base = false;
-  const auto global_ports =
-      pair_ports(world, *global_transport, n, world.rank, &mine.base, &have_base);
-  std::vector<std::uint16_t> engine_ports(static_cast<std::size_t>(n), 0);
-  if (engine_transport) {
-    engine_ports = pair_ports(world, *engine_transport, n, world.rank, &mine.base, &have_base);
-  }
-  if (!have_base) {
-    // A world of one: no pair, so the record carries the device's address with no port.
-    sockaddr_storage ss{};
-    if (inet_pton(AF_INET, mesh.address.address.c_str(),
-                  &reinterpret_cast<sockaddr_in&>(ss).sin_addr) == 1) {
-      ss.ss_family = AF_INET;
-    } else if (inet_pton(AF_INET6, mesh.address.address.c_str(),
-                         &reinterpret_cast<sockaddr_in6&>(ss).sin6_addr) == 1) {
-      ss.ss_family = AF_INET6;
-    }
-    mine.base.sockaddr = ss;
+  Mesh build() {
+    open_device();
+    create_world_pairs();  // step 1
+    exchange_layout();     // step 2
+    make_world_contexts();
+    form_groups();           // step 3
+    exchange_group_ports();  // step 4
+    make_sync_twins();       // step 5
+    exchange_sync_ports();
+    connect_all();  // step 6
+    return finish();
   }
 
-  // Step 2: layout exchange: one record per rank, 4 bytes per peer.
-  std::vector<std::uint8_t> slices(static_cast<std::size_t>(n) * kPortSliceBytes, 0);
-  for (int j = 0; j < n; ++j) {
-    if (j != world.rank) put_ports(slices, j, global_ports[j], engine_ports[j]);
-  }
-  rdv::GatherResult gathered;
-  try {
-    gathered = client.gather("hora/mesh/layout", encode_record(mine), kPortSliceBytes, slices,
-                             remaining(deadline));
-  } catch (...) {
-    rethrow_translated(world, "init(): exchanging Gloo addresses through the rendezvous", abort,
-                       start_hint);
-  }
-  std::vector<Layout> layouts(static_cast<std::size_t>(n));
-  static_cast<RankRecord&>(layouts[world.rank]) = mine;
-  for (int j = 0; j < n; ++j) {
-    if (j == world.rank) continue;
-    try {
-      static_cast<RankRecord&>(layouts[j]) = decode_record(gathered.records[j], j);
-    } catch (const Error& e) {
-      fail_on(e.what());
-    }
-    const auto [global_port, engine_port] = get_ports(gathered.slice(j));
-    if (global_port == 0 || (n > 1 && engine_port == 0)) {
-      fail_on(
-          fmt::format("rank {} sent no Gloo port for this rank (global {}, engine {}); is "
-                      "every rank running the same version of libhora?",
-                      j, global_port, engine_port));
-    }
-    layouts[j].global_port = global_port;
-    layouts[j].engine_port = engine_port;
-    layouts[j].global_address = join_pair_address(layouts[j].base, global_port);
-    layouts[j].engine_address = join_pair_address(layouts[j].base, engine_port);
-  }
-  gathered = {};
-  mesh.peers.resize(static_cast<std::size_t>(n));
-  for (int j = 0; j < n; ++j) {
-    mesh.peers[j] = {layouts[j].base, layouts[j].host_index, layouts[j].hostname};
+ private:
+  static constexpr const char* kStartHint = "raise --start-timeout (HORA_START_TIMEOUT)";
+
+  [[noreturn]] void fail_on(const std::string& why) const {
+    throw Error(fmt::format("{}: init(): {}", who(world_), why), world_.rank, world_.hostname);
   }
 
-  std::vector<MeshPeer> global_peers(static_cast<std::size_t>(n));
-  for (int j = 0; j < n; ++j) {
-    global_peers[j].global_rank = j;
-    global_peers[j].hostname = layouts[j].hostname;
-    if (j != world.rank) {
-      global_peers[j].endpoint = format_pair_endpoint(layouts[j].base, layouts[j].global_port);
-      global_peers[j].gloo_names.push_back(gloo_name_of(layouts[j].global_address));
-    }
-  }
-  PendingContext global{std::make_shared<MeshContext>(world.rank, std::move(global_peers)), {}};
-  global.context->attach(mesh.device, std::move(global_transport));
-  for (int j = 0; j < n; ++j) global.peer_addresses.push_back(layouts[j].global_address);
-  abort.on_abort([context = global.context](const std::string& reason) {
-    context->fail("job aborted by launcher: " + reason);
-  });
-
-  PendingContext engine;
-  if (engine_transport) {
-    std::vector<MeshPeer> peers(static_cast<std::size_t>(n));
-    for (int j = 0; j < n; ++j) {
-      peers[j].global_rank = j;
-      peers[j].hostname = layouts[j].hostname;
-    }
-    engine.context = std::make_shared<MeshContext>(world.rank, std::move(peers));
-    engine.context->attach(mesh.device, std::move(engine_transport));
-    engine.peer_addresses.resize(static_cast<std::size_t>(n));
-    for (int j = 0; j < n; ++j) {
-      if (j == world.rank) continue;
-      engine.peer_addresses[j] = layouts[j].engine_address;
-      engine.context->describe_peer(j,
-                                    format_pair_endpoint(layouts[j].base, layouts[j].engine_port),
-                                    gloo_name_of(layouts[j].engine_address));
-    }
-  }
-
-  // Step 3: groups.
-  const auto local_members = group_members(
-      world, layouts, "local", job_env::kLocalRank, job_env::kLocalSize,
-      [](const Layout& l) { return l.host_index; }, [](const Layout& l) { return l.local_rank; },
-      [](const Layout& l) { return l.local_size; });
-  const auto cross_members = group_members(
-      world, layouts, "cross", job_env::kCrossRank, job_env::kCrossSize,
-      [](const Layout& l) { return l.local_rank; }, [](const Layout& l) { return l.cross_rank; },
-      [](const Layout& l) { return l.cross_size; });
-
-  PendingContext local;
-  PendingContext cross;
-  if (local_members.size() > 1) {
-    local.context = make_context(local_members, world.local_rank, layouts, mesh, pair_timeout);
-  }
-  if (cross_members.size() > 1) {
-    cross.context = make_context(cross_members, world.cross_rank, layouts, mesh, pair_timeout);
-  }
-  for (PendingContext* pending : {&engine, &local, &cross}) {
-    if (!pending->context) continue;
-    abort.on_abort([context = pending->context](const std::string& reason) {
+  // Every context is registered with the abort as soon as its pairs exist, so the launcher's
+  // abort interrupts a connect in progress.
+  void on_abort(const PendingContext& pending) {
+    if (!pending.context) return;
+    abort_.on_abort([context = pending.context](const std::string& reason) {
       context->fail("job aborted by launcher: " + reason);
     });
   }
 
-  // Step 4: group exchange, when some rank has a local or cross group (every rank knows every
-  // layout by now, so all of them make the same choice). slot maps a global rank to its scope
-  // rank, or -1.
-  std::vector<int> local_slot(static_cast<std::size_t>(n), -1);
-  std::vector<int> cross_slot(static_cast<std::size_t>(n), -1);
-  for (std::size_t i = 0; i < local_members.size(); ++i)
-    local_slot[local_members[i]] = static_cast<int>(i);
-  for (std::size_t i = 0; i < cross_members.size(); ++i)
-    cross_slot[cross_members[i]] = static_cast<int>(i);
-  bool any_group = false;
-  for (const Layout& l : layouts) any_group = any_group || l.local_size > 1 || l.cross_size > 1;
-  if (any_group) {
-    std::fill(slices.begin(), slices.end(), 0);
-    for (int j = 0; j < n; ++j) {
-      if (j == world.rank) continue;
-      put_ports(slices, j, port_for(local, local_slot[j]), port_for(cross, cross_slot[j]));
+  std::shared_ptr<MeshContext> group_context(const std::vector<int>& members, int my_scope_rank,
+                                             std::chrono::milliseconds timeout) const {
+    return make_context(members, my_scope_rank, layouts_, mesh_, timeout);
+  }
+
+  void open_device() {
+    mesh_.sync = read_sync_policy(world_);
+    // Sync twins only where Gloo carries allreduces: between hosts, or between every rank with
+    // shared memory off. (A one-host job with shared memory would only pay for their pairs.)
+    gloo_carries_ = n_ > 1 && (!world_.shm || world_.local_size < n_);
+    sync_ = gloo_carries_ && mesh_.sync.max_bytes > 0;
+    ensure_fd_limit(world_, sync_);
+    mesh_.address = choose_device_address(world_);
+    spread_loopback(world_, sync_, mesh_.address);
+    mesh_.device = create_device(world_, mesh_.address);
+    log().debug("{}: Gloo device on {} ({})", who(world_), mesh_.address.address,
+                mesh_.address.reason);
+    pair_timeout_ = std::max(std::chrono::milliseconds(200), remaining(deadline_) / 5);
+  }
+
+  // Step 1: the global and engine contexts' pairs. Their members' names are filled in after the
+  // layout exchange.
+  void create_world_pairs() {
+    global_transport_ = mesh_.device->createContext(world_.rank, n_);
+    global_transport_->setTimeout(pair_timeout_);
+    for (int j = 0; j < n_; ++j) {
+      if (j != world_.rank) global_transport_->createPair(j);
     }
+    if (n_ > 1) {
+      engine_transport_ = mesh_.device->createContext(world_.rank, n_);
+      engine_transport_->setTimeout(pair_timeout_);
+      for (int j = 0; j < n_; ++j) {
+        if (j != world_.rank) engine_transport_->createPair(j);
+      }
+    }
+    mine_ = RankRecord{world_.host_index,
+                       world_.local_rank,
+                       world_.local_size,
+                       world_.cross_rank,
+                       world_.cross_size,
+                       world_.hostname.substr(0, kMaxHostnameBytes),
+                       {}};
+    bool have_base = false;
+    global_ports_ =
+        pair_ports(world_, *global_transport_, n_, world_.rank, &mine_.base, &have_base);
+    engine_ports_.assign(static_cast<std::size_t>(n_), 0);
+    if (engine_transport_) {
+      engine_ports_ =
+          pair_ports(world_, *engine_transport_, n_, world_.rank, &mine_.base, &have_base);
+    }
+    if (!have_base) base_without_pairs();
+  }
+
+  // A world of one: no pair, so the record carries the device's address with no port.
+  void base_without_pairs() {
+    sockaddr_storage ss{};
+    if (inet_pton(AF_INET, mesh_.address.address.c_str(),
+                  &reinterpret_cast<sockaddr_in&>(ss).sin_addr) == 1) {
+      ss.ss_family = AF_INET;
+    } else if (inet_pton(AF_INET6, mesh_.address.address.c_str(),
+                         &reinterpret_cast<sockaddr_in6&>(ss).sin6_addr) == 1) {
+      ss.ss_family = AF_INET6;
+    }
+    mine_.base.sockaddr = ss;
+  }
+
+  // Step 2: layout exchange: one record per rank, 4 bytes per peer.
+  void exchange_layout() {
+    slices_.assign(static_cast<std::size_t>(n_) * kPortSliceBytes, 0);
+    for (int j = 0; j < n_; ++j) {
+      if (j != world_.rank) put_ports(slices_, j, global_ports_[j], engine_ports_[j]);
+    }
+    rdv::GatherResult gathered;
     try {
-      gathered =
-          client.gather("hora/mesh/groups", {}, kPortSliceBytes, slices, remaining(deadline));
+      gathered = client_.gather("hora/mesh/layout", encode_record(mine_), kPortSliceBytes, slices_,
+                                remaining(deadline_));
     } catch (...) {
-      rethrow_translated(world,
-                         "init(): exchanging local/cross Gloo addresses through the rendezvous",
-                         abort, start_hint);
+      rethrow_translated(world_, "init(): exchanging Gloo addresses through the rendezvous", abort_,
+                         kStartHint);
+    }
+    layouts_.resize(static_cast<std::size_t>(n_));
+    static_cast<RankRecord&>(layouts_[world_.rank]) = mine_;
+    for (int j = 0; j < n_; ++j) {
+      if (j == world_.rank) continue;
+      try {
+        static_cast<RankRecord&>(layouts_[j]) = decode_record(gathered.records[j], j);
+      } catch (const Error& e) {
+        fail_on(e.what());
+      }
+      const auto [global_port, engine_port] = get_ports(gathered.slice(j));
+      if (global_port == 0 || (n_ > 1 && engine_port == 0)) {
+        fail_on(
+            fmt::format("rank {} sent no Gloo port for this rank (global {}, engine {}); is "
+                        "every rank running the same version of libhora?",
+                        j, global_port, engine_port));
+      }
+      Layout& l = layouts_[j];
+      l.global_port = global_port;
+      l.engine_port = engine_port;
+      l.global_address = join_pair_address(l.base, global_port);
+      l.engine_address = join_pair_address(l.base, engine_port);
+    }
+    mesh_.peers.resize(static_cast<std::size_t>(n_));
+    for (int j = 0; j < n_; ++j) {
+      mesh_.peers[j] = {layouts_[j].base, layouts_[j].host_index, layouts_[j].hostname};
     }
   }
-  for (PendingContext* pending : {&local, &cross}) {
-    if (pending->context) pending->peer_addresses.resize(pending->context->size);
+
+  // The global and engine contexts on the pairs of step 1, now that every peer is known.
+  void make_world_contexts() {
+    std::vector<MeshPeer> global_peers(static_cast<std::size_t>(n_));
+    for (int j = 0; j < n_; ++j) {
+      global_peers[j].global_rank = j;
+      global_peers[j].hostname = layouts_[j].hostname;
+      if (j != world_.rank) {
+        global_peers[j].endpoint = format_pair_endpoint(layouts_[j].base, layouts_[j].global_port);
+        global_peers[j].gloo_names.push_back(gloo_name_of(layouts_[j].global_address));
+      }
+    }
+    global_.context = std::make_shared<MeshContext>(world_.rank, std::move(global_peers));
+    global_.context->attach(mesh_.device, std::move(global_transport_));
+    for (int j = 0; j < n_; ++j) global_.peer_addresses.push_back(layouts_[j].global_address);
+    on_abort(global_);
+    if (!engine_transport_) return;
+    std::vector<MeshPeer> peers(static_cast<std::size_t>(n_));
+    for (int j = 0; j < n_; ++j) {
+      peers[j].global_rank = j;
+      peers[j].hostname = layouts_[j].hostname;
+    }
+    engine_.context = std::make_shared<MeshContext>(world_.rank, std::move(peers));
+    engine_.context->attach(mesh_.device, std::move(engine_transport_));
+    engine_.peer_addresses.resize(static_cast<std::size_t>(n_));
+    for (int j = 0; j < n_; ++j) {
+      if (j == world_.rank) continue;
+      engine_.peer_addresses[j] = layouts_[j].engine_address;
+      engine_.context->describe_peer(j,
+                                     format_pair_endpoint(layouts_[j].base,
+                                                          layouts_[j].engine_port),
+                                     gloo_name_of(layouts_[j].engine_address));
+    }
   }
-  auto fill_peer = [&](PendingContext& pending, const char* scope, int j, int slot,
-                       std::uint16_t port) {
+
+  // Step 3: the local and cross groups, checked against every rank's claims.
+  void form_groups() {
+    local_members_ = group_members(
+        world_, layouts_, "local", job_env::kLocalRank, job_env::kLocalSize,
+        [](const Layout& l) { return l.host_index; }, [](const Layout& l) { return l.local_rank; },
+        [](const Layout& l) { return l.local_size; });
+    cross_members_ = group_members(
+        world_, layouts_, "cross", job_env::kCrossRank, job_env::kCrossSize,
+        [](const Layout& l) { return l.local_rank; }, [](const Layout& l) { return l.cross_rank; },
+        [](const Layout& l) { return l.cross_size; });
+    if (local_members_.size() > 1) {
+      local_.context = group_context(local_members_, world_.local_rank, pair_timeout_);
+    }
+    if (cross_members_.size() > 1) {
+      cross_.context = group_context(cross_members_, world_.cross_rank, pair_timeout_);
+    }
+    for (PendingContext* pending : {&engine_, &local_, &cross_}) on_abort(*pending);
+    // slot maps a global rank to its scope rank, or -1.
+    local_slot_.assign(static_cast<std::size_t>(n_), -1);
+    cross_slot_.assign(static_cast<std::size_t>(n_), -1);
+    for (std::size_t i = 0; i < local_members_.size(); ++i)
+      local_slot_[local_members_[i]] = static_cast<int>(i);
+    for (std::size_t i = 0; i < cross_members_.size(); ++i)
+      cross_slot_[cross_members_[i]] = static_cast<int>(i);
+  }
+
+  // The peer of `pending` at `slot` listens on `port` of rank j's base address; a rank that
+  // sends a port for a group this rank does not share with it (or none for one it does)
+  // disagrees about the layout.
+  void fill_peer(PendingContext& pending, const char* scope, int j, int slot, std::uint16_t port) {
     const bool member = pending.context && slot >= 0;
     if (member != (port != 0)) {
       throw MismatchError(fmt::format("{}: rank {} {} a {} address, but it is {}in this rank's {} "
                                       "group; the ranks disagree about the layout",
-                                      who(world), j, port != 0 ? "sent" : "did not send", scope,
+                                      who(world_), j, port != 0 ? "sent" : "did not send", scope,
                                       member ? "" : "not ", scope),
-                          world.rank, world.hostname);
+                          world_.rank, world_.hostname);
     }
     if (!member) return;
-    auto address = join_pair_address(layouts[j].base, port);
-    pending.context->describe_peer(slot, format_pair_endpoint(layouts[j].base, port),
+    auto address = join_pair_address(layouts_[j].base, port);
+    pending.context->describe_peer(slot, format_pair_endpoint(layouts_[j].base, port),
                                    gloo_name_of(address));
     pending.peer_addresses[slot] = std::move(address);
-  };
-  if (any_group) {
-    for (int j = 0; j < n; ++j) {
-      if (j == world.rank) continue;
+  }
+
+  // Step 4: group exchange, when some rank has a local or cross group (every rank knows every
+  // layout by now, so all of them make the same choice).
+  void exchange_group_ports() {
+    for (PendingContext* pending : {&local_, &cross_}) {
+      if (pending->context) pending->peer_addresses.resize(pending->context->size);
+    }
+    bool any_group = false;
+    for (const Layout& l : layouts_) any_group = any_group || l.local_size > 1 || l.cross_size > 1;
+    if (!any_group) return;
+    std::fill(slices_.begin(), slices_.end(), 0);
+    for (int j = 0; j < n_; ++j) {
+      if (j == world_.rank) continue;
+      put_ports(slices_, j, port_for(local_, local_slot_[j]), port_for(cross_, cross_slot_[j]));
+    }
+    rdv::GatherResult gathered;
+    try {
+      gathered =
+          client_.gather("hora/mesh/groups", {}, kPortSliceBytes, slices_, remaining(deadline_));
+    } catch (...) {
+      rethrow_translated(world_,
+                         "init(): exchanging local/cross Gloo addresses through the rendezvous",
+                         abort_, kStartHint);
+    }
+    for (int j = 0; j < n_; ++j) {
+      if (j == world_.rank) continue;
       const auto [local_port, cross_port] = get_ports(gathered.slice(j));
-      fill_peer(local, "local", j, local_slot[j], local_port);
-      fill_peer(cross, "cross", j, cross_slot[j], cross_port);
+      fill_peer(local_, "local", j, local_slot_[j], local_port);
+      fill_peer(cross_, "cross", j, cross_slot_[j], cross_port);
     }
   }
 
@@ -407,49 +442,49 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   // timeout: in sync mode it bounds each read (SO_RCVTIMEO, or the busy-poll loop), which
   // the operations' own timeouts no longer reach. Gloo waits 5x that for them to connect; they
   // connect last, to peers that just connected the other contexts, and the abort ends the wait.
-  std::vector<int> everyone(static_cast<std::size_t>(n));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  PendingContext global_sync;
-  PendingContext engine_sync;
-  PendingContext cross_sync;
-  if (sync) {
-    global_sync.context = make_context(everyone, world.rank, layouts, mesh, world.timeout);
-    engine_sync.context = make_context(everyone, world.rank, layouts, mesh, world.timeout);
-    if (cross.context) {
-      cross_sync.context =
-          make_context(cross_members, world.cross_rank, layouts, mesh, world.timeout);
+  void make_sync_twins() {
+    if (!sync_) return;
+    std::vector<int> everyone(static_cast<std::size_t>(n_));
+    std::iota(everyone.begin(), everyone.end(), 0);
+    global_sync_.context = group_context(everyone, world_.rank, world_.timeout);
+    engine_sync_.context = group_context(everyone, world_.rank, world_.timeout);
+    if (cross_.context) {
+      cross_sync_.context = group_context(cross_members_, world_.cross_rank, world_.timeout);
     }
-    for (PendingContext* pending : {&global_sync, &engine_sync, &cross_sync}) {
+    for (PendingContext* pending : {&global_sync_, &engine_sync_, &cross_sync_}) {
       if (!pending->context) continue;
       pending->peer_addresses.resize(static_cast<std::size_t>(pending->context->size));
-      abort.on_abort([context = pending->context](const std::string& reason) {
-        context->fail("job aborted by launcher: " + reason);
-      });
+      on_abort(*pending);
     }
   }
-  if (gloo_carries) {
-    std::vector<std::uint8_t> sync_slices(static_cast<std::size_t>(n) * kSyncSliceBytes, 0);
-    for (int j = 0; j < n; ++j) {
-      if (j == world.rank) continue;
+
+  // Where Gloo carries allreduces, every rank checks that all agree on the sync policy, and
+  // learns the twins' ports.
+  void exchange_sync_ports() {
+    if (!gloo_carries_) return;
+    std::vector<std::uint8_t> sync_slices(static_cast<std::size_t>(n_) * kSyncSliceBytes, 0);
+    for (int j = 0; j < n_; ++j) {
+      if (j == world_.rank) continue;
       std::uint8_t* at = sync_slices.data() + static_cast<std::size_t>(j) * kSyncSliceBytes;
-      put_u16(at, port_for(global_sync, j));
-      put_u16(at + 2, port_for(engine_sync, j));
-      put_u16(at + 4, port_for(cross_sync, cross_slot[j]));
+      put_u16(at, port_for(global_sync_, j));
+      put_u16(at + 2, port_for(engine_sync_, j));
+      put_u16(at + 4, port_for(cross_sync_, cross_slot_[j]));
     }
-    const auto max_bytes = static_cast<std::uint32_t>(sync ? mesh.sync.max_bytes : 0);
+    const auto max_bytes = static_cast<std::uint32_t>(sync_ ? mesh_.sync.max_bytes : 0);
     const std::vector<std::uint8_t> record{static_cast<std::uint8_t>(max_bytes),
                                            static_cast<std::uint8_t>(max_bytes >> 8),
                                            static_cast<std::uint8_t>(max_bytes >> 16),
                                            static_cast<std::uint8_t>(max_bytes >> 24)};
+    rdv::GatherResult gathered;
     try {
-      gathered = client.gather("hora/mesh/sync", record, kSyncSliceBytes, sync_slices,
-                               remaining(deadline));
+      gathered = client_.gather("hora/mesh/sync", record, kSyncSliceBytes, sync_slices,
+                                remaining(deadline_));
     } catch (...) {
-      rethrow_translated(world, "init(): exchanging sync Gloo addresses through the rendezvous",
-                         abort, start_hint);
+      rethrow_translated(world_, "init(): exchanging sync Gloo addresses through the rendezvous",
+                         abort_, kStartHint);
     }
-    for (int j = 0; j < n; ++j) {
-      if (j == world.rank) continue;
+    for (int j = 0; j < n_; ++j) {
+      if (j == world_.rank) continue;
       const auto& theirs = gathered.records[j];
       const std::uint32_t their_bytes =
           theirs.size() == 4 ? static_cast<std::uint32_t>(theirs[0] | theirs[1] << 8 |
@@ -459,15 +494,15 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
         throw MismatchError(
             fmt::format("{}: rank {} ({}) runs allreduces of up to {} bytes on sync Gloo pairs, "
                         "this rank up to {} ({}); every rank must get the same {} and {}",
-                        who(world), j, layouts[j].hostname, their_bytes, max_bytes,
-                        mesh.sync.reason, kSyncModeVariable, kSyncBytesVariable),
-            world.rank, world.hostname);
+                        who(world_), j, layouts_[j].hostname, their_bytes, max_bytes,
+                        mesh_.sync.reason, kSyncModeVariable, kSyncBytesVariable),
+            world_.rank, world_.hostname);
       }
-      if (!sync) continue;
+      if (!sync_) continue;
       const std::uint8_t* at = gathered.slice(j).data();
-      fill_peer(global_sync, "global sync", j, j, get_u16(at));
-      fill_peer(engine_sync, "engine sync", j, j, get_u16(at + 2));
-      fill_peer(cross_sync, "cross sync", j, cross_slot[j], get_u16(at + 4));
+      fill_peer(global_sync_, "global sync", j, j, get_u16(at));
+      fill_peer(engine_sync_, "engine sync", j, j, get_u16(at + 2));
+      fill_peer(cross_sync_, "cross sync", j, cross_slot_[j], get_u16(at + 4));
     }
   }
 
@@ -477,53 +512,96 @@ Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
   // then races those closes (ThreadSanitizer saw fstat() race close() in Pair::handleListening;
   // a descriptor closed and reused in between could name the wrong socket). Once connect() has
   // returned for every pair, the listening sockets are closed.
-  connect_context(world, "init()", "global", global, abort, pair_timeout * 5);
-  if (engine.context) connect_context(world, "init()", "engine", engine, abort, pair_timeout * 5);
-  if (local.context) connect_context(world, "init()", "local", local, abort, pair_timeout * 5);
-  if (cross.context) connect_context(world, "init()", "cross", cross, abort, pair_timeout * 5);
-  const std::pair<PendingContext*, const char*> sync_contexts[] = {{&global_sync, "global sync"},
-                                                                   {&engine_sync, "engine sync"},
-                                                                   {&cross_sync, "cross sync"}};
-  for (auto [pending, scope] : sync_contexts) {
-    if (pending->context)
-      connect_context(world, "init()", scope, *pending, abort, world.timeout * 5);
-  }
-  for (PendingContext* pending : {&global, &engine, &local, &cross}) {
-    if (pending->context) pending->context->record_connected_peers();
-  }
-  for (auto [pending, scope] : sync_contexts) {
-    if (!pending->context) continue;
-    pending->context->record_connected_peers();
-    switch_to_sync(world, scope, *pending->context, mesh.sync, abort);
-  }
-  mesh.global_sync = global_sync.context;
-  mesh.engine_sync = engine_sync.context;
-  mesh.cross_sync = cross_sync.context;
-  if (!sync) {
-    if (!gloo_carries && mesh.sync.max_bytes > 0) {
-      mesh.sync.reason = "none: shared memory carries every allreduce of this one-host job";
+  void connect_all() {
+    const std::pair<PendingContext*, const char*> contexts[] = {{&global_, "global"},
+                                                                {&engine_, "engine"},
+                                                                {&local_, "local"},
+                                                                {&cross_, "cross"}};
+    const std::pair<PendingContext*, const char*> sync_contexts[] = {{&global_sync_, "global sync"},
+                                                                     {&engine_sync_, "engine sync"},
+                                                                     {&cross_sync_, "cross sync"}};
+    for (auto [pending, scope] : contexts) {
+      if (pending->context)
+        connect_context(world_, "init()", scope, *pending, abort_, pair_timeout_ * 5);
     }
-    mesh.sync.max_bytes = 0;
-    mesh.sync.busy_poll = false;
-  }
-  log().debug("{}: allreduces of up to {} bytes on sync Gloo pairs ({})", who(world),
-              mesh.sync.max_bytes, mesh.sync.reason);
-  if (sync && mesh.sync.oversubscribed) {
-    log().warn(
-        "{}: {}=busy with {} ranks on {} and {} usable CPUs: every waiting rank spins on a "
-        "core the others need, which makes small allreduces slower; use {}=1 (sleeping "
-        "reads)",
-        who(world), kSyncModeVariable, world.local_size, world.hostname, usable_cpus(),
-        kSyncModeVariable);
+    for (auto [pending, scope] : sync_contexts) {
+      if (pending->context)
+        connect_context(world_, "init()", scope, *pending, abort_, world_.timeout * 5);
+    }
+    for (auto [pending, scope] : contexts) {
+      if (pending->context) pending->context->record_connected_peers();
+    }
+    for (auto [pending, scope] : sync_contexts) {
+      if (!pending->context) continue;
+      pending->context->record_connected_peers();
+      switch_to_sync(world_, scope, *pending->context, mesh_.sync, abort_);
+    }
   }
 
-  mesh.global = global.context;
-  mesh.local = local.context;
-  mesh.cross = cross.context;
-  mesh.engine = engine.context;
-  log().debug("{}: Gloo mesh connected (global {}, local {}, cross {} ranks)", who(world), n,
-              local_members.size(), cross_members.size());
-  return mesh;
+  Mesh finish() {
+    mesh_.global_sync = global_sync_.context;
+    mesh_.engine_sync = engine_sync_.context;
+    mesh_.cross_sync = cross_sync_.context;
+    if (!sync_) {
+      if (!gloo_carries_ && mesh_.sync.max_bytes > 0) {
+        mesh_.sync.reason = "none: shared memory carries every allreduce of this one-host job";
+      }
+      mesh_.sync.max_bytes = 0;
+      mesh_.sync.busy_poll = false;
+    }
+    log().debug("{}: allreduces of up to {} bytes on sync Gloo pairs ({})", who(world_),
+                mesh_.sync.max_bytes, mesh_.sync.reason);
+    if (sync_ && mesh_.sync.oversubscribed) {
+      log().warn(
+          "{}: {}=busy with {} ranks on {} and {} usable CPUs: every waiting rank spins on a "
+          "core the others need, which makes small allreduces slower; use {}=1 (sleeping "
+          "reads)",
+          who(world_), kSyncModeVariable, world_.local_size, world_.hostname, usable_cpus(),
+          kSyncModeVariable);
+    }
+    mesh_.global = global_.context;
+    mesh_.local = local_.context;
+    mesh_.cross = cross_.context;
+    mesh_.engine = engine_.context;
+    log().debug("{}: Gloo mesh connected (global {}, local {}, cross {} ranks)", who(world_), n_,
+                local_members_.size(), cross_members_.size());
+    return std::move(mesh_);
+  }
+
+  const WorldInfo& world_;
+  rdv::Client& client_;
+  AbortState& abort_;
+  const Clock::time_point deadline_;
+  const int n_;
+  Mesh mesh_;
+  bool gloo_carries_ = false;
+  bool sync_ = false;
+  std::chrono::milliseconds pair_timeout_{0};
+  std::shared_ptr<::gloo::transport::Context> global_transport_;
+  std::shared_ptr<::gloo::transport::Context> engine_transport_;
+  RankRecord mine_;
+  std::vector<std::uint16_t> global_ports_;
+  std::vector<std::uint16_t> engine_ports_;
+  std::vector<std::uint8_t> slices_;  // the port slices of steps 2 and 4
+  std::vector<Layout> layouts_;
+  std::vector<int> local_members_;
+  std::vector<int> cross_members_;
+  std::vector<int> local_slot_;
+  std::vector<int> cross_slot_;
+  PendingContext global_;
+  PendingContext engine_;
+  PendingContext local_;
+  PendingContext cross_;
+  PendingContext global_sync_;
+  PendingContext engine_sync_;
+  PendingContext cross_sync_;
+};
+
+}  // namespace
+
+Mesh build_mesh(const WorldInfo& world, rdv::Client& client, AbortState& abort,
+                Clock::time_point deadline) {
+  return MeshBuilder(world, client, abort, deadline).build();
 }
 
 }  // namespace hora::detail::gloo
