@@ -1,7 +1,7 @@
 """hora.spark on real Spark clusters that this test starts and stops (suite 'spark').
 
-    spark_test.py CASE     (CASE: local_cluster, rank_fails, too_few_slots, standalone_hosts,
-                            horarunner)
+    spark_test.py CASE     (CASE: rank_table, local_cluster, horarunner_local,
+                            standalone_hosts)
 
 Run with the engines venv's Python ($PYTHON, scripts/venv.sh engines); exits 77 (skipped) when
 that venv or pyspark is missing, or, for standalone_hosts, without root and `ip netns`. Every
@@ -208,117 +208,116 @@ def check_shm(out, ranks, local_size):
 # ---- cases --------------------------------------------------------------------------------------
 
 def case_local_cluster():
-    left = Leftovers()
-    spark = session('local-cluster[2,1,1024]')
-    try:
-        out = Output()
-        results = hora.spark.run(numbers, args=(10,), num_proc=2, stdout=out, stderr=out,
-                                 env={'HORA_LOG_LEVEL': 'debug'}, start_timeout=300)
-        # Two executors on one machine: one host, two local ranks.
-        check_numbers(results, [2], None)
-        for r in range(2):
-            check(re.search(r'^\[%d\]<stdout>:rank %d of 2 says hello$' % (r, r), out.text(),
-                            re.M), 'rank %d\'s output reached the driver prefixed [%d]<stdout>:'
-                  % (r, r))
-        check_shm(out.text(), range(2), 2)
-        # A second job on the same executors (whose Python workers are reused): a fresh rank
-        # process each time, so libhora starts clean.
-        again = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
-        check([r['total'] for r in again] == [3.0, 3.0], 'a second job on the same executors')
-    finally:
-        stop_session(spark)
-    left.check()
-
-
-def case_rank_fails():
-    left = Leftovers()
-    spark = session('local-cluster[2,1,1024]')
-    try:
-        out = Output()
-        start = time.monotonic()
-        try:
-            hora.spark.run(fails_on_rank_1, num_proc=2, stdout=out, stderr=out,
-                           start_timeout=300)
-            raise AssertionError('hora.spark.run returned though rank 1 raised')
-        except hora.spark.RankError as e:
-            text = str(e)
-            print('the driver raised:\n' + text)
-            check(e.rank == 1, 'the error names rank 1')
-            check(e.host and 'rank 1 on host %s' % e.host in text, 'and its host (%s)' % e.host)
-            check('ValueError: rank 1 gives up on purpose' in text and 'fails_on_rank_1' in text,
-                  'and carries its traceback')
-            check(isinstance(e.__cause__, ValueError), 'the rank\'s exception is the cause')
-        # Rank 0 sat in an allreduce with a 30 s collective timeout: ended by the abort.
-        print('the failure ended the job after %.1f s' % (time.monotonic() - start))
-        check('rank 0 was not aborted' not in out.text(), 'rank 0 did not run on')
-        # The same session runs the next job: nothing of the failed one is in the way.
-        results = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
-        check(len(results) == 2, 'the next job on the same cluster runs')
-    finally:
-        stop_session(spark)
-    left.check()
-
-
-def case_too_few_slots():
-    """More ranks than the executors have task slots: said at once, not only when Spark gives
-    up on the barrier stage (after 40 tries 15 s apart by default; here 2 tries 1 s apart)."""
+    """Every local-cluster check on one Spark session (two executor JVMs here): starting a
+    cluster is most of each check's time on a small machine, and each step below also shows
+    that the session runs the next job after the one before it (a failed one, one refused for
+    slots). The barrier check's interval and tries are shortened for the slots step only in
+    effect: they matter only when a stage lacks slots."""
     left = Leftovers()
     spark = session('local-cluster[2,1,1024]', {
         'spark.scheduler.barrier.maxConcurrentTasksCheck.interval': '1s',
         'spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures': '2'})
     try:
-        sc = spark.sparkContext
-        # The block managers register before the scheduler counts the executors' cores: wait
-        # for the count the check reads, or the message may say fewer than 2.
-        wait_for(120, 'two executors with a task slot each',
-                 lambda: hora.spark._task_slots(sc) == 2)
-        out = Output()
-        start = time.monotonic()
-        try:
-            hora.spark.run(numbers, args=(1,), num_proc=3, stdout=out, stderr=out,
-                           start_timeout=120)
-            raise AssertionError('hora.spark.run ran 3 ranks on 2 task slots')
-        except RuntimeError as e:
-            text = str(e)
-            print('the driver raised:\n' + text[:2000])
-            check('slots' in text, 'the error says the stage lacked task slots')
-        check(re.search(r'^hora\.spark\.run: 3 ranks need 3 free task slots at once \(one barrier '
-                        r'stage\), and the executors registered so far have 2: Spark waits for '
-                        r'more, checking every 1s up to 2 times', out.text(), re.M),
-              'the driver said at once that 3 ranks need 3 task slots and there are 2')
-        check(time.monotonic() - start < 100, 'the job ended when Spark gave up on the stage')
-        results = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
-        check(len(results) == 2, 'the next job on the same cluster runs')
-        check(out.text().count('free task slots') == 1, 'and said nothing of slots for 2 ranks')
+        results_by_rank(spark)
+        rank_fails(spark)
+        too_few_slots(spark)
+        horarunner_on_cluster(spark)
     finally:
         stop_session(spark)
     left.check()
 
 
-def case_horarunner():
+def results_by_rank(spark):
+    out = Output()
+    results = hora.spark.run(numbers, args=(10,), num_proc=2, stdout=out, stderr=out,
+                             env={'HORA_LOG_LEVEL': 'debug'}, start_timeout=300)
+    # Two executors on one machine: one host, two local ranks.
+    check_numbers(results, [2], None)
+    for r in range(2):
+        check(re.search(r'^\[%d\]<stdout>:rank %d of 2 says hello$' % (r, r), out.text(),
+                        re.M), 'rank %d\'s output reached the driver prefixed [%d]<stdout>:'
+              % (r, r))
+    check_shm(out.text(), range(2), 2)
+    # A second job on the same executors (whose Python workers are reused): a fresh rank
+    # process each time, so libhora starts clean.
+    again = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
+    check([r['total'] for r in again] == [3.0, 3.0], 'a second job on the same executors')
+
+
+def rank_fails(spark):
+    out = Output()
+    start = time.monotonic()
+    try:
+        hora.spark.run(fails_on_rank_1, num_proc=2, stdout=out, stderr=out, start_timeout=300)
+        raise AssertionError('hora.spark.run returned though rank 1 raised')
+    except hora.spark.RankError as e:
+        text = str(e)
+        print('the driver raised:\n' + text)
+        check(e.rank == 1, 'the error names rank 1')
+        check(e.host and 'rank 1 on host %s' % e.host in text, 'and its host (%s)' % e.host)
+        check('ValueError: rank 1 gives up on purpose' in text and 'fails_on_rank_1' in text,
+              'and carries its traceback')
+        check(isinstance(e.__cause__, ValueError), 'the rank\'s exception is the cause')
+    # Rank 0 sat in an allreduce with a 30 s collective timeout: ended by the abort.
+    print('the failure ended the job after %.1f s' % (time.monotonic() - start))
+    check('rank 0 was not aborted' not in out.text(), 'rank 0 did not run on')
+    # The same session runs the next job: nothing of the failed one is in the way.
+    results = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
+    check(len(results) == 2, 'the next job on the same cluster runs')
+
+
+def too_few_slots(spark):
+    """More ranks than the executors have task slots: said at once, not only when Spark gives
+    up on the barrier stage (after 40 tries 15 s apart by default; here 2 tries 1 s apart)."""
+    sc = spark.sparkContext
+    # The block managers register before the scheduler counts the executors' cores: wait for
+    # the count the check reads, or the message may say fewer than 2.
+    wait_for(120, 'two executors with a task slot each',
+             lambda: hora.spark._task_slots(sc) == 2)
+    out = Output()
+    start = time.monotonic()
+    try:
+        hora.spark.run(numbers, args=(1,), num_proc=3, stdout=out, stderr=out,
+                       start_timeout=120)
+        raise AssertionError('hora.spark.run ran 3 ranks on 2 task slots')
+    except RuntimeError as e:
+        text = str(e)
+        print('the driver raised:\n' + text[:2000])
+        check('slots' in text, 'the error says the stage lacked task slots')
+    check(re.search(r'^hora\.spark\.run: 3 ranks need 3 free task slots at once \(one barrier '
+                    r'stage\), and the executors registered so far have 2: Spark waits for '
+                    r'more, checking every 1s up to 2 times', out.text(), re.M),
+          'the driver said at once that 3 ranks need 3 task slots and there are 2')
+    check(time.monotonic() - start < 100, 'the job ended when Spark gave up on the stage')
+    results = hora.spark.run(numbers, args=(1,), num_proc=2, stdout=out, stderr=out)
+    check(len(results) == 2, 'the next job on the same cluster runs')
+    check(out.text().count('free task slots') == 1, 'and said nothing of slots for 2 ranks')
+
+
+def runner_main(base=0):
+    import hora.torch as hvd
+    hvd.init()
+    return {'rank': hvd.rank(), 'size': hvd.size(), 'value': base + hvd.rank()}
+
+
+def horarunner_on_cluster(spark):
+    value = hora.spark.HoraRunner(np=2).run(runner_main, base=7)
+    check(value == {'rank': 0, 'size': 2, 'value': 7}, 'HoraRunner(np=2) on the cluster '
+          'returns rank 0\'s value: %s' % value)
+
+
+def case_horarunner_local():
+    """HoraRunner without a cluster: np=0 is refused, np < 0 runs ranks on this machine
+    through horarun."""
     left = Leftovers()
-
-    def main(base=0):
-        import hora.torch as hvd
-        hvd.init()
-        return {'rank': hvd.rank(), 'size': hvd.size(), 'value': base + hvd.rank()}
-
     try:
         hora.spark.HoraRunner(0)
         raise AssertionError('HoraRunner(0) was accepted')
     except ValueError as e:
         check('np=0' in str(e), 'HoraRunner(np=0) is refused: %s' % e)
-    # np < 0: ranks on this machine through horarun, no Spark needed.
-    value = hora.spark.HoraRunner(np=-2).run(main, base=40)
+    value = hora.spark.HoraRunner(np=-2).run(runner_main, base=40)
     check(value == {'rank': 0, 'size': 2, 'value': 40}, 'HoraRunner(np=-2) returns rank 0\'s '
           'value: %s' % value)
-    spark = session('local-cluster[2,1,1024]')
-    try:
-        value = hora.spark.HoraRunner(np=2).run(main, base=7)
-        check(value == {'rank': 0, 'size': 2, 'value': 7}, 'HoraRunner(np=2) on the cluster '
-              'returns rank 0\'s value: %s' % value)
-    finally:
-        stop_session(spark)
     left.check()
 
 
