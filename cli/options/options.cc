@@ -27,45 +27,28 @@ namespace {
 
 constexpr std::string_view kUsageHint = "run 'horarun --help' for the options";
 
-// Raw values as CLI11 fills them; parse_options() validates and converts them into Options.
+// What CLI11 fills that is not yet an Options field: values converted or checked together
+// before they become one (seconds, levels, lists, mpirun's and torchrun's habits). A flag whose
+// value is the field's is bound straight to Options in make_app(), so it is declared once there.
 struct RawOptions {
   std::string launcher = "auto";
-  std::optional<int> num_proc;
-  std::string hosts;
-  std::string hostfile;
   std::optional<int> start_timeout;
-  bool verbose = false;
-  std::string output_filename;
   bool prefix_timestamp = false;
   std::string log_level;
-  bool check_build = false;
-  bool dry_run = false;
-  std::optional<int> ssh_port;
-  int ssh_fanout = Options::kDefaultSshFanout;
-  std::string ssh_identity_file;
-  std::string ssh_config;
   std::string strict_host_key_checking;  // empty: not given
   std::vector<std::string> network_interfaces_lists;
   std::vector<std::string> network_interface;
   std::vector<std::string> env;
-  bool tcp = false;
   std::string bind_to;  // --bind-to; empty: not given
-  bool force_ssh = false;
-  std::string horarun_path;
   std::string timeline_filename;
   bool timeline_mark_cycles = false;
   // kTuningFlags' values, in the table's order.
   std::array<std::optional<double>, kTuningFlags.size()> tuning_numbers;
   bool no_stall_check = false;
-  // Elastic (ElasticOptions) and --max-restarts.
+  // Elastic flags that ElasticOptions holds in another form.
   std::optional<int> min_np;
-  std::optional<int> max_np;
-  std::string discovery_script;
-  std::optional<int> slots_per_host;
   std::optional<int> elastic_timeout;
-  std::optional<int> reset_limit;
   std::vector<int> cooldown_range;  // two values when given
-  int max_restarts = 0;
   HorovodRawFlags horovod;
   // mpirun's and torchrun's habits (docs/launcher.md, "Habits from mpirun and torchrun").
   std::optional<int> nproc_per_node;  // torchrun --nproc-per-node
@@ -74,13 +57,8 @@ struct RawOptions {
   bool allow_run_as_root = false;     // mpirun --allow-run-as-root
   std::vector<std::string> mca;       // mpirun --mca KEY VALUE
   std::optional<int> npernode;        // mpirun -N/-npernode
-  bool oversubscribe = false;         // mpirun --oversubscribe
   std::string map_by;                 // mpirun --map-by; empty: not given
-  bool tag_output = false;
   bool timestamp_output = false;
-  bool merge_stderr = false;
-  std::string wdir;
-  bool display_map = false;
 };
 
 // Every number is checked where it is parsed (number_range.h; the tuning flags' ranges in
@@ -119,26 +97,26 @@ std::optional<std::chrono::seconds> seconds_from_env(const Environment& env, con
 
 // horovodrun's elastic flags (docs/elastic.md) and torchrun's --max-restarts; apply_elastic()
 // checks them together.
-void add_elastic_flags(CLI::App& app, RawOptions& raw) {
+void add_elastic_flags(CLI::App& app, RawOptions& raw, Options& options) {
   app.add_option("--min-np,--min-num-proc", raw.min_np,
                  "elastic: the fewest ranks the job runs with; below it, wait up to "
                  "--elastic-timeout for hosts (default -np)")
       ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks"));
-  app.add_option("--max-np,--max-num-proc", raw.max_np,
+  app.add_option("--max-np,--max-num-proc", options.elastic.max_np,
                  "elastic: the most ranks; slots beyond it are not used (default: no bound)")
       ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks"));
-  app.add_option("--host-discovery-script", raw.discovery_script,
+  app.add_option("--host-discovery-script", options.elastic.discovery_script,
                  "elastic: a program printing the available hosts, one 'host:slots' (or 'host') "
                  "a line; run at start and about once a second. Not with -H/--hostfile")
       ->check(not_empty("the path of a program that prints the hosts"));
-  app.add_option("--slots-per-host", raw.slots_per_host,
+  app.add_option("--slots-per-host", options.elastic.slots_per_host,
                  "elastic: the slots of a host the discovery script prints without ':slots'")
       ->check(integer_in(1, HostSpec::kMaxSlots, "a number of slots"));
   app.add_option("--elastic-timeout", raw.elastic_timeout,
                  "elastic: seconds to wait for --min-np slots (default 600, or "
                  "HOROVOD_ELASTIC_TIMEOUT)")
       ->check(integer_in(1, static_cast<long long>(kMaxSeconds), "a number of seconds"));
-  app.add_option("--reset-limit", raw.reset_limit,
+  app.add_option("--reset-limit", options.elastic.reset_limit,
                  "elastic: the most resets (scaling up or down); one more ends the job")
       ->check(integer_in(0, kMaxResets, "a number of resets"));
   app.add_option("--blacklist-cooldown-range", raw.cooldown_range,
@@ -148,32 +126,32 @@ void add_elastic_flags(CLI::App& app, RawOptions& raw) {
       ->allow_extra_args(false)
       ->check(integer_in(ElasticOptions::kMinCooldownSeconds, ElasticOptions::kMaxCooldownSeconds,
                          "a number of seconds"));
-  app.add_option("--max-restarts", raw.max_restarts,
+  app.add_option("--max-restarts", options.max_restarts,
                  "restart the whole job up to N times when it fails (torchrun's; default 0)")
       ->check(integer_in(0, kMaxResets, "a number of restarts"));
 }
 
 // mpirun's output, placement and directory options (docs/launcher.md, "Habits from mpirun and
 // torchrun"); apply_habits() turns them into hora's.
-void add_mpirun_output_flags(CLI::App& app, RawOptions& raw) {
-  app.add_flag("--tag-output", raw.tag_output,
+void add_mpirun_output_flags(CLI::App& app, RawOptions& raw, Options& options) {
+  app.add_flag("--tag-output", options.tag_output,
                "mpirun's: tag each line [1,RANK]<stdout>: as Open MPI does (hora's own tag is "
                "[RANK]<stdout>:)");
   app.add_flag("--timestamp-output", raw.timestamp_output,
                "mpirun's spelling of --prefix-output-with-timestamp");
-  app.add_flag("--merge-stderr-to-stdout", raw.merge_stderr,
+  app.add_flag("--merge-stderr-to-stdout", options.merge_stderr,
                "mpirun's: write the ranks' stderr lines to horarun's stdout (still tagged "
                "<stderr>)");
-  app.add_option("--wdir", raw.wdir,
+  app.add_option("--wdir", options.working_directory,
                  "-wdir DIR: mpirun's: the ranks' working directory (default: horarun's)")
       ->check(not_empty("a directory, or leave --wdir out"));
   app.add_option("-N,--npernode", raw.npernode,
                  "-npernode N: mpirun's ranks per host; as --nproc-per-node")
       ->check(integer_in(1, HostSpec::kMaxSlots, "a number of ranks per host"));
-  app.add_flag("--oversubscribe", raw.oversubscribe,
+  app.add_flag("--oversubscribe", options.oversubscribe,
                "mpirun's: accepted without -H/--hostfile (the one host has -np slots); with them, "
                "refused: raise the slots (-H host:N)");
-  app.add_flag("--display-map,--report-bindings", raw.display_map,
+  app.add_flag("--display-map,--report-bindings", options.display_map,
                "mpirun's: print the rank table (hosts, ranks, binding) before the job starts");
   app.add_option("--map-by", raw.map_by,
                  "mpirun's: slot or core (each host's local ranks in order), socket or numa "
@@ -181,7 +159,7 @@ void add_mpirun_output_flags(CLI::App& app, RawOptions& raw) {
                  "--bind-to says otherwise) (HORA_MAP_BY)");
 }
 
-std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
+std::unique_ptr<CLI::App> make_app(RawOptions& raw, Options& options) {
   auto app = std::make_unique<CLI::App>(
       "horarun: start a hora (Horovod-compatible) job.\n"
       "  horarun -np 4 -H localhost:4 ./train [args...]\n"
@@ -193,21 +171,21 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   // The repeatable options (vectors) take one value per occurrence, so `-x A=1 ./train` leaves
   // ./train to the command: allow_extra_args(false) on each.
   app->set_help_flag("-h,--help", "Print this help and exit");
-  app->add_option("--num-proc,-n,--np", raw.num_proc,
+  app->add_option("--num-proc,-n,--np", options.num_proc,
                   "-np N: number of ranks (default: the slots of -H/--hostfile)")
       ->check(integer_in(1, RankTable::kMaxRanks, "a number of ranks (-np)"));
-  app->add_option("-H,--hosts,--host", raw.hosts,
+  app->add_option("-H,--hosts,--host", options.hosts,
                   "host:slots,... (also host, user@host:slots, [ipv6]:slots); "
                   "default localhost:<np>")
       ->check(not_empty("the hosts, e.g. -H localhost:4, or leave -H out"));
-  app->add_option("--hostfile,--machinefile", raw.hostfile, "file of 'host slots=N' lines")
+  app->add_option("--hostfile,--machinefile", options.hostfile, "file of 'host slots=N' lines")
       ->check(not_empty("the path of a file of 'host slots=N' lines, or leave --hostfile out"));
   app->add_option("--start-timeout", raw.start_timeout,
                   "seconds for every rank to reach hora::init() (default 30, or "
                   "HOROVOD_START_TIMEOUT)")
       ->check(integer_in(1, static_cast<long long>(kMaxSeconds), "a number of seconds"));
-  app->add_flag("--verbose", raw.verbose, "print the rank table and the launch steps");
-  app->add_option("--output-filename", raw.output_filename,
+  app->add_flag("--verbose", options.verbose, "print the rank table and the launch steps");
+  app->add_option("--output-filename", options.output_filename,
                   "also write each rank's output to DIR/rank.N/stdout and stderr")
       ->check(not_empty("a directory for the ranks' output files, or leave --output-filename out"));
   app->add_flag("--prefix-output-with-timestamp", raw.prefix_timestamp,
@@ -215,15 +193,16 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_option("--log-level", raw.log_level,
                   "trace, debug, info, warning, error or fatal (sets HORA_LOG_LEVEL in every "
                   "rank)");
-  app->add_flag("--check-build", raw.check_build, "-cb: print which backends were built and exit");
-  app->add_flag("--dry-run", raw.dry_run,
+  app->add_flag("--check-build", options.check_build,
+                "-cb: print which backends were built and exit");
+  app->add_flag("--dry-run", options.dry_run,
                 "check the hosts, print the rank table and each host's interface, and exit "
                 "without starting ranks");
-  app->add_option("-p,--ssh-port", raw.ssh_port, "SSH port of every remote host")
+  app->add_option("-p,--ssh-port", options.ssh_port, "SSH port of every remote host")
       ->check(integer_in(1, 65535, "a port"));
-  app->add_option("-i,--ssh-identity-file", raw.ssh_identity_file, "SSH private key file");
-  app->add_option("--ssh-config", raw.ssh_config, "ssh_config file (default ~/.ssh/config)");
-  app->add_option("--ssh-fanout", raw.ssh_fanout,
+  app->add_option("-i,--ssh-identity-file", options.ssh_identity_file, "SSH private key file");
+  app->add_option("--ssh-config", options.ssh_config, "ssh_config file (default ~/.ssh/config)");
+  app->add_option("--ssh-fanout", options.ssh_fanout,
                   "past this many remote hosts, connect to this many and let their agents reach "
                   "the others over SSH (a tree; default 64; 0: connect to every host)")
       ->check(integer_in(0, 100000, "a number of hosts"));
@@ -238,17 +217,17 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_option("-x,--env", raw.env,
                   "NAME[=VALUE]: set or forward a variable to every rank (repeatable)")
       ->allow_extra_args(false);
-  app->add_flag("--tcp", raw.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
+  app->add_flag("--tcp", options.tcp, "TCP only: sets NCCL_IB_DISABLE=1 in every rank");
   app->add_option("--bind-to", raw.bind_to,
                   "core: bind each rank to an equal share of its host's CPUs (one CPU each when "
                   "ranks outnumber them); socket, numa: to all CPUs of its socket or NUMA node, "
                   "placed as mpirun places them; none (default): no binding (HORA_BIND_TO)");
-  app->add_flag("--force-ssh", raw.force_ssh, "use SSH even for hosts that are this machine");
+  app->add_flag("--force-ssh", options.force_ssh, "use SSH even for hosts that are this machine");
   app->add_option("--launcher", raw.launcher,
                   "how agents start on remote hosts: ssh, slurm (srun inside an allocation) or "
                   "auto (slurm inside an allocation without -H/--hostfile; default)")
       ->check(CLI::IsMember({"auto", "ssh", "slurm"}));
-  app->add_option("--horarun-path", raw.horarun_path,
+  app->add_option("--horarun-path", options.horarun_path,
                   "path of horarun on the remote hosts (default: this binary's path)");
   app->add_option("--timeline-filename", raw.timeline_filename,
                   "write a Chrome trace of the collectives (HORA_TIMELINE)");
@@ -260,7 +239,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   }
   app->add_flag("--no-stall-check", raw.no_stall_check,
                 "disable the stall check (HORA_STALL_CHECK_DISABLE=1)");
-  add_elastic_flags(*app, raw);
+  add_elastic_flags(*app, raw, options);
   add_horovod_flags(*app, raw.horovod);
   app->add_option("--nproc-per-node,--nproc_per_node", raw.nproc_per_node,
                   "torchrun's: ranks per host; -np is this times --nnodes (or the -H hosts)")
@@ -274,7 +253,7 @@ std::unique_ptr<CLI::App> make_app(RawOptions& raw) {
   app->add_option("--mca", raw.mca, "KEY VALUE: mpirun's: accepted and ignored (no Open MPI)")
       ->expected(2)
       ->allow_extra_args(false);
-  add_mpirun_output_flags(*app, raw);
+  add_mpirun_output_flags(*app, raw, options);
   return app;
 }
 
@@ -368,7 +347,6 @@ void apply_habits(const RawOptions& raw, Options& options) {
     }
     options.num_proc = *raw.npernode;
   }
-  options.oversubscribe = raw.oversubscribe;
   if (!raw.map_by.empty()) {
     const std::string how = lower(raw.map_by);
     if (how != "slot" && how != "core" && how != "socket" && how != "numa") {
@@ -388,10 +366,6 @@ void apply_habits(const RawOptions& raw, Options& options) {
           raw.bind_to));
     }
   }
-  options.tag_output = raw.tag_output;
-  options.merge_stderr = raw.merge_stderr;
-  options.working_directory = raw.wdir;
-  options.display_map = raw.display_map;
   for (std::size_t i = 0; i + 1 < raw.mca.size(); i += 2) {
     options.warnings.push_back(
         fmt::format("--mca {} {} is ignored: it sets an Open MPI parameter, and hora does not "
@@ -420,6 +394,7 @@ void add_tuning(const RawOptions& raw, std::vector<std::pair<std::string, std::s
 // One CLI11 parse: the raw values, the split, or the help text.
 struct Parsed {
   RawOptions raw;
+  Options options;  // the fields make_app() binds, as given
   SplitCommandLine split;
   std::string help_text;
 };
@@ -427,7 +402,7 @@ struct Parsed {
 Parsed parse_command_line(const std::vector<std::string>& args) {
   Parsed out;
   const Rewritten rewritten = rewrite(args);
-  std::unique_ptr<CLI::App> app = make_app(out.raw);
+  std::unique_ptr<CLI::App> app = make_app(out.raw, out.options);
   count_single_values(*app);
   const OptionArgs option_args{rewritten.args, rewritten.origin, args};
   try {
@@ -507,11 +482,6 @@ void apply_launcher(const std::string& launcher, const Environment& env, Options
 // cooldown bounds); docs/elastic.md. Runs after apply_launcher (the allocation may list the hosts).
 void apply_elastic(const RawOptions& raw, const Environment& env, Options& options) {
   ElasticOptions& e = options.elastic;
-  e.max_np = raw.max_np;
-  e.discovery_script = raw.discovery_script;
-  e.slots_per_host = raw.slots_per_host;
-  e.reset_limit = raw.reset_limit;
-  options.max_restarts = raw.max_restarts;
   if (raw.cooldown_range.size() == 2) {
     const int lo = raw.cooldown_range[0];
     const int hi = raw.cooldown_range[1];
@@ -530,7 +500,7 @@ void apply_elastic(const RawOptions& raw, const Environment& env, Options& optio
   }
   // horovodrun's _is_elastic is --min-np or a script; hora also counts --max-np
   // (docs/elastic.md), which horovodrun would silently ignore.
-  e.enabled = raw.min_np || raw.max_np || !raw.discovery_script.empty();
+  e.enabled = raw.min_np || e.max_np || !e.discovery_script.empty();
   if (!e.enabled) return;  // the other elastic flags have no effect, as in horovodrun
 
   constexpr const char* kElasticFlags = "--min-np, --max-np, --host-discovery-script";
@@ -578,59 +548,33 @@ void apply_elastic(const RawOptions& raw, const Environment& env, Options& optio
   }
 }
 
-}  // namespace
-
-SplitCommandLine split_command_line(const std::vector<std::string>& args) {
-  return parse_command_line(args).split;
-}
-
-Options parse_options(const std::vector<std::string>& args, const Environment& env) {
-  Parsed parsed = parse_command_line(args);
-  Options options;
-  if (!parsed.help_text.empty()) {
-    options.help_text = std::move(parsed.help_text);
-    return options;
-  }
-  const RawOptions& raw = parsed.raw;
-  options.num_proc = raw.num_proc;
-  if (!raw.hosts.empty() && !raw.hostfile.empty()) {
-    throw UsageError("-H/--hosts and --hostfile both given; use one of them");
-  }
-  options.hosts = raw.hosts;
-  options.hostfile = raw.hostfile;
-  apply_habits(raw, options);
-  for (const std::string& warning : options.warnings) launcher_log()->warn("{}", warning);
+// --start-timeout, the output and log flags.
+void apply_output(const RawOptions& raw, const Environment& env, Options& options) {
   if (raw.start_timeout) {
     options.start_timeout = std::chrono::seconds(*raw.start_timeout);
   } else if (auto seconds = seconds_from_env(env, "HOROVOD_START_TIMEOUT", "--start-timeout")) {
     options.start_timeout = *seconds;
   }
-  options.verbose = raw.verbose;
-  options.output_filename = raw.output_filename;
   options.prefix_timestamp = raw.prefix_timestamp || raw.timestamp_output;
-  if (!raw.log_level.empty()) {
-    // spdlog's names (and its "warn", "err"); horovodrun's highest level "fatal" is passed on
-    // as it is (HORA_LOG_LEVEL=fatal, HOROVOD_LOG_LEVEL=FATAL), not lowered to "error".
-    const std::string name = lower(raw.log_level);
-    const spdlog::level::level_enum level = spdlog::level::from_str(name);
-    if (name == "fatal") {
-      options.log_level = name;
-    } else if (level == spdlog::level::off || level == spdlog::level::critical) {
-      throw UsageError(fmt::format(
-          "--log-level {}: unknown level; use trace, debug, info, warning, error or fatal",
-          raw.log_level));
-    } else {
-      const auto text = spdlog::level::to_string_view(level);
-      options.log_level.assign(text.data(), text.size());
-    }
+  if (raw.log_level.empty()) return;
+  // spdlog's names (and its "warn", "err"); horovodrun's highest level "fatal" is passed on
+  // as it is (HORA_LOG_LEVEL=fatal, HOROVOD_LOG_LEVEL=FATAL), not lowered to "error".
+  const std::string name = lower(raw.log_level);
+  const spdlog::level::level_enum level = spdlog::level::from_str(name);
+  if (name == "fatal") {
+    options.log_level = name;
+  } else if (level == spdlog::level::off || level == spdlog::level::critical) {
+    throw UsageError(fmt::format(
+        "--log-level {}: unknown level; use trace, debug, info, warning, error or fatal",
+        raw.log_level));
+  } else {
+    const auto text = spdlog::level::to_string_view(level);
+    options.log_level.assign(text.data(), text.size());
   }
-  options.check_build = raw.check_build;
-  options.dry_run = raw.dry_run;
+}
 
-  options.ssh_port = raw.ssh_port;
-  options.ssh_fanout = raw.ssh_fanout;
-  options.ssh_identity_file = raw.ssh_identity_file;
-  options.ssh_config = raw.ssh_config;
+// --ssh-strict-host-key-checking and the interface flags.
+void apply_network(const RawOptions& raw, Options& options) {
   if (!raw.strict_host_key_checking.empty()) {
     options.ssh_strict_host_key_checking_given = true;
     const std::string mode = lower(raw.strict_host_key_checking);
@@ -660,7 +604,11 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     }
   }
   for (const std::string& name : raw.network_interface) add_interface(name, "--network-interface");
+}
 
+// -x NAME[=VALUE]: resolved against horarun's environment, range-checked like the flag that
+// sets the same variable.
+void apply_env_forward(const RawOptions& raw, const Environment& env, Options& options) {
   for (const std::string& item : raw.env) {
     const std::size_t eq = item.find('=');
     std::string name = item.substr(0, eq);
@@ -695,17 +643,10 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
     }
     options.env_forward.emplace_back(std::move(name), std::move(value));
   }
-  options.tcp = raw.tcp;
-  add_tuning(raw, options.tuning);
-  apply_horovod_flags(raw.horovod, env, options);
-  if (!options.help_text.empty()) return options;  // -v/--version
-  options.force_ssh = raw.force_ssh;
-  options.horarun_path = raw.horarun_path;
-  options.elastic.discovery_script = raw.discovery_script;  // apply_launcher reads it
-  apply_launcher(raw.launcher, env, options);
-  apply_elastic(raw, env, options);
+}
 
-  options.command = std::move(parsed.split.command);
+// What the job runs and on how many ranks: a command, and -np unless the hosts say it.
+void check_job(const Options& options) {
   const bool listed = !options.hosts.empty() || !options.hostfile.empty() ||
                       options.hosts_from_allocation || !options.elastic.discovery_script.empty();
   if (!options.num_proc && !listed && !options.check_build) {
@@ -727,6 +668,38 @@ Options parse_options(const std::vector<std::string>& args, const Environment& e
         "the program to run is empty (\"\"); give its name or path after the options: "
         "horarun -np 4 ./train");
   }
+}
+
+}  // namespace
+
+SplitCommandLine split_command_line(const std::vector<std::string>& args) {
+  return parse_command_line(args).split;
+}
+
+Options parse_options(const std::vector<std::string>& args, const Environment& env) {
+  Parsed parsed = parse_command_line(args);
+  Options options = std::move(parsed.options);
+  if (!parsed.help_text.empty()) {
+    options = Options{};
+    options.help_text = std::move(parsed.help_text);
+    return options;
+  }
+  const RawOptions& raw = parsed.raw;
+  if (!options.hosts.empty() && !options.hostfile.empty()) {
+    throw UsageError("-H/--hosts and --hostfile both given; use one of them");
+  }
+  apply_habits(raw, options);
+  for (const std::string& warning : options.warnings) launcher_log()->warn("{}", warning);
+  apply_output(raw, env, options);
+  apply_network(raw, options);
+  apply_env_forward(raw, env, options);
+  add_tuning(raw, options.tuning);
+  apply_horovod_flags(raw.horovod, env, options);
+  if (!options.help_text.empty()) return options;  // -v/--version
+  apply_launcher(raw.launcher, env, options);      // reads options.elastic.discovery_script
+  apply_elastic(raw, env, options);
+  options.command = std::move(parsed.split.command);
+  check_job(options);
   return options;
 }
 
