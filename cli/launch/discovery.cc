@@ -124,146 +124,193 @@ std::string failure(const std::string& host, const std::string& step, const Prob
   return fmt::format("{}: {} failed ({})", host, step, why);
 }
 
-}  // namespace
+// discover_reachability's steps, over the probes they share.
+class ReachabilityProbe {
+ public:
+  ReachabilityProbe(const std::vector<DiscoveryTarget>& hosts, ssh::Clock::time_point deadline)
+      : hosts_(hosts),
+        deadline_(deadline),
+        n_(hosts.size()),
+        tokens_(n_),
+        listeners_(n_),
+        locals_(n_),
+        connects_(n_),
+        outcomes_(n_) {}
 
-Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
-                                   ssh::Clock::time_point deadline) {
-  const std::size_t n = hosts.size();
-  auto is_local = [&](std::size_t i) { return hosts[i].agent == nullptr; };
-
-  // 1. Listeners on every host; read up to "ready". This machine's listen at once, in-process.
-  std::vector<std::string> tokens(n);
-  std::vector<std::unique_ptr<Probe>> listeners(n);
-  std::vector<std::unique_ptr<LocalProbe>> locals(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    tokens[i] = random_token() + std::to_string(i);
-    if (is_local(i)) {
-      locals[i] = std::make_unique<LocalProbe>();
-      locals[i]->start(tokens[i], deadline);
-    } else {
-      start(*hosts[i].agent, {"--probe-listen", tokens[i]}, listeners[i]);
+  Reachability run() {
+    start_listeners();
+    const std::vector<std::vector<ProbeEndpoint>> endpoints = wait_for_listeners();
+    start_connects(endpoints);
+    const bool in_time = pump_until(
+        hosts_, deadline_, [this] { return connected(); }, any_local_);
+    const std::string error = collect_outcomes();
+    stop_listeners();
+    if (!error.empty()) {
+      throw NetworkError(fmt::format("network discovery: {}{}; {}", error,
+                                     in_time ? "" : " (raise --start-timeout)", kFix));
     }
+    return make_reachability(endpoints, outcomes_);
   }
-  auto close_listeners = [&] {
-    for (auto& l : listeners) {
+
+ private:
+  bool is_local(std::size_t i) const { return hosts_[i].agent == nullptr; }
+
+  void close_listeners() {
+    for (auto& l : listeners_) {
       if (l && !l->exit) l->channel->close();
     }
-  };
-  auto listen_output = [&](std::size_t i) -> const std::string& {
-    return is_local(i) ? locals[i]->listener->report() : listeners[i]->out;
-  };
-  auto listening = [&] {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (is_local(i)) continue;
-      if (!listeners[i]->exit && !listen_output_complete(listeners[i]->out)) return false;
-    }
-    return true;
-  };
-  if (!pump_until(hosts, deadline, listening)) {
-    std::vector<std::string> late;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!listen_output_complete(listen_output(i))) late.push_back(hosts[i].name);
-    }
-    close_listeners();
-    throw NetworkError(fmt::format(
-        "network discovery: `horarun --probe-listen` did not report \"ready\" in time on {}; {}, "
-        "or raise --start-timeout",
-        fmt::join(late, ", "), kFix));
   }
-  std::vector<std::vector<ProbeEndpoint>> endpoints(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!listen_output_complete(listen_output(i))) {
-      close_listeners();
-      throw NetworkError(
-          fmt::format("network discovery: {}; {}",
-                      failure(hosts[i].name, "`horarun --probe-listen`", *listeners[i]), kFix));
+
+  const std::string& listen_output(std::size_t i) const {
+    return is_local(i) ? locals_[i]->listener->report() : listeners_[i]->out;
+  }
+
+  // 1. Listeners on every host; read up to "ready". This machine's listen at once, in-process.
+  void start_listeners() {
+    for (std::size_t i = 0; i < n_; ++i) {
+      tokens_[i] = random_token() + std::to_string(i);
+      if (is_local(i)) {
+        locals_[i] = std::make_unique<LocalProbe>();
+        locals_[i]->start(tokens_[i], deadline_);
+      } else {
+        start(*hosts_[i].agent, {"--probe-listen", tokens_[i]}, listeners_[i]);
+      }
     }
-    try {
-      endpoints[i] = parse_listen_output(listen_output(i), tokens[i], hosts[i].name);
-    } catch (const Error& e) {
+  }
+
+  std::vector<std::vector<ProbeEndpoint>> wait_for_listeners() {
+    auto listening = [&] {
+      for (std::size_t i = 0; i < n_; ++i) {
+        if (is_local(i)) continue;
+        if (!listeners_[i]->exit && !listen_output_complete(listeners_[i]->out)) return false;
+      }
+      return true;
+    };
+    if (!pump_until(hosts_, deadline_, listening)) {
+      std::vector<std::string> late;
+      for (std::size_t i = 0; i < n_; ++i) {
+        if (!listen_output_complete(listen_output(i))) late.push_back(hosts_[i].name);
+      }
       close_listeners();
-      throw NetworkError(fmt::format("network discovery: {}; {}", e.what(), kFix));
+      throw NetworkError(fmt::format(
+          "network discovery: `horarun --probe-listen` did not report \"ready\" in time on {}; "
+          "{}, or raise --start-timeout",
+          fmt::join(late, ", "), kFix));
     }
+    std::vector<std::vector<ProbeEndpoint>> endpoints(n_);
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (!listen_output_complete(listen_output(i))) {
+        close_listeners();
+        throw NetworkError(
+            fmt::format("network discovery: {}; {}",
+                        failure(hosts_[i].name, "`horarun --probe-listen`", *listeners_[i]), kFix));
+      }
+      try {
+        endpoints[i] = parse_listen_output(listen_output(i), tokens_[i], hosts_[i].name);
+      } catch (const Error& e) {
+        close_listeners();
+        throw NetworkError(fmt::format("network discovery: {}; {}", e.what(), kFix));
+      }
+    }
+    return endpoints;
   }
 
   // 2. Connect probes from every host to every other host's endpoints, all at once.
   // Their own timeout ends before the deadline, leaving room for the answers to come back over
   // SSH, so an unreachable address costs a "fail" in the reachability table, not the whole
   // discovery.
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ssh::Clock::now());
-  const auto connect_timeout = std::clamp<std::chrono::milliseconds>(
-      left - std::max<std::chrono::milliseconds>(left / 4, std::chrono::milliseconds(300)),
-      std::chrono::milliseconds(100), kDefaultProbeTimeout);
-  std::vector<std::unique_ptr<Probe>> connects(n);
-  bool any_local = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::vector<ProbeEndpoint> targets = connect_targets_for(i, endpoints);
-    if (is_local(i)) {
-      any_local = true;
-      std::vector<std::string> list;
-      for (const ProbeEndpoint& e : targets) list.push_back(e.target());
-      locals[i]->connect =
-          std::async(std::launch::async, [list = std::move(list), connect_timeout] {
-            return probe_connect(list, connect_timeout);
-          });
-      continue;
+  void start_connects(const std::vector<std::vector<ProbeEndpoint>>& endpoints) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - ssh::Clock::now());
+    const auto connect_timeout = std::clamp<std::chrono::milliseconds>(
+        left - std::max<std::chrono::milliseconds>(left / 4, std::chrono::milliseconds(300)),
+        std::chrono::milliseconds(100), kDefaultProbeTimeout);
+    for (std::size_t i = 0; i < n_; ++i) {
+      const std::vector<ProbeEndpoint> targets = connect_targets_for(i, endpoints);
+      if (is_local(i)) {
+        any_local_ = true;
+        std::vector<std::string> list;
+        for (const ProbeEndpoint& e : targets) list.push_back(e.target());
+        locals_[i]->connect =
+            std::async(std::launch::async, [list = std::move(list), connect_timeout] {
+              return probe_connect(list, connect_timeout);
+            });
+        continue;
+      }
+      start(*hosts_[i].agent,
+            {"--probe-connect", connect_argument(targets), "--probe-timeout-ms",
+             std::to_string(connect_timeout.count())},
+            connects_[i]);
     }
-    start(*hosts[i].agent,
-          {"--probe-connect", connect_argument(targets), "--probe-timeout-ms",
-           std::to_string(connect_timeout.count())},
-          connects[i]);
   }
-  auto connected = [&] {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (is_local(i) ? !locals[i]->connect_done() : !connects[i]->exit.has_value()) return false;
-    }
-    return true;
-  };
-  const bool in_time = pump_until(hosts, deadline, connected, any_local);
-  std::vector<std::vector<ConnectOutcome>> outcomes(n);
-  std::string error;
-  for (std::size_t i = 0; i < n && error.empty(); ++i) {
-    if (is_local(i)) {
-      // probe_connect ends at connect_timeout, well before the deadline; a result that is not
-      // there yet is waited for (bounded by that timeout) rather than abandoned.
-      outcomes[i] = locals[i]->connect.get();
-      continue;
-    }
-    if (!connects[i]->exit) {
-      connects[i]->channel->close();
-      error = fmt::format("{}: `horarun --probe-connect` did not finish in time", hosts[i].name);
-    } else if (!connects[i]->exit->ok()) {
-      error = failure(hosts[i].name, "`horarun --probe-connect`", *connects[i]);
-    } else {
-      try {
-        outcomes[i] = parse_connect_output(connects[i]->out, hosts[i].name);
-      } catch (const Error& e) {
-        error = e.what();
+
+  bool connected() const {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (is_local(i) ? !locals_[i]->connect_done() : !connects_[i]->exit.has_value()) {
+        return false;
       }
     }
+    return true;
+  }
+
+  // Every host's connect results; the first failure, or empty.
+  std::string collect_outcomes() {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (is_local(i)) {
+        // probe_connect ends at connect_timeout, well before the deadline; a result that is
+        // not there yet is waited for (bounded by that timeout) rather than abandoned.
+        outcomes_[i] = locals_[i]->connect.get();
+        continue;
+      }
+      if (!connects_[i]->exit) {
+        connects_[i]->channel->close();
+        return fmt::format("{}: `horarun --probe-connect` did not finish in time", hosts_[i].name);
+      }
+      if (!connects_[i]->exit->ok()) {
+        return failure(hosts_[i].name, "`horarun --probe-connect`", *connects_[i]);
+      }
+      try {
+        outcomes_[i] = parse_connect_output(connects_[i]->out, hosts_[i].name);
+      } catch (const Error& e) {
+        return e.what();
+      }
+    }
+    return {};
   }
 
   // 3. Close the listeners' stdin: they stop accepting and exit 0. Waiting for them is
   // bounded by the same deadline; a listener that lingers is closed with its channel.
-  for (auto& l : locals) {
-    if (l) l->stop();
+  void stop_listeners() {
+    for (auto& l : locals_) {
+      if (l) l->stop();
+    }
+    for (auto& l : listeners_) {
+      if (l && !l->exit) l->channel->close_stdin();
+    }
+    pump_until(hosts_, deadline_, [&] {
+      return std::all_of(listeners_.begin(), listeners_.end(),
+                         [](const auto& l) { return !l || l->exit.has_value(); });
+    });
+    close_listeners();
+    pump_all(hosts_);
   }
-  for (auto& l : listeners) {
-    if (l && !l->exit) l->channel->close_stdin();
-  }
-  pump_until(hosts, deadline, [&] {
-    return std::all_of(listeners.begin(), listeners.end(),
-                       [](const auto& l) { return !l || l->exit.has_value(); });
-  });
-  close_listeners();
-  pump_all(hosts);
 
-  if (!error.empty()) {
-    throw NetworkError(fmt::format("network discovery: {}{}; {}", error,
-                                   in_time ? "" : " (raise --start-timeout)", kFix));
-  }
-  return make_reachability(endpoints, outcomes);
+  const std::vector<DiscoveryTarget>& hosts_;
+  const ssh::Clock::time_point deadline_;
+  const std::size_t n_;
+  std::vector<std::string> tokens_;
+  std::vector<std::unique_ptr<Probe>> listeners_;
+  std::vector<std::unique_ptr<LocalProbe>> locals_;
+  std::vector<std::unique_ptr<Probe>> connects_;
+  std::vector<std::vector<ConnectOutcome>> outcomes_;
+  bool any_local_ = false;
+};
+
+}  // namespace
+
+Reachability discover_reachability(const std::vector<DiscoveryTarget>& hosts,
+                                   ssh::Clock::time_point deadline) {
+  return ReachabilityProbe(hosts, deadline).run();
 }
 
 }  // namespace hora::cli
