@@ -12,22 +12,17 @@
 // The merge keeps the header with the lowest (signature, rank) and the one with the highest,
 // and adds up the balances: associative and commutative, so an allreduce on the sync pairs
 // (sync_allreduce.h, whole buffers, log2(n) latencies) and a local fold over an allgather (the
-// async contexts) give every rank the same result. Header-only (runtime/meson.build lists the
-// backend's sources).
+// async contexts) give every rank the same result. The functions are in op_check.cc.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <iterator>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
 #include <hora/types.h>
 
-#include "common/fnv.h"
 #include "runtime/core/splits_balance.h"
 
 namespace hora::detail::gloo {
@@ -66,39 +61,11 @@ struct OpCheck {
 };
 static_assert(std::is_trivially_copyable_v<OpCheck>);
 
-inline std::uint64_t hash_counts(const std::vector<std::size_t>& counts) {
-  Fnv1a64 h;
-  for (std::size_t c : counts) h.word(c);
-  return h.value();
-}
+std::uint64_t hash_counts(const std::vector<std::size_t>& counts);
 
-inline OpHeader make_header(OpKind kind, int rank, std::size_t count = 0,
-                            const DataType* type = nullptr, const ReduceOp* op = nullptr,
-                            int root = -1, std::uint64_t counts_hash = 0,
-                            std::uint64_t balance = 0) {
-  OpHeader h;
-  h.kind = static_cast<std::uint8_t>(kind);
-  h.rank = rank;
-  h.count = count;
-  h.has_type = type != nullptr;
-  h.type = type != nullptr ? static_cast<std::uint8_t>(*type) : 0;
-  h.has_op = op != nullptr;
-  h.op = op != nullptr ? static_cast<std::uint8_t>(*op) : 0;
-  h.root = root;
-  h.counts_hash = counts_hash;
-  h.balance = balance;
-  // alltoall's totals differ across ranks by design: its splits are checked by the balance.
-  const std::uint64_t agreed_count = kind == OpKind::kAlltoall ? 0 : h.count;
-  h.signature = Fnv1a64()
-                    .word(h.kind)
-                    .word(agreed_count)
-                    .word(h.type)
-                    .word(h.op)
-                    .word(static_cast<std::uint64_t>(static_cast<std::int64_t>(h.root)))
-                    .word(h.counts_hash)
-                    .value();
-  return h;
-}
+OpHeader make_header(OpKind kind, int rank, std::size_t count = 0, const DataType* type = nullptr,
+                     const ReduceOp* op = nullptr, int root = -1, std::uint64_t counts_hash = 0,
+                     std::uint64_t balance = 0);
 
 inline bool header_less(const OpHeader& a, const OpHeader& b) {
   return a.signature != b.signature ? a.signature < b.signature : a.rank < b.rank;
@@ -107,51 +74,12 @@ inline bool header_less(const OpHeader& a, const OpHeader& b) {
 inline OpCheck start_check(const OpHeader& mine) { return OpCheck{mine, mine, mine.balance}; }
 
 // A ReduceFn (runtime/core/reduce.h) over one OpCheck of `bytes` bytes; out may alias a or b.
-inline void merge_checks(void* out, const void* a, const void* b, std::size_t /*bytes*/) {
-  OpCheck x;
-  OpCheck y;
-  std::memcpy(&x, a, sizeof x);
-  std::memcpy(&y, b, sizeof y);
-  OpCheck r;
-  r.lo = header_less(y.lo, x.lo) ? y.lo : x.lo;
-  r.hi = header_less(x.hi, y.hi) ? y.hi : x.hi;
-  r.balance = x.balance + y.balance;
-  std::memcpy(out, &r, sizeof r);
-}
+void merge_checks(void* out, const void* a, const void* b, std::size_t bytes);
 
 // "allreduce of 16 x float32 (sum)": what a header says its rank called.
-inline std::string describe_header(const OpHeader& h) {
-  static constexpr const char* kNames[] = {"allreduce",        "allgather",      "broadcast",
-                                           "reducescatter",    "alltoall",       "barrier",
-                                           "allgather_counts", "alltoall_splits"};
-  std::string text = h.kind < std::size(kNames) ? kNames[h.kind] : "an unknown collective";
-  if (h.has_type) {
-    text += fmt::format(" of {} x {}", h.count, name_of(static_cast<DataType>(h.type)));
-    if (h.kind == static_cast<std::uint8_t>(OpKind::kAllgather)) text += " in all";
-  }
-  if (h.has_op) text += fmt::format(" ({})", name_of(static_cast<ReduceOp>(h.op)));
-  if (h.root >= 0) text += fmt::format(" from root {}", h.root);
-  return text;
-}
+std::string describe_header(const OpHeader& h);
 
 // Empty when the ranks agree; else why not (for "... failed: WHY").
-inline std::string check_problem(const OpCheck& c) {
-  if (c.lo.signature != c.hi.signature) {
-    std::string lo = describe_header(c.lo);
-    std::string hi = describe_header(c.hi);
-    if (lo == hi) hi += " with other per-rank counts";
-    return fmt::format(
-        "the ranks disagree about it: rank {} called {}, but rank {} called {} (do all ranks "
-        "call the same collectives in the same order, with the same counts, types, ops and "
-        "roots?)",
-        c.lo.rank, lo, c.hi.rank, hi);
-  }
-  if (c.balance != 0) {
-    return "the ranks' send_splits and recv_splits disagree: some rank sends another rank a "
-           "count that rank does not expect in its recv_splits (build recv_splits with "
-           "hora::alltoall_splits())";
-  }
-  return {};
-}
+std::string check_problem(const OpCheck& c);
 
 }  // namespace hora::detail::gloo
