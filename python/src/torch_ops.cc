@@ -59,6 +59,7 @@ hora::DataType hora_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kByte: return hora::DataType::kUInt8;
     case at::kChar: return hora::DataType::kInt8;
+    case at::kShort: return hora::DataType::kInt16;
     case at::kInt: return hora::DataType::kInt32;
     case at::kLong: return hora::DataType::kInt64;
     case at::kHalf: return hora::DataType::kFloat16;
@@ -67,8 +68,8 @@ hora::DataType hora_type(const at::Tensor& t) {
     case at::kDouble: return hora::DataType::kFloat64;
     default:
       throw py::type_error("hora.torch: tensors of type " + dtype_name(t.scalar_type()) +
-                           " are not supported; hora reduces uint8, int8, int32, int64, float16, "
-                           "bfloat16, float32 and float64 (convert with tensor.to(...))");
+                           " are not supported; hora reduces uint8, int8, int16, int32, int64, "
+                           "float16, bfloat16, float32 and float64 (convert with tensor.to(...))");
   }
 }
 
@@ -99,9 +100,10 @@ std::vector<int64_t> shape_with_rows(const at::Tensor& t, int64_t rows) {
 // How the CUDA tensors of this process travel (HORA_GPU_OPERATIONS; see the top of this file).
 enum class GpuPath { kNccl, kHost };
 
-GpuPath gpu_path(const char* op, hora::ProcessSet set = hora::kGlobalProcessSet) {
-  // Process sets have no NCCL communicators: their CUDA tensors are staged through host memory.
-  if (set.id != 0) return GpuPath::kHost;
+GpuPath gpu_path(const char* op, hora::ProcessSet set, at::ScalarType type) {
+  // Process sets have no NCCL communicators, and NCCL has no int16: those CUDA tensors are
+  // staged through host memory.
+  if (set.id != 0 || type == at::kShort) return GpuPath::kHost;
   const char* env = std::getenv("HORA_GPU_OPERATIONS");
   std::string value = env ? env : "";
   for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -210,7 +212,7 @@ int allreduce_async(const std::string& name, const at::Tensor& tensor, const at:
   c10::NoGradGuard no_grad;  // hora writes tensors' memory; autograd must not record the copies
   const hora::ProcessSet set{process_set};
   const bool gpu = on_gpu(tensor, "allreduce");
-  const GpuPath path = gpu ? gpu_path("allreduce", set) : GpuPath::kHost;
+  const GpuPath path = gpu ? gpu_path("allreduce", set, tensor.scalar_type()) : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   hora::ReduceOp rop = reduce_op(op);
   if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
@@ -244,7 +246,7 @@ int broadcast_async(const std::string& name, const at::Tensor& tensor, const at:
   c10::NoGradGuard no_grad;
   const hora::ProcessSet set{process_set};
   const bool gpu = on_gpu(tensor, "broadcast");
-  const GpuPath path = gpu ? gpu_path("broadcast", set) : GpuPath::kHost;
+  const GpuPath path = gpu ? gpu_path("broadcast", set, tensor.scalar_type()) : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   if (output.numel() != tensor.numel() || output.scalar_type() != tensor.scalar_type()) {
     throw py::value_error("hora.torch.broadcast: output does not match the input tensor");
@@ -322,7 +324,7 @@ std::vector<int64_t> exchange_sizes(const std::string& name, const std::vector<i
 Record gathering_record(const at::Tensor& tensor, const char* op, hora::ProcessSet set,
                         bool& nccl) {
   const bool gpu = on_gpu(tensor, op);
-  nccl = gpu && gpu_path(op, set) == GpuPath::kNccl;
+  nccl = gpu && gpu_path(op, set, tensor.scalar_type()) == GpuPath::kNccl;
   Record r;
   r.input = gpu && !nccl ? to_host(tensor) : tensor.contiguous();
   if (gpu && !nccl) r.device = tensor.device();
@@ -417,7 +419,7 @@ int reducescatter_async(const std::string& name, const at::Tensor& tensor, int o
   c10::NoGradGuard no_grad;
   const hora::ProcessSet set{process_set};
   const bool gpu = on_gpu(tensor, "reducescatter");
-  const GpuPath path = gpu ? gpu_path("reducescatter", set) : GpuPath::kHost;
+  const GpuPath path = gpu ? gpu_path("reducescatter", set, tensor.scalar_type()) : GpuPath::kHost;
   hora::DataType type = hora_type(tensor);
   hora::ReduceOp rop = reduce_op(op);
   Record r;
@@ -517,7 +519,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::object internal = py::module_::import("hora.common.exceptions").attr("HorovodInternalError");
   static py::exception<hora::Error> error(m, "HoraError", PyExc_RuntimeError);
   py::tuple lost_bases = py::make_tuple(error, internal);
-  static py::exception<hora::UsageError> usage(m, "HoraUsageError", error.ptr());
+  // A usage error (an op name still in flight, an argument hora cannot take) is also a
+  // ValueError, which Horovod raises for those.
+  static py::exception<hora::UsageError> usage(m, "HoraUsageError",
+                                               py::make_tuple(error, py::handle(PyExc_ValueError)));
   static py::exception<hora::ConnectionError> connection(m, "HoraConnectionError", lost_bases);
   // A collective that times out waits for a peer that is gone or cut off: also a lost rank.
   static py::exception<hora::TimeoutError> timeout(m, "HoraTimeoutError", lost_bases);
@@ -560,6 +565,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cross_rank", &hora::cross_rank);
   m.def("cross_size", &hora::cross_size);
   m.def("cuda_built", &hora::cuda_built);
+  m.def("nccl_version", &hora::nccl_version);
   m.def(
       "barrier",
       [](int process_set) {

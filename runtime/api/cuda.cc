@@ -22,6 +22,8 @@ std::shared_ptr<detail::Runtime> runtime(const char* what, const char* api_name)
 
 bool cuda_built() { return nccl::compiled(); }
 
+int nccl_version() { return nccl::version(); }
+
 bool gpu_available() { return nccl::gpu_available(); }
 
 int cuda_device() { return runtime("cuda_device()", "hora::cuda_device()")->cuda_device(); }

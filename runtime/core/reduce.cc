@@ -300,6 +300,7 @@ ReduceFn reduce_function(DataType type, ReduceOp op) {
   switch (type) {
     case DataType::kUInt8: return for_op<std::uint8_t>(op);
     case DataType::kInt8: return for_op<std::int8_t>(op);
+    case DataType::kInt16: return for_op<std::int16_t>(op);
     case DataType::kInt32: return for_op<std::int32_t>(op);
     case DataType::kInt64: return for_op<std::int64_t>(op);
     case DataType::kFloat16: return for_op<float16>(op);
@@ -314,6 +315,7 @@ void divide(void* data, std::size_t count, DataType type, int n) {
   switch (type) {
     case DataType::kUInt8: return divide_loop<std::uint8_t>(data, count, n);
     case DataType::kInt8: return divide_loop<std::int8_t>(data, count, n);
+    case DataType::kInt16: return divide_loop<std::int16_t>(data, count, n);
     case DataType::kInt32: return divide_loop<std::int32_t>(data, count, n);
     case DataType::kInt64: return divide_loop<std::int64_t>(data, count, n);
     case DataType::kFloat16: return divide_loop<float16>(data, count, n);

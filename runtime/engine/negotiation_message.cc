@@ -106,7 +106,7 @@ NegotiationMessage NegotiationMessage::decode(std::span<const std::uint8_t> byte
     std::uint8_t dtype = r.u8();
     std::uint8_t op = r.u8();
     if (type >= kOpTypeCount) r.fail("unknown op type " + std::to_string(type));
-    if (dtype > static_cast<std::uint8_t>(DataType::kFloat64)) {
+    if (dtype > static_cast<std::uint8_t>(DataType::kInt16)) {
       r.fail("unknown data type " + std::to_string(dtype));
     }
     if (op > static_cast<std::uint8_t>(ReduceOp::kProduct)) {

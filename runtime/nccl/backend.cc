@@ -44,6 +44,10 @@ ncclDataType_t to_nccl(DataType type) {
     case DataType::kBFloat16: return ncclBfloat16;
     case DataType::kFloat32: return ncclFloat32;
     case DataType::kFloat64: return ncclFloat64;
+    case DataType::kInt16:
+      throw UsageError(
+          "NCCL has no int16 type: reduce int16 tensors in host memory (hora.torch "
+          "stages them there) or convert them to int32");
   }
   throw UsageError(fmt::format("unknown hora::DataType {}", static_cast<int>(type)));
 }
@@ -158,6 +162,11 @@ class Pacer {
 // --- Free functions ---
 
 bool compiled() { return true; }
+
+int version() {
+  int v = 0;
+  return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
 
 bool gpu_available() {
   static const bool available = [] {

@@ -50,6 +50,10 @@ namespace hora::detail::nccl {
 // True when libhora was built with NCCL (-Dnccl=enabled, or auto with CUDA and NCCL found).
 bool compiled();
 
+// NCCL's version code (ncclGetVersion of the NCCL libhora runs with, e.g. 21803 for 2.18.3), or 0
+// without NCCL.
+int version();
+
 // Throws UsageError "<what>: hora was built without NCCL (rebuild with -Dnccl=enabled ...)".
 [[noreturn]] void throw_not_built(const char* what);
 

@@ -10,6 +10,7 @@ namespace hora {
 namespace detail::nccl {
 
 bool compiled() { return false; }
+int version() { return 0; }
 bool gpu_available() { return false; }
 PointerInfo pointer_info(const void*) { return {}; }
 bool is_device_pointer(const void*) { return false; }

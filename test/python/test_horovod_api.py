@@ -213,12 +213,13 @@ def test_grouped_allgather_grad():
     n, r = hvd.size(), hvd.rank()
     xs = [contribution(r, (r + 1, 2)).requires_grad_(), contribution(r, (2, 3)).requires_grad_()]
     outs = hvd.grouped_allgather(xs, name='gag.grad')
-    # loss = sum over ranks of sum(out_i * w_i), w_i known to every rank.
+    # loss = sum(out_i * w_i) on every rank, w_i the same everywhere; Horovod's backward averages
+    # the ranks' gradients (w_i on each), then each rank keeps its slices.
     ws = [torch.arange(o.numel(), dtype=torch.float64).reshape(o.shape) for o in outs]
     sum(torch.sum(o * w) for o, w in zip(outs, ws)).backward()
     offsets = [sum(q + 1 for q in range(r)), 2 * r]
     for x, w, off in zip(xs, ws, offsets):
-        assert torch.equal(x.grad, n * w[off:off + x.shape[0]])
+        assert torch.equal(x.grad, w[off:off + x.shape[0]])
 
 
 @pytest.mark.parametrize('op', [hvd.Sum, hvd.Average, hvd.Max])
@@ -257,11 +258,12 @@ def test_grouped_reducescatter_grad():
     n, r = hvd.size(), hvd.rank()
     xs = [contribution(r, (2 * n, 2)).requires_grad_(), contribution(r, (n,)).requires_grad_()]
     outs = hvd.grouped_reducescatter(xs, op=hvd.Sum)
-    # loss = sum over ranks q of sum(out_q * (q + 1)): d/dx = (owner of the slice + 1).
+    # loss_q = sum(out_q * (q + 1)) on rank q. Horovod's backward for op=Sum allgathers every
+    # rank's incoming gradient times size(): n * (owner of the slice + 1).
     sum(torch.sum(o) for o in outs).mul(r + 1).backward()
     for x in xs:
-        owners = torch.cat([torch.full((x.shape[0] // n,), float(q + 1), dtype=torch.float64)
-                            for q in range(n)])
+        owners = torch.cat([torch.full((x.shape[0] // n,), float(n * (q + 1)),
+                                       dtype=torch.float64) for q in range(n)])
         assert torch.equal(x.grad, owners.reshape(-1, *([1] * (x.dim() - 1))).expand_as(x))
 
 

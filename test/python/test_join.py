@@ -84,6 +84,6 @@ def test_allgather_while_a_rank_has_joined_fails():
     else:
         with pytest.raises(hvd.HoraMismatchError) as err:
             hvd.allgather(torch.ones(2), name='ag_joined')
-        assert "allgather 'ag_joined' is not supported while a rank has joined" in str(err.value)
+        assert "allgather 'allgather.ag_joined' is not supported while a rank has joined" in str(err.value)
         last = hvd.join()
     assert last != 0

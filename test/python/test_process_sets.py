@@ -179,7 +179,11 @@ def test_allgather_on_sets():
                                                                      for q in ps.ranks]
         t = mine.clone().requires_grad_()
         hvd.allgather(t, process_set=ps).sum().backward()
-        assert torch.equal(t.grad, torch.full_like(t, float(len(ps.ranks))))
+        assert torch.equal(t.grad, torch.ones_like(t))  # Horovod's: averaged over the set
+        t = x(r, 2).requires_grad_()
+        hvd.broadcast(t, root_rank=ps.ranks[-1], process_set=ps).sum().backward()
+        want = torch.ones_like(t) if r == ps.ranks[-1] else torch.zeros_like(t)
+        assert torch.equal(t.grad, want)
 
 
 def test_broadcast_global_root():

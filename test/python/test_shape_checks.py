@@ -31,7 +31,7 @@ def test_allgather_different_trailing_dimensions_is_refused():
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.allgather(t, name='ag_trailing')
     msg = str(err.value)
-    assert "Mismatched allgather tensor shapes for tensor 'ag_trailing'" in msg
+    assert "Mismatched allgather tensor shapes for tensor 'allgather.ag_trailing'" in msg
     assert 'different dimensions after the first (dimension 1)' in msg
     assert 'rank 0 sent [2, 3] but rank 1 sent [2, 4]' in msg
     still_works()
@@ -61,7 +61,7 @@ def test_allreduce_same_count_different_shape_is_refused():
     t = torch.ones(2, 3) if hvd.rank() == 0 else torch.ones(3, 2)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.allreduce(t, name='ar_shape')
-    assert ("Mismatched allreduce tensor shapes for tensor 'ar_shape': rank 0 sent [2, 3] but "
+    assert ("Mismatched allreduce tensor shapes for tensor 'allreduce.ar_shape': rank 0 sent [2, 3] but "
             "rank 1 sent [3, 2]") in str(err.value)
     still_works()
 
@@ -71,7 +71,7 @@ def test_broadcast_same_count_different_shape_is_refused():
     t = torch.ones(6) if hvd.rank() == 0 else torch.ones(2, 3)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.broadcast(t, root_rank=0, name='bc_shape')
-    assert ("Mismatched broadcast tensor shapes for tensor 'bc_shape': rank 0 sent [6] but "
+    assert ("Mismatched broadcast tensor shapes for tensor 'broadcast.bc_shape': rank 0 sent [6] but "
             "rank 1 sent [2, 3]") in str(err.value)
     still_works()
 
@@ -80,7 +80,7 @@ def test_broadcast_root_mismatch_is_refused():
     needs_two()
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.broadcast(torch.ones(3), root_rank=hvd.rank(), name='bc_root')
-    assert "Mismatched broadcast root ranks for tensor 'bc_root': rank 0 sent root 0 but rank 1" \
+    assert "Mismatched broadcast root ranks for tensor 'broadcast.bc_root': rank 0 sent root 0 but rank 1" \
         in str(err.value)
     still_works()
 
@@ -92,7 +92,7 @@ def test_alltoall_different_trailing_dimensions_is_refused():
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.alltoall(t, splits=[1] * n, name='a2a_trailing')
     msg = str(err.value)
-    assert "Mismatched alltoall tensor shapes for tensor 'a2a_trailing'" in msg
+    assert "Mismatched alltoall tensor shapes for tensor 'alltoall.a2a_trailing'" in msg
     assert 'rank 0 sent [{}, 2] but rank 1 sent [{}, 3]'.format(n, n) in msg
     still_works()
 
@@ -103,7 +103,7 @@ def test_reducescatter_different_shape_is_refused():
     t = torch.ones(n, 2 * n) if hvd.rank() == 0 else torch.ones(2 * n, n)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.reducescatter(t, name='rs_shape')
-    assert "Mismatched reducescatter tensor shapes for tensor 'rs_shape': rank 0 sent" \
+    assert "Mismatched reducescatter tensor shapes for tensor 'reducescatter.rs_shape': rank 0 sent" \
         in str(err.value)
     still_works()
 
@@ -113,7 +113,7 @@ def test_dtype_mismatch_is_refused():
     t = torch.ones(3) if hvd.rank() == 0 else torch.ones(3, dtype=torch.float64)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.allgather(t, name='ag_dtype')
-    assert ("Mismatched allgather data types for tensor 'ag_dtype': rank 0 sent float32 but "
+    assert ("Mismatched allgather data types for tensor 'allgather.ag_dtype': rank 0 sent float32 but "
             "rank 1 sent float64") in str(err.value)
     still_works()
 

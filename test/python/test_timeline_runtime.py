@@ -79,10 +79,10 @@ def test_start_stop_records_the_named_ops(shared_dir):
     if hvd.rank() != 0:
         return
     acts = activities(path)  # complete JSON as soon as stop_timeline() returned
-    for name in ('tl.a', 'tl.b'):
+    for name in ('allreduce.tl.a', 'allreduce.tl.b'):
         assert acts.get(name, []).count('NEGOTIATE_ALLREDUCE') == 3, acts
         assert acts[name].count('ALLREDUCE') == 3, acts
-    assert 'tl.before' not in acts and 'tl.after' not in acts, acts
+    assert 'allreduce.tl.before' not in acts and 'allreduce.tl.after' not in acts, acts
     assert cycle_marks(path) == 0  # mark_cycles defaults to False
 
 
@@ -96,9 +96,9 @@ def test_a_second_start_stop_writes_a_second_valid_file(shared_dir):
     hvd.stop_timeline()
     if hvd.rank() == 0:
         a, b = activities(first), activities(second)
-        assert 'tl.first' in a and 'tl.second' not in a, a
-        assert 'tl.second' in b and 'tl.first' not in b, b
-        assert b['tl.second'].count('ALLREDUCE') == 3, b
+        assert 'allreduce.tl.first' in a and 'allreduce.tl.second' not in a, a
+        assert 'allreduce.tl.second' in b and 'allreduce.tl.first' not in b, b
+        assert b['allreduce.tl.second'].count('ALLREDUCE') == 3, b
 
 
 def test_mark_cycles_adds_cycle_markers(shared_dir):
@@ -109,7 +109,7 @@ def test_mark_cycles_adds_cycle_markers(shared_dir):
     if hvd.rank() == 0:
         # A world of one runs each op at once, without engine cycles: nothing to mark.
         assert cycle_marks(path) >= 1 or hvd.size() == 1
-        assert activities(path)['tl.cycles'].count('ALLREDUCE') == 3
+        assert activities(path)['allreduce.tl.cycles'].count('ALLREDUCE') == 3
 
 
 def test_start_while_recording_switches_files(shared_dir):
@@ -124,12 +124,13 @@ def test_start_while_recording_switches_files(shared_dir):
     allreduces(['tl.new'])
     if hvd.rank() == 0:
         a = activities(old)  # already closed and complete
-        assert 'tl.old' in a and 'tl.same' in a and 'tl.new' not in a, a
+        assert 'allreduce.tl.old' in a and 'allreduce.tl.same' in a, a
+        assert 'allreduce.tl.new' not in a, a
         assert cycle_marks(old) >= 1 or hvd.size() == 1  # a world of one has no cycles
     hvd.stop_timeline()
     if hvd.rank() == 0:
         b = activities(new)
-        assert 'tl.new' in b and 'tl.old' not in b, b
+        assert 'allreduce.tl.new' in b and 'allreduce.tl.old' not in b, b
 
 
 def test_stop_without_start_does_nothing(shared_dir):
@@ -146,7 +147,7 @@ def test_only_rank_zero_call_matters(shared_dir):
     allreduces(['tl.rank0'])
     if hvd.rank() == 0:
         hvd.stop_timeline()
-        assert activities(path)['tl.rank0'].count('ALLREDUCE') == 3
+        assert activities(path)['allreduce.tl.rank0'].count('ALLREDUCE') == 3
 
 
 def test_a_file_rank_zero_cannot_create_raises(shared_dir):

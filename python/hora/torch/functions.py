@@ -36,10 +36,37 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix='Parameter.', model=N
     buffers, and the hyper-parameters of every param group)."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError('cannot broadcast torch.optim.LBFGS state')
+    _initialize_optimizer_state(optimizer, model)
     state = broadcast_object(optimizer.state_dict() if rank() == root_rank else None,
                              root_rank, name=(prefix or '') + 'optimizer_state')
     if rank() != root_rank:
         optimizer.load_state_dict(state)
+
+
+def _initialize_optimizer_state(optimizer, model):
+    """As Horovod's broadcast_optimizer_state does first: an optimizer without state (a fresh
+    one) takes one step with zero gradients (set as every trainable parameter's .grad; sparse
+    for SparseAdam, and for SGD on a sparse Embedding of ``model``), so that it has its state
+    (momentum buffers, Adam's moments) on every rank before root_rank's is broadcast. A
+    DistributedOptimizer takes its wrapped optimizer's step, without allreducing the zeros."""
+    if optimizer.state_dict()['state']:
+        return
+    sparse = set()
+    if model is not None:
+        for m in model.modules():
+            if isinstance(m, torch.nn.Embedding) and m.sparse:
+                sparse.update(id(p) for p in m.parameters())
+    for group in optimizer.param_groups:
+        for p in group['params']:
+            if p.requires_grad:
+                p.grad = p.data.new(p.size()).zero_()
+                if isinstance(optimizer, torch.optim.SparseAdam) or \
+                        (isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                    p.grad = p.grad.to_sparse()
+    if type(optimizer).__module__ in ('hora.torch.optimizer', 'hora.torch.adasum_optimizer'):
+        super(type(optimizer), optimizer).step()
+    else:
+        optimizer.step()
 
 
 # Objects travel as cloudpickle's bytes (as in Horovod), so lambdas, closures and classes defined

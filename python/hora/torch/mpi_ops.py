@@ -1,14 +1,18 @@
 """Horovod's PyTorch collectives (``horovod.torch.mpi_ops``) on libhora's async engine.
 
 Every op is submitted under a name to hora's engine, which agrees with the other ranks on an
-order and fuses small allreduces; ops without a name get ``<op>.noname.<n>`` (so unnamed ops
+order and fuses small allreduces; a name is prefixed with the op (``allreduce.<name>``, as in
+Horovod) and ops without a name get ``<op>.noname.<n>`` (so unnamed ops
 must be called in the same order on every rank, as in Horovod). A handle is an int for
 ``poll()`` and ``synchronize()``. Contiguous CPU tensors are handed to hora without a copy and
 kept alive until the handle is synchronized; non-contiguous tensors go through a contiguous copy.
 """
 
+import functools
+import inspect
 import itertools
 import operator
+import os
 import threading
 
 import torch
@@ -76,7 +80,13 @@ local_size = _C.local_size
 cross_rank = _C.cross_rank
 cross_size = _C.cross_size
 cuda_built = _C.cuda_built
-nccl_built = _C.cuda_built
+
+
+def nccl_built():
+    """NCCL's version code when libhora was built with NCCL (e.g. 21803 for 2.18.3; Horovod's
+    numbering, so `hvd.nccl_built() >= 2700` compares versions), else 0. Truthy exactly when
+    hora has NCCL, as before."""
+    return _C.nccl_version()
 
 
 def gloo_built():
@@ -129,8 +139,31 @@ def init(comm=None, process_sets=None):
     if comm:
         raise NotImplementedError('hora.torch.init(comm=...): hora has no MPI communicators; '
                                   'use process_sets=[hvd.ProcessSet(ranks), ...] for subsets')
+    _horovod_environment()
     _C.init()
     _ps.init_process_sets(process_sets)
+
+
+# Horovod's names of variables libhora reads under its own: a program (or its user) that sets
+# HOROVOD_TIMELINE before hvd.init() gets its timeline, as with Horovod. Horovod's name wins when
+# both are set and differ, since the program set it after horarun set hora's.
+_HOROVOD_NAMES = (('HOROVOD_TIMELINE', 'HORA_TIMELINE'),
+                  ('HOROVOD_TIMELINE_MARK_CYCLES', 'HORA_TIMELINE_MARK_CYCLES'))
+
+
+_mapped = {}  # hora's name -> the value _horovod_environment() gave it
+
+
+def _horovod_environment():
+    """Copies HOROVOD_TIMELINE (and its MARK_CYCLES) to hora's names; a copy made at an earlier
+    init() is taken back once the program has unset Horovod's name."""
+    for horovod_name, hora_name in _HOROVOD_NAMES:
+        value = os.environ.get(horovod_name)
+        if value:
+            os.environ[hora_name] = _mapped[hora_name] = value
+        elif hora_name in _mapped:
+            if os.environ.get(hora_name) == _mapped.pop(hora_name):
+                del os.environ[hora_name]
 
 
 def shutdown():
@@ -161,23 +194,133 @@ def _forget_ops():
     """Forgets pending handles and restarts the numbering of unnamed ops, as a new process
     would: after shutdown() or an elastic reset every rank starts again from the same names."""
     _pending.clear()
+    del _placeholders[:]
     with _lock:
         _name_counters.clear()
 
 
+# --- Keeping the ranks in step when one rank's arguments are refused ---------------------------
+#
+# An op that this rank refuses before the engine has it (a dtype or device hora cannot take, a
+# 0-dimensional reducescatter, splits that do not add up, an unknown op) would leave the other
+# ranks waiting for a name this rank never submits, and an unnamed op would shift the numbering
+# of every later unnamed op. So the public collectives below run under _in_step(): when such an
+# error leaves one, the op's name is still taken (as a valid call would take it) and an empty
+# placeholder (0 uint8 elements, a broadcast, or an allgather for a broadcast) is submitted
+# under every name that did not reach the engine. Where every rank refused the op, the
+# placeholders match each other and complete; where another rank submitted the real op, the
+# engine fails it on every rank with HoraMismatchError. Either way each rank raises, and a
+# program that catches the errors continues in step. The placeholders are released once they
+# complete (_sweep_placeholders) or at shutdown.
+_tls = threading.local()
+_placeholders = []
+# What the checks before submission raise (HoraUsageError is a ValueError).
+_REFUSALS = (ValueError, TypeError, NotImplementedError)
+
+
+def _submit(submit_fn, name, *args, **kwargs):
+    """Calls ``submit_fn(name, ...)`` (an _C.*_async) and notes that ``name`` reached the
+    engine."""
+    hid = submit_fn(name, *args, **kwargs)
+    submitted = getattr(_tls, 'submitted', None)
+    if submitted is not None:
+        submitted.add(name)
+    return hid
+
+
+def _sweep_placeholders():
+    for hid in list(_placeholders):
+        try:
+            if not _C.poll(hid):
+                continue
+            _C.synchronize(hid)
+        except (HoraError, ValueError):
+            pass  # a mismatch with another rank's real op: that rank reports it
+        _placeholders.remove(hid)
+
+
+def _submit_placeholders(kind, names, ps_id):
+    empty = torch.empty(0, dtype=torch.uint8)
+    for name in names:
+        try:
+            if kind == 'broadcast':
+                hid = _C.allgather_async(name, empty, process_set=ps_id)
+            else:
+                hid = _C.broadcast_async(name, empty, empty, 0, process_set=ps_id)
+            _placeholders.append(hid)
+        except (HoraError, ValueError):
+            pass  # the name is in flight (a duplicate) or hora is not initialized
+
+
+def _in_step(kind, grouped=False):
+    """Wraps a public collective of ``kind`` (the prefix of its names) as described above.
+    Nested calls (allreduce() calls allreduce_async()) are handled by the outermost."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if getattr(_tls, 'names', None) is not None:
+                return fn(*args, **kwargs)
+            _tls.names, _tls.submitted = [], set()
+            try:
+                if _placeholders:
+                    _sweep_placeholders()
+                return fn(*args, **kwargs)
+            except _REFUSALS:
+                names, submitted = _tls.names, _tls.submitted
+                _tls.names = _tls.submitted = None
+                _keep_in_step(kind, grouped, signature, args, kwargs, names, submitted)
+                raise
+            finally:
+                _tls.names = _tls.submitted = None
+        return call
+    return wrap
+
+
+def _keep_in_step(kind, grouped, signature, args, kwargs, names, submitted):
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return  # a call Python itself refused: every rank makes the same mistake
+    bound.apply_defaults()
+    a = bound.arguments
+    if not is_initialized():
+        return
+    try:
+        ps_id = _check_process_set(a.get('process_set'), kind)
+    except ValueError:
+        return  # not a member of the set (or no such set): Horovod's local error
+    if not names:
+        names = [_auto_name(kind, a.get('name'), ps_id)]
+    if grouped:
+        try:
+            count = len(a['tensors'])
+        except TypeError:
+            count = 0
+        names = ['%s.%d' % (names[0], i) for i in range(count)]
+    _submit_placeholders(kind, [n for n in names if n not in submitted], ps_id)
+
+
 def _auto_name(op, name, ps_id=0):
-    """``name``, or the next ``<op>.noname.<n>`` (``<op>.noname.set<id>.<n>`` on a process
-    set): numbered per op and per set, so unnamed ops on a set need the same order only on its
-    members."""
+    """The engine's name of an op: ``<op>.<name>`` (as Horovod names them, so the same name may
+    be used by ops of different kinds, and timelines show Horovod's names), or without a name
+    the next ``<op>.noname.<n>`` (``<op>.noname.set<id>.<n>`` on a process set): numbered per op
+    and per set, so unnamed ops on a set need the same order only on its members."""
+    names = getattr(_tls, 'names', None)
     if name is not None:
-        return str(name)
+        name = '%s.%s' % (op, name)
+        if names is not None:
+            names.append(name)
+        return name
     key = (op, ps_id) if ps_id else op  # the global set's keys as before sets existed
     with _lock:
         n = _name_counters.get(key, 0)
         _name_counters[key] = n + 1
-    if ps_id:
-        return '%s.noname.set%d.%d' % (op, ps_id, n)
-    return '%s.noname.%d' % (op, n)
+    name = '%s.noname.set%d.%d' % (op, ps_id, n) if ps_id else '%s.noname.%d' % (op, n)
+    if names is not None:
+        names.append(name)
+    return name
 
 
 def _describe(op, name, tensor):
@@ -256,7 +399,11 @@ def synchronize(handle):
             if error is None:
                 error = e
     if error is not None:
-        raise type(error)('%s (%s)' % (error, p.describe)) from None
+        hint = ''
+        if isinstance(error, HoraMismatchError) and 'uint8' in str(error):
+            hint = ('; an empty uint8 op is the placeholder a rank submits when it refused the '
+                    'op\'s arguments: that rank raised the reason')
+        raise type(error)('%s (%s%s)' % (error, p.describe, hint)) from None
     return p.finish(results)
 
 
@@ -264,13 +411,63 @@ def _one(results):
     return results[0]
 
 
+def _scale(tensor, factor):
+    """``tensor * factor`` in ``tensor``'s dtype, computed as Horovod's prescale and postscale
+    compute it: integers in float64 and cast back (truncating towards zero), float16 and
+    bfloat16 in float32, other floating types in their own precision."""
+    if tensor.is_floating_point() and (tensor.element_size() >= 4 or tensor.is_cuda) or \
+            tensor.is_complex():
+        return tensor * torch.tensor(factor, dtype=tensor.dtype, device=tensor.device)
+    wide = torch.float32 if tensor.is_floating_point() else torch.float64
+    return (tensor.to(wide) * factor).to(tensor.dtype)
+
+
+def _scale_(tensor, factor):
+    """_scale() into ``tensor`` itself; returns it."""
+    if factor != 1.0:
+        with torch.no_grad():
+            tensor.copy_(_scale(tensor, factor))
+    return tensor
+
+
 def _scaled(factor):
     def finish(results):
-        out = results[0]
-        if factor != 1.0:
-            out.mul_(factor)
-        return out
+        return _scale_(results[0], factor)
     return finish
+
+
+# --- gradients ------------------------------------------------------------------------------
+#
+# The backward passes of allgather, broadcast and reducescatter are Horovod's: allgather's and
+# broadcast's average the incoming gradients over the ranks, and reducescatter's allgathers them
+# multiplied by the set's size for op=Sum (and by the prescale and postscale factors), unscaled
+# for op=Average. Each is the derivative of the op when every rank's loss is averaged, which is
+# what DistributedOptimizer does with the parameters' gradients. HORA_TORCH_SUM_GRADIENTS=1
+# chooses the derivative of the sum of the ranks' losses instead (size() times Horovod's for
+# allgather and broadcast, 1/size() times for reducescatter): read at each backward pass.
+SUM_GRADIENTS_ENV = 'HORA_TORCH_SUM_GRADIENTS'
+
+
+def _sum_gradients():
+    return os.environ.get(SUM_GRADIENTS_ENV, '0') not in ('', '0')
+
+
+def _gather_grad_op():
+    """How allgather's and broadcast's backward passes reduce the incoming gradients."""
+    return Sum if _sum_gradients() else Average
+
+
+def _scatter_grad(grad, ctx):
+    """reducescatter's incoming gradient, scaled as its backward pass allgathers it."""
+    grad = grad.contiguous()
+    if _sum_gradients():
+        if ctx.op == Average:
+            grad = grad / _set_size(_check_process_set(ctx.process_set))
+        return grad
+    factor = ctx.scale
+    if ctx.op == Sum:
+        factor *= _set_size(_check_process_set(ctx.process_set))
+    return grad * factor if factor != 1.0 else grad
 
 
 # --- allreduce ------------------------------------------------------------------------------
@@ -294,10 +491,10 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     name = _auto_name('allreduce', name, ps_id)
     if prescale_factor != 1.0:
         if output is tensor:
-            tensor.mul_(prescale_factor)
+            _scale_(tensor, prescale_factor)
         else:
-            tensor = tensor * prescale_factor
-    hid = _C.allreduce_async(name, tensor, output, _hora_op(op), process_set=ps_id)
+            tensor = _scale(tensor, prescale_factor)
+    hid = _submit(_C.allreduce_async, name, tensor, output, _hora_op(op), process_set=ps_id)
     return _register([hid], _scaled(postscale_factor), _describe('allreduce', name, tensor))
 
 
@@ -371,17 +568,14 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
     for i, (t, o) in enumerate(zip(tensors, outputs)):
         if prescale_factor != 1.0:
             if o is t:
-                t.mul_(prescale_factor)
+                _scale_(t, prescale_factor)
             else:
-                t = t * prescale_factor
-        ids.append(_C.allreduce_async('%s.%d' % (name, i), t, o, _hora_op(op),
+                t = _scale(t, prescale_factor)
+        ids.append(_submit(_C.allreduce_async, '%s.%d' % (name, i), t, o, _hora_op(op),
                                       process_set=ps_id))
 
     def finish(results):
-        if postscale_factor != 1.0:
-            for r in results:
-                r.mul_(postscale_factor)
-        return list(results)
+        return [_scale_(r, postscale_factor) for r in results]
     return _register(ids, finish, "grouped_allreduce '%s' of %d tensors" % (name, len(ids)))
 
 
@@ -488,7 +682,7 @@ def allgather_async(tensor, name=None, process_set=None):
     differ per rank); returns a handle."""
     ps_id = _check_process_set(process_set, 'allgather')
     name = _auto_name('allgather', name, ps_id)
-    hid = _C.allgather_async(name, tensor, process_set=ps_id)
+    hid = _submit(_C.allgather_async, name, tensor, process_set=ps_id)
     return _register([hid], lambda results: results[0][0],
                      _describe('allgather', name, tensor))
 
@@ -503,7 +697,7 @@ class _Allgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         ps = ctx.process_set
-        grad = allreduce(grad_output, op=Sum, process_set=ps)
+        grad = allreduce(grad_output, op=_gather_grad_op(), process_set=ps)
         dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64), process_set=ps)
         offset = int(dims[:_set_rank(_check_process_set(ps))].sum())
         return grad.narrow(0, offset, ctx.dim), None, None
@@ -521,7 +715,7 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     gives the list of gathered tensors."""
     ps_id = _check_process_set(process_set, 'grouped_allgather')
     name = _auto_name('grouped_allgather', name, ps_id)
-    ids = [_C.allgather_async('%s.%d' % (name, i), t, process_set=ps_id)
+    ids = [_submit(_C.allgather_async, '%s.%d' % (name, i), t, process_set=ps_id)
            for i, t in enumerate(tensors)]
     return _register(ids, lambda results: [r[0] for r in results],
                      "grouped_allgather '%s' of %d tensors" % (name, len(ids)))
@@ -537,7 +731,8 @@ class _GroupedAllgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         ps = ctx.process_set
-        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=Sum, process_set=ps)
+        grads = grouped_allreduce([g.contiguous() for g in grad_outputs], op=_gather_grad_op(),
+                                  process_set=ps)
         # [set size, len(tensors)]
         dims = allgather(torch.tensor([ctx.dims], dtype=torch.int64), process_set=ps)
         offsets = dims[:_set_rank(_check_process_set(ps))].sum(0).tolist()
@@ -575,7 +770,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=None):
     root = _set_root(ps_id, root_rank, process_set)
     name = _auto_name('broadcast', name, ps_id)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    hid = _C.broadcast_async(name, tensor, output, root, process_set=ps_id)
+    hid = _submit(_C.broadcast_async, name, tensor, output, root, process_set=ps_id)
     return _register([hid], _one, _describe('broadcast', name, tensor))
 
 
@@ -584,7 +779,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     ps_id = _check_process_set(process_set, 'broadcast')
     root = _set_root(ps_id, root_rank, process_set)
     name = _auto_name('broadcast', name, ps_id)
-    hid = _C.broadcast_async(name, tensor, tensor, root, process_set=ps_id)
+    hid = _submit(_C.broadcast_async, name, tensor, tensor, root, process_set=ps_id)
     return _register([hid], _one, _describe('broadcast', name, tensor))
 
 
@@ -602,7 +797,7 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=_gather_grad_op(), process_set=ctx.process_set)
         if rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
@@ -636,7 +831,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     returns (gathered tensor, int32 tensor of the slices received from each rank)."""
     ps_id = _check_process_set(process_set, 'alltoall')
     name = _auto_name('alltoall', name, ps_id)
-    hid = _C.alltoall_async(name, tensor, _split_rows(tensor, splits, _set_size(ps_id)),
+    hid = _submit(_C.alltoall_async, name, tensor, _split_rows(tensor, splits, _set_size(ps_id)),
                             process_set=ps_id)
 
     def finish(results):
@@ -676,25 +871,30 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
 def _reducescatter_submit(tensor, name, op, prescale_factor, postscale_factor, ps_id=0):
     """Submits one reducescatter under ``name`` on set ``ps_id``; returns (engine handle id,
     function turning its engine result into this rank's block)."""
+    if tensor.dim() == 0:
+        raise ValueError("hora.torch.reducescatter '%s' on rank %d: a 0-dimensional tensor has no "
+                         "first dimension to scatter; reshape it (tensor.reshape(1)) or use "
+                         "allreduce" % (name, rank()))
     if prescale_factor != 1.0:
-        tensor = tensor * prescale_factor
+        tensor = _scale(tensor, prescale_factor)
     n, me = _set_size(ps_id), _set_rank(ps_id)
     rows = tensor.shape[0] if tensor.dim() else 1
     out_rows = rows // n + (1 if me < rows % n else 0)
     row = tensor[0].numel() if tensor.dim() and rows else 1
 
     def scaled(out):
-        if postscale_factor != 1.0:
-            out.mul_(postscale_factor)
-        return out
+        return _scale_(out, postscale_factor)
     if row == 1 or rows % n == 0:
         # hora splits elements the same way: this rank's block is whole slices.
-        return (_C.reducescatter_async(name, tensor, _hora_op(op), out_rows, process_set=ps_id),
-                scaled)
+        return (_submit(_C.reducescatter_async, name, tensor, _hora_op(op), out_rows,
+                        process_set=ps_id), scaled)
     # Slices would straddle hora's element blocks: reduce everything, keep this rank's slices.
     start = me * (rows // n) + min(me, rows % n)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    hid = _C.allreduce_async(name, tensor, output, _hora_op(op), process_set=ps_id)
+    try:
+        hid = _submit(_C.allreduce_async, name, tensor, output, _hora_op(op), process_set=ps_id)
+    except HoraUsageError as e:  # says hora::allreduce_async, which the caller never called
+        raise HoraUsageError(str(e).replace('hora::allreduce_async', 'hora.torch.reducescatter'))
     return hid, lambda out: scaled(out.narrow(0, start, out_rows).clone())
 
 
@@ -715,6 +915,7 @@ class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op = op
+        ctx.scale = prescale_factor * postscale_factor
         ctx.process_set = process_set
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                                postscale_factor))
@@ -722,9 +923,7 @@ class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         ps = ctx.process_set
-        grad = allgather(grad_output.contiguous(), process_set=ps)
-        if ctx.op == Average:
-            grad = grad / _set_size(_check_process_set(ps))
+        grad = allgather(_scatter_grad(grad_output, ctx), process_set=ps)
         return grad, None, None, None, None, None
 
 
@@ -760,6 +959,7 @@ class _GroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.op = op
+        ctx.scale = prescale_factor * postscale_factor
         ctx.process_set = process_set
         return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op,
                                                              process_set, prescale_factor,
@@ -767,10 +967,8 @@ class _GroupedReducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        ps = ctx.process_set
-        grads = grouped_allgather([g.contiguous() for g in grad_outputs], process_set=ps)
-        if ctx.op == Average:
-            grads = [g / _set_size(_check_process_set(ps)) for g in grads]
+        grads = grouped_allgather([_scatter_grad(g, ctx) for g in grad_outputs],
+                                  process_set=ctx.process_set)
         return (None, None, None, None, None) + tuple(grads)
 
 
@@ -804,3 +1002,24 @@ def join(device=-1):
     Horovod's signature; the join itself moves no tensor."""
     del device
     return _C.join()
+
+
+# The public collectives keep the ranks in step when this rank refuses an op's arguments.
+for _fn, _kind, _grouped in [
+        ('allreduce_async', 'allreduce', False), ('allreduce_async_', 'allreduce', False),
+        ('allreduce_', 'allreduce', False), ('allreduce', 'allreduce', False),
+        ('grouped_allreduce_async', 'grouped_allreduce', True),
+        ('grouped_allreduce_async_', 'grouped_allreduce', True),
+        ('grouped_allreduce_', 'grouped_allreduce', True),
+        ('grouped_allreduce', 'grouped_allreduce', True),
+        ('allgather_async', 'allgather', False), ('allgather', 'allgather', False),
+        ('grouped_allgather_async', 'grouped_allgather', True),
+        ('grouped_allgather', 'grouped_allgather', True),
+        ('broadcast_async', 'broadcast', False), ('broadcast_async_', 'broadcast', False),
+        ('broadcast_', 'broadcast', False), ('broadcast', 'broadcast', False),
+        ('alltoall_async', 'alltoall', False), ('alltoall', 'alltoall', False),
+        ('reducescatter_async', 'reducescatter', False), ('reducescatter', 'reducescatter', False),
+        ('grouped_reducescatter_async', 'grouped_reducescatter', True),
+        ('grouped_reducescatter', 'grouped_reducescatter', True)]:
+    globals()[_fn] = _in_step(_kind, _grouped)(globals()[_fn])
+del _fn, _kind, _grouped

@@ -43,6 +43,10 @@ namespace hora {
 // True when this libhora was built with NCCL.
 bool cuda_built();
 
+// The version code of the NCCL this libhora runs with (as ncclGetVersion gives it: 21803 for
+// 2.18.3), or 0 when built without NCCL. Horovod's nccl_built() returns the same.
+int nccl_version();
+
 // True when libhora was built with NCCL and CUDA reports at least one device for this process.
 // Does not create a CUDA context.
 bool gpu_available();

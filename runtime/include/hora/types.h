@@ -15,6 +15,7 @@ enum class DataType : std::uint8_t {
   kBFloat16 = 5,  // bfloat16 (upper half of a float32)
   kFloat32 = 6,
   kFloat64 = 7,
+  kInt16 = 8,  // after the others: the numbers travel between ranks
 };
 
 enum class ReduceOp : std::uint8_t {
@@ -48,8 +49,8 @@ struct bfloat16 {
 };
 
 std::size_t size_of(DataType type);
-const char* name_of(DataType type);  // "uint8", "int8", "int32", "int64", "float16", "bfloat16",
-                                     // "float32", "float64"
+const char* name_of(DataType type);  // "uint8", "int8", "int16", "int32", "int64", "float16",
+                                     // "bfloat16", "float32", "float64"
 const char* name_of(ReduceOp op);    // "sum", "avg", "min", "max", "prod"
 const char* name_of(Scope scope);    // "global", "local", "cross"
 
@@ -69,6 +70,10 @@ constexpr DataType dtype_of<std::uint8_t>() {
 template <>
 constexpr DataType dtype_of<std::int8_t>() {
   return DataType::kInt8;
+}
+template <>
+constexpr DataType dtype_of<std::int16_t>() {
+  return DataType::kInt16;
 }
 template <>
 constexpr DataType dtype_of<std::int32_t>() {
