@@ -11,6 +11,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 root=$(pwd)
 py=$root/.venv-tf/bin/python
 export PYTHONPATH=$root/$BUILD_DIR/python TF_CPP_MIN_LOG_LEVEL=2
+# KS_ALLREDUCE_ONLY=1 (scripts/bench.sh tf_allreduce): only the allreduce rows.
 if ! "$py" -c 'import hora.keras' >/dev/null 2>&1; then
   echo "keras_steps: skipped: hora.keras is not importable by $py (scripts/venv.sh tf, then build)"
   exit 0
@@ -61,7 +62,9 @@ median() {
 configs=("np2-1host localhost:2 -")
 trap 'rm -rf "$work"' EXIT
 index="" ssh=""
-if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 &&
+if [ "${KS_ALLREDUCE_ONLY:-0}" = 1 ]; then
+  configs=()
+elif [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1 &&
   vars=$(scripts/testhosts.sh up --index auto --hosts 2 2>/dev/null); then
   eval "$vars"
   index=$HORA_TESTHOSTS_INDEX ssh=$HORA_TESTHOSTS_SSH_CONFIG
@@ -86,7 +89,7 @@ for spec in "${configs[@]}"; do
   done
   echo "$name: load after:  $(uptime | sed 's/.*load average: //')"
 done
-printf '\n%-10s %-14s %14s %14s %16s\n' config contender "median steps/s" "min-max" "/ mwms custom"
+[ ${#configs[@]} -gt 0 ] && printf '\n%-10s %-14s %14s %14s %16s\n' config contender "median steps/s" "min-max" "/ mwms custom"
 for spec in "${configs[@]}"; do
   read -r name _ <<<"$spec"
   base=$(awk -v n="$name" '$1 == n && $2 == "mwms" { print $4 }' "$results" | median | cut -d' ' -f1)
@@ -100,13 +103,36 @@ done
 rm -f "$results"
 
 echo
-echo "allreduce of one float32 tensor, -np 2 on this host, median of 20 (us):"
-for fw in hora mwms; do
-  extra=()
-  [ "$fw" = mwms ] && { p=$(free_ports 2); extra=(--workers "localhost:${p%,*},localhost:${p#*,}"); }
-  timeout 600 "$horarun" -np 2 "$py" "$bench" --framework "$fw" --allreduce "${extra[@]}" 2>&1 |
-    sed -n "s/.*allreduce_us bytes=\([0-9]*\) us=\([0-9.]*\).*/$fw \1 \2/p"
-done | awk '{ printf "  %-40s %10s B %10s us\n", ($1 == "hora" ? "hora.tensorflow allreduce" : "tf.distribute CollectiveAllReduce"), $2, $3 }'
-"$horarun" -np 2 "$root/$BUILD_DIR/bench/allreduce_bench" -b 4 -e 16M -f 4194304 \
-  --collective allreduce -c 0 2>&1 | awk '/^\[0\]<stdout>: +[0-9]/ {
-    printf "  %-40s %10s B %10s us (out of place), %s us (in place)\n", "hora C++ allreduce_bench", $2, $7, $11 }'
+echo "allreduce of one float32 tensor, -np 2 on this host, median of 20 (us; C++: mean of its"
+echo "default runs), KS_AR_REPEATS (5) rounds, each running hora.tensorflow, the C++ bench, then"
+echo "tf.distribute (KS_AR_MWMS=0 leaves it out) one after the other; the ratio is to that round's C++:"
+ar_results=$(mktemp)
+ar_run() { # ar_run ROUND FRAMEWORK: prints "round framework bytes to_numpy_us op_us" rows
+  local extra=()
+  [ "$2" = mwms ] && { p=$(free_ports 2); extra=(--workers "localhost:${p%,*},localhost:${p#*,}"); }
+  timeout 600 "$horarun" -np 2 "$py" "$bench" --framework "$2" --allreduce "${extra[@]}" 2>&1 |
+    sed -n "s/.*allreduce_us bytes=\([0-9]*\) us=\([0-9.]*\) op_us=\([0-9.]*\).*/$1 $2 \1 \2 \3/p"
+}
+for ((rep = 0; rep < ${KS_AR_REPEATS:-5}; rep++)); do
+  ar_run "$rep" hora
+  "$horarun" -np 2 "$root/$BUILD_DIR/bench/allreduce_bench" -b 4 -e 16M -f 4194304 \
+    --collective allreduce -c 0 2>&1 | awk -v rep="$rep" '/^\[0\]<stdout>: +[0-9]/ {
+      print rep, "cpp", $2, "-", $7 }'
+  [ "${KS_AR_MWMS:-1}" = 1 ] && ar_run "$rep" mwms
+done >"$ar_results"
+printf '  %-5s %-34s %10s %14s %14s %10s\n' round contender bytes "to numpy (us)" "op (us)" "op / C++"
+awk '{ key = $1 " " $3 } $2 == "cpp" { cpp[key] = $5 } { row[NR] = $0 } END {
+  for (i = 1; i <= NR; i++) { split(row[i], f, " "); key = f[1] " " f[3]
+    name = f[2] == "hora" ? "hora.tensorflow allreduce" : f[2] == "mwms" ? \
+      "tf.distribute CollectiveAllReduce" : "C++ allreduce_bench (out of place)"
+    printf "  %-5s %-34s %10s %14s %14s %10s\n", f[1], name, f[3], f[4], f[5], \
+      (cpp[key] > 0 ? sprintf("%.2f", f[5] / cpp[key]) : "-") } }' "$ar_results"
+# The median over the rounds of hora's 16 MiB times / that round's C++ time.
+for col in 5 4; do
+  awk -v c=$col '$3 == 16777216 && $2 == "cpp" { cpp[$1] = $5 }
+    $3 == 16777216 && $2 == "hora" { t[$1] = $c } END {
+    for (r in t) if (cpp[r] > 0) print t[r] / cpp[r] }' "$ar_results" | median |
+    awk -v c=$col '{ printf "  16 MiB, hora.tensorflow %s / C++: median %s over the rounds (min-max %s)\n",
+      (c == 5 ? "op" : "to numpy"), $1, $2 }'
+done
+rm -f "$ar_results"

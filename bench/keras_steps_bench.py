@@ -13,7 +13,9 @@ gradients' allreduce. Rank 0 prints `steps_per_sec=<x>` over --steps steps after
 
   --allreduce        instead: the time of one allreduce of 4 B and of 16 MiB from a TF tensor,
                      hora.tensorflow's op against tf.distribute's CollectiveAllReduce (the
-                     mwms framework), printing `allreduce_us bytes=<n> us=<median>`.
+                     mwms framework), printing `allreduce_us bytes=<n> us=<median> op_us=<m>`:
+                     us from the call to the result in numpy (`.numpy()`, which copies), op_us
+                     to the result tensor (an eager op returns once it has completed).
 """
 
 import argparse
@@ -173,14 +175,19 @@ def allreduce(args):
         run = reducer(n)
         for _ in range(3):
             run().numpy()
-        times = []
+        times, op_times = [], []
         for _ in range(args.iters):
             t = time.perf_counter()
             run().numpy()
             times.append(time.perf_counter() - t)
+        for _ in range(args.iters):
+            t = time.perf_counter()
+            run()
+            op_times.append(time.perf_counter() - t)
         if RANK == 0:
-            print('allreduce_us bytes=%d us=%.1f' % (4 * n, 1e6 * float(np.median(times))),
-                  flush=True)
+            print('allreduce_us bytes=%d us=%.1f op_us=%.1f' % (
+                4 * n, 1e6 * float(np.median(times)), 1e6 * float(np.median(op_times))),
+                flush=True)
 
 
 def main():

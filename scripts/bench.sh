@@ -61,6 +61,11 @@ bench_keras_steps() {
   heading "keras_steps: Keras 3 steps/s, hora.keras vs MultiWorkerMirroredStrategy"
   bash bench/keras_steps.sh || echo "(keras_steps: failed, rc=$?)"
 }
+BENCHMARKS+=(tf_allreduce)
+bench_tf_allreduce() {
+  heading "tf_allreduce: allreduce from TF tensors, hora.tensorflow vs tf.distribute vs C++"
+  KS_ALLREDUCE_ONLY=1 bash bench/keras_steps.sh || echo "(tf_allreduce: failed, rc=$?)"
+}
 
 # hora.torch.DistributedOptimizer vs DistributedDataParallel over torch's gloo (bench_torch.sh).
 bench_torch() {
@@ -214,6 +219,8 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 root), median of KS_REPEATS=3 interleaved runs of KS_STEPS=20 steps; then an
                 allreduce of 4 B and 16 MiB from TF tensors vs CollectiveAllReduce and the C++
                 allreduce_bench (needs the tf venv: scripts/venv.sh tf)
+  tf_allreduce  keras_steps' allreduce rows only (KS_ALLREDUCE_ONLY=1): KS_AR_REPEATS=5 rounds
+                of hora.tensorflow, tf.distribute and the C++ bench, with hora's op / C++
   scale         bench/bench_scale.sh: rendezvous_bench at 1024 and 4096 ranks, and a real
                 horarun -np 128 job's time and memory. ARGS: the job's rank count
   fusion        fusion_bench --launch --np 4: step time of 200 ResNet-like gradients (4 KiB to

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -304,6 +305,100 @@ void submit_with_handle(std::function<void(const hora::Handle&, std::exception_p
   kick(h);
 }
 
+// --- Outputs ------------------------------------------------------------------------------------
+
+// Large outputs come from a pool of buffers that return to it when TensorFlow frees the last
+// tensor on them. TensorFlow's CPU allocator is malloc, and glibc maps a 16 MiB block afresh
+// for many of the calls (and unmaps it at free), so every page of the output faulted again
+// inside the collective: an eager allreduce of 16 MiB took about 1900 page faults a call. A
+// training loop allreduces the same sizes every step, so the pool's buffers are reused warm.
+// The pool keeps at most kPoolMaxFreeBytes of free buffers; the rest go back to the system.
+constexpr std::size_t kPoolMinBytes = std::size_t{1} << 20;
+constexpr std::size_t kPoolMaxFreeBytes = std::size_t{256} << 20;
+
+class OutputPool {
+ public:
+  static OutputPool& get() {
+    static OutputPool* pool = new OutputPool();  // never destroyed: tensors may outlive exit
+    return *pool;
+  }
+
+  void* take(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        free_bytes_ -= bytes;
+        return p;
+      }
+    }
+    // Eigen's alignment (EIGEN_MAX_ALIGN_BYTES), which TensorFlow's own buffers have.
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
+
+  void give_back(void* p, std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (free_bytes_ + bytes <= kPoolMaxFreeBytes) {
+        free_.emplace(bytes, p);
+        free_bytes_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<std::size_t, void*> free_;
+  std::size_t free_bytes_ = 0;
+};
+
+class PooledBuffer : public tf::TensorBuffer {
+ public:
+  explicit PooledBuffer(std::size_t bytes)
+      : TensorBuffer(OutputPool::get().take(bytes)), bytes_(bytes) {}
+  ~PooledBuffer() override {
+    if (data() != nullptr) OutputPool::get().give_back(data(), bytes_);
+  }
+  std::size_t size() const override { return bytes_; }
+  tf::TensorBuffer* root_buffer() override { return this; }
+  void FillAllocationDescription(tf::AllocationDescription* proto) const override {
+    proto->set_requested_bytes(static_cast<int64_t>(bytes_));
+    proto->set_allocated_bytes(static_cast<int64_t>(bytes_));
+    proto->set_allocator_name("hora_output_pool");
+  }
+
+ private:
+  std::size_t bytes_;
+};
+
+// Output i with input i's shape and type: input i's own buffer when TensorFlow can hand it over
+// (nothing else reads it: inside a graph, a gradient the op is the only consumer of), so the
+// collective runs in place; else a pooled buffer (large) or TensorFlow's allocator.
+absl::Status output_like_input(OpKernelContext* ctx, int i, tf::Tensor** out) {
+  const tf::Tensor& in = ctx->input(i);
+  if (std::unique_ptr<tf::Tensor> fwd =
+          ctx->forward_input(i, i, in.dtype(), in.shape(), tf::DEVICE_MEMORY, {})) {
+    ctx->set_output(i, *fwd);
+    *out = ctx->mutable_output(i);
+    return absl::OkStatus();
+  }
+  const std::size_t bytes = in.TotalBytes();
+  if (bytes < kPoolMinBytes) return ctx->allocate_output(i, in.shape(), out);
+  auto* buffer = new PooledBuffer(bytes);
+  if (buffer->data() == nullptr) {
+    buffer->Unref();
+    return ctx->allocate_output(i, in.shape(), out);
+  }
+  ctx->set_output(i, tf::Tensor(in.dtype(), in.shape(), buffer));
+  buffer->Unref();  // the output holds it now
+  *out = ctx->mutable_output(i);
+  return absl::OkStatus();
+}
+
 // --- Scaling (Horovod's prescale_factor / postscale_factor) ------------------------------------
 
 template <typename T>
@@ -343,9 +438,9 @@ void scale(tf::Tensor* t, double factor) {
   }
 }
 
-// out = in * factor (a copy when factor is 1).
+// out = in * factor (a copy when factor is 1; out may be in itself, forwarded).
 void scaled_copy(const tf::Tensor& in, tf::Tensor* out, double factor) {
-  std::memcpy(data_of(*out), data_of(in), in.TotalBytes());
+  if (data_of(*out) != data_of(in)) std::memcpy(data_of(*out), data_of(in), in.TotalBytes());
   scale(out, factor);
 }
 
@@ -411,7 +506,7 @@ class HoraAllreduceOp : public ReducingKernel {
     const int n = ctx->num_inputs();
     std::vector<tf::Tensor*> outputs(n);
     for (int i = 0; i < n; ++i) {
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &outputs[i]), done);
+      OP_REQUIRES_OK_ASYNC(ctx, output_like_input(ctx, i, &outputs[i]), done);
     }
     const std::string base = engine_name();
     auto c = std::make_shared<Completion>(ctx, std::move(done), n);
@@ -486,7 +581,7 @@ class HoraBroadcastOp : public HoraKernel {
     OP_REQUIRES_OK_ASYNC(ctx, check_root(&root), done);
     std::vector<tf::Tensor*> outputs(n);
     for (int i = 0; i < n; ++i) {
-      OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &outputs[i]), done);
+      OP_REQUIRES_OK_ASYNC(ctx, output_like_input(ctx, i, &outputs[i]), done);
     }
     const bool is_root = set_rank() == root;
     const std::string base = engine_name();
@@ -498,7 +593,9 @@ class HoraBroadcastOp : public HoraKernel {
       const std::string name = n == 1 ? base : base + "." + std::to_string(i);
       const std::string what = describe(name, in);
       // Only the root's data travels: only the root fills its output first.
-      if (is_root) std::memcpy(data_of(*out), data_of(in), in.TotalBytes());
+      if (is_root && data_of(*out) != data_of(in)) {
+        std::memcpy(data_of(*out), data_of(in), in.TotalBytes());
+      }
       const Wire w = wire_of(in.dtype());
       submit_or_fail(c, what, n - i, [&] {
         last = hora::broadcast_async(name, data_of(*out), wire_shape(in.shape(), w), w.type, root,

@@ -80,6 +80,32 @@ def test_allreduce_scaling_compression_and_names():
         assert hvd.allreduce(tf.constant([1.0]), op=hvd.Sum, name='again').numpy()[0] == N
 
 
+def test_large_outputs_and_in_place():
+    """Outputs of 1 MiB and more come from the kernels' buffer pool, and an input nothing else
+    reads (a temporary inside tf.function) is reduced in place: results stay right while
+    earlier results are alive, and a forwarded input's prescale and broadcast are right."""
+    n = 300000  # float32: 1.2 MB, above the pool's 1 MiB
+    inputs = [np.arange(n, dtype=np.float32) % 7 + r for r in range(N)]
+    x = tf.constant(inputs[R])
+    want = np.sum(inputs, axis=0)
+    kept = [hvd.allreduce(x * float(k + 1), op=hvd.Sum, name='large.%d' % k) for k in range(4)]
+    del kept[1]  # its buffer goes back to the pool and is handed out again below
+    kept += [hvd.allreduce(x, op=hvd.Sum, name='large.again.%d' % k) for k in range(2)]
+    for got, k in zip(kept, [1, 3, 4, 1, 1]):
+        assert np.array_equal(got.numpy(), want * k), k
+
+    @tf.function
+    def temporaries(v):
+        # v * 3 and v + 1 are read by the op only: TensorFlow hands their buffers over.
+        a = hvd.allreduce(v * 3.0, op=hvd.Sum, prescale_factor=2.0, name='inplace.a')
+        b = hvd.broadcast(v + 1.0, root_rank=N - 1, name='inplace.b')
+        return a, b, v
+    a, b, v = temporaries(x)
+    assert np.array_equal(a.numpy(), want * 6)
+    assert np.array_equal(b.numpy(), inputs[N - 1] + 1)
+    assert np.array_equal(v.numpy(), inputs[R])  # the input itself is untouched
+
+
 def test_grouped_allreduce():
     xs = [tf.constant(value(R, (i + 1, 2), np.float32)) for i in range(4)]
     xs.append(tf.constant(value(R, (3,), np.int32)))  # a second dtype in the same group
