@@ -4,15 +4,10 @@ launched from this machine over SSH. Both ranks train the same model to the same
 Exits 77 (skipped) without root, ip netns or sshd."""
 
 import os
-import shlex
 import subprocess
 import sys
-import tempfile
 
-from harness import run
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTHOSTS = os.path.join(HERE, '..', '..', 'scripts', 'testhosts.sh')
+from harness import run, two_test_hosts
 
 TRAIN = '''
 import os, numpy as np, keras
@@ -36,30 +31,8 @@ print('RESULT %s %d %.10e %.4f' % (os.environ['HORA_HOSTNAME'], hvd.size(), w.su
 '''
 
 
-def hosts_up():
-    if os.geteuid() != 0 or subprocess.run(['ip', 'netns', 'list'],
-                                           capture_output=True).returncode != 0:
-        print('skipped: needs root and ip netns (network-namespace test hosts)')
-        sys.exit(77)
-    if not os.path.exists('/usr/sbin/sshd'):
-        print('skipped: no sshd')
-        sys.exit(77)
-    up = subprocess.run(['bash', TESTHOSTS, 'up', '--index', 'auto', '--hosts', '2'],
-                        capture_output=True, text=True, timeout=180)
-    assert up.returncode == 0, 'testhosts.sh up failed:\n' + up.stderr
-    env = {}
-    for word in shlex.split(up.stdout.replace(';', ' ')):
-        if '=' in word:
-            k, v = word.split('=', 1)
-            env[k.replace('export ', '')] = v
-    return env
-
-
 def test_fit_on_two_hosts():
-    env = hosts_up()
-    index = env.get('HORA_TESTHOSTS_INDEX')
-    tmp = tempfile.mkdtemp(prefix='hora-keras-hosts-')
-    try:
+    with two_test_hosts('hora-keras-hosts-') as (env, tmp):
         script = os.path.join(tmp, 'train.py')
         with open(script, 'w') as f:
             f.write(TRAIN)
@@ -75,11 +48,6 @@ def test_fit_on_two_hosts():
         assert results[0][2] == results[1][2], results  # the same weights on both hosts
         assert float(results[0][3]) > 0.8, results
         print('  ' + '; '.join(' '.join(r) for r in results))
-    finally:
-        subprocess.run(['rm', '-rf', tmp])
-        if index:
-            subprocess.run(['bash', TESTHOSTS, 'down', '--index', index], capture_output=True,
-                           timeout=180)
 
 
 run(globals())

@@ -23,6 +23,16 @@ class CommitStateCallback(keras.callbacks.Callback):
         self.batches_per_commit = batches_per_commit
         self.batches_remaining = batches_per_commit
 
+    def on_train_begin(self, logs=None):
+        # Every worker counts from the start of each fit() and each epoch. After a reset the
+        # workers that were there call fit() again from the epoch's start, as a new worker does;
+        # a count carried over from the interrupted fit() made the old workers commit (a
+        # collective) at other batches than the new one, and the job stalled.
+        self.batches_remaining = self.batches_per_commit
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.batches_remaining = self.batches_per_commit
+
     def on_batch_end(self, batch, logs=None):
         self.batches_remaining -= 1
         if self.batches_remaining == 0:

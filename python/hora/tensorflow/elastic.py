@@ -64,8 +64,19 @@ class TensorFlowKerasState(ObjectState):
                                                    **kwargs)
 
     def _all_variables(self):
+        self._build_optimizer()
         return list(self.model.variables) + (_variables(self.optimizer) if self.optimizer
                                              else [])
+
+    def _build_optimizer(self):
+        # Keras 3 makes an optimizer's slots (momentum, Adam's moments) at its first apply(): a
+        # worker that joins a running job has none yet where the others have them, and sync()'s
+        # broadcast of rank 0's variables would not match the new worker's list (the job
+        # stalled in that broadcast). Built at once, every worker has the same variables.
+        opt = self.optimizer
+        if opt is not None and hasattr(opt, 'build') and not getattr(opt, 'built', True):
+            with tf.init_scope():
+                opt.build(self.model.trainable_variables)
 
     def save(self):
         self._save_model()

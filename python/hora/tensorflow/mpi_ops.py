@@ -104,6 +104,8 @@ _PREFIX = re.compile(r'(HoraUsageError|HoraConnectionError|HoraTimeoutError|Hora
                      r'HoraMismatchError|HoraAbortedError|HoraError): ')
 
 _C.hora_tf_last_error.restype = ctypes.c_char_p
+# ctypes passes Python ints as C ints unless told; a float it cannot pass at all.
+_C.hora_tf_elastic_reset.argtypes = [ctypes.c_double]
 
 
 def _check(code):
