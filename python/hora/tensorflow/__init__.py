@@ -17,6 +17,7 @@ except ImportError as e:  # say which package, and how to get it
         '(scripts/setup.sh does it) and run your program with its python: '
         '.venv-tf/bin/python (docs/tensorflow.md)' % (_sys.executable, e)) from e
 
+import functools
 import os
 import warnings
 
@@ -41,6 +42,7 @@ from hora.tensorflow.util import (_executing_eagerly, _make_subgraph, _cache, va
 from hora.tensorflow.functions import (allgather_object, broadcast_object, broadcast_object_fn,
                                        broadcast_variables)
 from hora.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
+from hora.tensorflow import adasum as _adasum
 
 
 def _horovod_size(process_set, dtype):
@@ -51,12 +53,6 @@ def _horovod_size(process_set, dtype):
     else:
         n = process_set.size()
     return tf.cast(n, dtype=dtype)
-
-
-def _adasum_refused():
-    raise NotImplementedError(
-        'hora.tensorflow: op=Adasum is not implemented for TensorFlow (hora.torch has it; '
-        'docs/tensorflow.md, "Differences from Horovod")')
 
 
 def _sparse_allreduce(tensor, op, process_set, ignore_name_scope, prescale_factor,
@@ -94,12 +90,18 @@ def allreduce(tensor, average=None, device_dense='', device_sparse='',
             return _sparse_allreduce(tensor, op, process_set, ignore_name_scope,
                                      prescale_factor, postscale_factor, name)
     if op == Adasum:
-        _adasum_refused()
+        _adasum.check([tensor], 'allreduce', process_set)
     with tf.device(device_dense):
         compressed, ctx = compression.compress(tensor)
-        reduced = _allreduce(compressed, op=op, prescale_factor=prescale_factor,
-                             postscale_factor=postscale_factor, name=name,
-                             process_set=process_set, ignore_name_scope=ignore_name_scope)
+        if op == Adasum:
+            reduced = _adasum.grouped_allreduce(
+                [compressed], name=name, prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor, process_set=process_set,
+                ignore_name_scope=ignore_name_scope)[0]
+        else:
+            reduced = _allreduce(compressed, op=op, prescale_factor=prescale_factor,
+                                 postscale_factor=postscale_factor, name=name,
+                                 process_set=process_set, ignore_name_scope=ignore_name_scope)
         return compression.decompress(reduced, ctx)
 
 
@@ -113,7 +115,7 @@ def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
         return tensors
     op = handle_average_backwards_compatibility(op, average)
     if op == Adasum:
-        _adasum_refused()
+        _adasum.check(tensors, 'grouped_allreduce', process_set)
     results = [None] * len(tensors)
     dense = [(i, t) for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
     for i, t in enumerate(tensors):
@@ -132,11 +134,11 @@ def grouped_allreduce(tensors, average=None, device_dense='', device_sparse='',
             reduced = [None] * len(dense)
             for n, (dtype, ks) in enumerate(sorted(by_dtype.items(), key=lambda kv: kv[1][0])):
                 group_name = name if name is None or len(by_dtype) == 1 else '%s.%d' % (name, n)
-                outs = _grouped_allreduce([compressed[k] for k in ks], op=op,
-                                          prescale_factor=prescale_factor,
-                                          postscale_factor=postscale_factor,
-                                          process_set=process_set, name=group_name,
-                                          ignore_name_scope=ignore_name_scope)
+                reduce = _adasum.grouped_allreduce if op == Adasum else functools.partial(
+                    _grouped_allreduce, op=op)
+                outs = reduce([compressed[k] for k in ks], prescale_factor=prescale_factor,
+                              postscale_factor=postscale_factor, process_set=process_set,
+                              name=group_name, ignore_name_scope=ignore_name_scope)
                 for k, o in zip(ks, outs):
                     reduced[k] = o
             for (i, _), r, ctx in zip(dense, reduced, ctxs):
@@ -269,8 +271,6 @@ def _check_tape_args(op, gradient_predivide_factor, num_groups, groups):
     """Horovod's checks of the tapes' and optimizers' arguments; returns the groups."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError('gradient_predivide_factor not supported with op != Average')
-    if op == Adasum:
-        _adasum_refused()
     if num_groups != 0:
         warnings.warn('Parameter `num_groups` has been replaced by `groups` and will be removed '
                       'in v0.23.0.', DeprecationWarning)
