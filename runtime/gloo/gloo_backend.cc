@@ -1,6 +1,7 @@
 #include "runtime/gloo/gloo_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -24,6 +25,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/reduce.h"
 #include "runtime/gloo/checked_sync_allreduce.h"
+#include "runtime/gloo/op_check.h"
 #include "runtime/gloo/ring_allreduce.h"
 #include "runtime/gloo/ring_reduce_scatter.h"
 #include "runtime/gloo/sync_allreduce.h"
@@ -68,21 +70,52 @@ const char* group_name(Group group) {
   return "unknown";
 }
 
+// What an operation was, formatted only when it fails.
+struct GlooBackend::OpInfo {
+  explicit OpInfo(const char* n) : name(n) {}
+  OpInfo(const char* n, std::size_t c, DataType t) : name(n), count(c), type(t) {}
+  OpInfo(const char* n, std::size_t c, DataType t, ReduceOp o)
+      : name(n), count(c), type(t), op(o) {}
+
+  const char* name;
+  std::size_t count = 0;
+  std::optional<DataType> type;
+  std::optional<ReduceOp> op;
+  int root = -1;
+  bool sync = false;  // on the scope's sync twin
+  // The cross-rank check before the op (op_check.h): it runs on the sync twin when the scope
+  // has one, but a failure there is the op's, reported without the sync pairs' note.
+  bool checking = false;
+};
+
+struct GlooBackend::ScopeState {
+  std::shared_ptr<MeshContext> context;
+  std::uint32_t next_tag = 0;
+  std::shared_ptr<MeshContext> sync;  // the sync twin, or null
+  std::uint32_t next_sync_tag = 0;
+  SyncScratch scratch;  // checked_sync_allreduce's buffers on `sync`
+  RingBuffers ring;     // ring_allreduce's and ring_reduce_scatter's, kept across calls
+  std::optional<std::string> broken;  // the first failure's message
+  int broken_kind = 0;                // which hora::Error subclass it was
+};
+
+struct GlooBackend::Scopes : std::array<ScopeState, 4> {};
+
 GlooBackend::GlooBackend(const WorldInfo& world, Mesh mesh, const AbortState& abort)
-    : world_(world), mesh_(std::move(mesh)), abort_(abort) {
-  scopes_[static_cast<int>(Group::kGlobal)].context = mesh_.global;
-  scopes_[static_cast<int>(Group::kLocal)].context = mesh_.local;
-  scopes_[static_cast<int>(Group::kCross)].context = mesh_.cross;
-  scopes_[static_cast<int>(Group::kEngine)].context = mesh_.engine;
-  scopes_[static_cast<int>(Group::kGlobal)].sync = mesh_.global_sync;
-  scopes_[static_cast<int>(Group::kEngine)].sync = mesh_.engine_sync;
-  scopes_[static_cast<int>(Group::kCross)].sync = mesh_.cross_sync;
+    : world_(world), mesh_(std::move(mesh)), abort_(abort), scopes_(std::make_unique<Scopes>()) {
+  (*scopes_)[static_cast<int>(Group::kGlobal)].context = mesh_.global;
+  (*scopes_)[static_cast<int>(Group::kLocal)].context = mesh_.local;
+  (*scopes_)[static_cast<int>(Group::kCross)].context = mesh_.cross;
+  (*scopes_)[static_cast<int>(Group::kEngine)].context = mesh_.engine;
+  (*scopes_)[static_cast<int>(Group::kGlobal)].sync = mesh_.global_sync;
+  (*scopes_)[static_cast<int>(Group::kEngine)].sync = mesh_.engine_sync;
+  (*scopes_)[static_cast<int>(Group::kCross)].sync = mesh_.cross_sync;
 }
 
 GlooBackend::~GlooBackend() = default;
 
 GlooBackend::ScopeState& GlooBackend::state(Group scope) {
-  ScopeState& s = scopes_.at(static_cast<std::size_t>(scope));
+  ScopeState& s = scopes_->at(static_cast<std::size_t>(scope));
   if (!s.context) {
     throw Error(fmt::format("internal: {} has no Gloo context for the {} scope", who(world_),
                             group_name(scope)),
@@ -538,7 +571,7 @@ void GlooBackend::barrier(Scope scope, void* /*stream*/) {
 void GlooBackend::abort(const std::string& reason) { close_all(reason); }
 
 void GlooBackend::close_all(const std::string& reason) {
-  for (auto& s : scopes_) {
+  for (auto& s : *scopes_) {
     if (s.context) s.context->fail(reason);
     if (s.sync) s.sync->fail(reason);
   }

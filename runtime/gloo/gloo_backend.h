@@ -21,9 +21,9 @@
 // on either breaks the scope.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,12 +34,12 @@
 #include "runtime/core/backend.h"
 #include "runtime/core/reduce.h"
 #include "runtime/core/world.h"
-#include "runtime/gloo/checked_sync_allreduce.h"
 #include "runtime/gloo/mesh.h"
-#include "runtime/gloo/op_check.h"
-#include "runtime/gloo/ring_reduce_scatter.h"
 
 namespace hora::detail::gloo {
+
+struct OpHeader;  // op_check.h
+struct OpCheck;
 
 // The Gloo contexts of a rank: the three scopes of the public API, and the async engine's own
 // global context (so its background thread never shares a context with the user's thread).
@@ -106,34 +106,12 @@ class GlooBackend : public Backend {
   const Mesh& mesh() const { return mesh_; }
 
  private:
-  // What an operation was, formatted only when it fails.
-  struct OpInfo {
-    explicit OpInfo(const char* n) : name(n) {}
-    OpInfo(const char* n, std::size_t c, DataType t) : name(n), count(c), type(t) {}
-    OpInfo(const char* n, std::size_t c, DataType t, ReduceOp o)
-        : name(n), count(c), type(t), op(o) {}
-
-    const char* name;
-    std::size_t count = 0;
-    std::optional<DataType> type;
-    std::optional<ReduceOp> op;
-    int root = -1;
-    bool sync = false;  // on the scope's sync twin
-    // The cross-rank check before the op (op_check.h): it runs on the sync twin when the scope
-    // has one, but a failure there is the op's, reported without the sync pairs' note.
-    bool checking = false;
-  };
-
-  struct ScopeState {
-    std::shared_ptr<MeshContext> context;
-    std::uint32_t next_tag = 0;
-    std::shared_ptr<MeshContext> sync;  // the sync twin, or null
-    std::uint32_t next_sync_tag = 0;
-    SyncScratch scratch;  // checked_sync_allreduce's buffers on `sync`
-    RingBuffers ring;     // ring_allreduce's and ring_reduce_scatter's, kept across calls
-    std::optional<std::string> broken;  // the first failure's message
-    int broken_kind = 0;                // which hora::Error subclass it was
-  };
+  // What an operation was, formatted only when it fails; a scope's contexts, tags, buffers and
+  // first failure. Both are defined in gloo_backend.cc, which alone needs the op check's, the
+  // sync allreduce's and the ring's headers.
+  struct OpInfo;
+  struct ScopeState;
+  struct Scopes;
 
   // info.sync: on the scope's sync twin (which must exist).
   template <typename Body>
@@ -155,7 +133,7 @@ class GlooBackend : public Backend {
   const WorldInfo& world_;
   Mesh mesh_;
   const AbortState& abort_;
-  std::array<ScopeState, 4> scopes_;
+  std::unique_ptr<Scopes> scopes_;  // by Group
 };
 
 }  // namespace hora::detail::gloo
