@@ -6,7 +6,9 @@ test/meson.build's horovod_archive option, run by Debian's python3):
   classes, with the timestamp and the HostUpdateResult flag given;
 - the worker_addresses body a real WorkerNotificationService makes (Horovod's codec, cloudpickle,
   its listening addresses and key) is parsed into the same addresses and key;
-- a body that would run code when unpickled is refused, naming the opcode.
+- a body that would run code when unpickled is refused, naming the opcode;
+- rendezvous/horovod/notify.h's client delivers HostsUpdatedRequest to that real service
+  (its handler sees the timestamp and flag), and fails when framed with another key.
 
 Usage: horovod_pickle_real_test.py TOOL (test/rendezvous/horovod_pickle_tool.cc), with
 HOROVOD_ARCHIVE set. Exits 77 (skipped) without the archive, cloudpickle or psutil.
@@ -61,8 +63,10 @@ def parsed(out):
 
 def check_worker_addresses(worker, codec, secret):
     class Manager:
+        updates = []
+
         def handle_hosts_updated(self, timestamp, res):
-            pass
+            self.updates.append((timestamp, res))
 
     key = secret.make_secret_key()
     service = worker.WorkerNotificationService(key, None, Manager())
@@ -76,6 +80,16 @@ def check_worker_addresses(worker, codec, secret):
         want = [(iface, ip, str(port)) for iface, pairs in addresses.items() for ip, port in pairs]
         check(endpoints == want, "addresses %s read as %s" % (want, endpoints))
         check(keys == [key.hex()], "the 32-byte key")
+        out = tool("notify", "1800000000", "2", body=body)
+        check(out.returncode == 0 and out.stdout.decode().startswith("ok "),
+              "notify answered by the real service: " + (out.stdout + out.stderr).decode().strip())
+        check(Manager.updates == [(1800000000, worker.HostUpdateResult.added)],
+              "the service's handler got (1800000000, added): %r" % Manager.updates)
+        other = codec.dumps_base64((addresses, secret.make_secret_key()), to_ascii=False)
+        out = tool("notify", "1800000001", "1", body=other)
+        check(out.returncode == 1 and b"failed at every address" in out.stderr,
+              "another key is refused by the real service: " + out.stderr.decode().strip())
+        check(len(Manager.updates) == 1, "nothing more reached the handler")
     finally:
         service.shutdown()
     many = {"eth%d" % i: [("10.%d.0.1" % i, 1000 + i), ("10.%d.0.2" % i, 2000 + i)]
