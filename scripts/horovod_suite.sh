@@ -4,9 +4,10 @@
 # test of the file in one job, so one rank's error that leaves the ranks out of step shows up as
 # the failures after it), and prints passed/failed/skipped per file and per implementation.
 #
-#   scripts/horovod_suite.sh HOROVOD_SRC [NP] [FILE...]
+#   scripts/horovod_suite.sh [HOROVOD_SRC] [NP] [FILE...]
 #
-# HOROVOD_SRC: a Horovod checkout (its test/ folder is used as it is) or a git mirror of Horovod
+# HOROVOD_SRC (the argument, else the variable, else ../.mirror/horovod+horovod/repo beside the
+# repository): a Horovod checkout (its test/ folder is used as it is) or a git mirror of Horovod
 # (test/ of HOROVOD_REF, default v0.28.1, is exported to a temporary folder). NP: ranks per job
 # (default 2). FILE: files of Horovod's test/parallel (check_paths: ignore, Horovod's path)
 # (default: test_torch.py test_timeline.py).
@@ -26,9 +27,10 @@
 # pytest cannot be imported.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
-src=${1:-}
-np=${2:-2}
-shift 2 2>/dev/null || shift $#
+src=${HOROVOD_SRC:-$here/../.mirror/horovod+horovod/repo}
+if [ $# -gt 0 ] && [[ ! "$1" =~ ^[0-9]+$ ]]; then src=$1; shift; fi  # else NP comes first
+np=${1:-2}
+shift 2>/dev/null
 files=("$@")
 [ ${#files[@]} -eq 0 ] && files=(test_torch.py test_timeline.py)
 py=${PYTHON:-/usr/bin/python3}
@@ -38,7 +40,7 @@ archive=${HOROVOD_ARCHIVE:-$here/../shared/horovod/horovod-0.28.1-torch1.13-cpu-
 impls=${IMPLS:-hora horovod}
 job_timeout=${JOB_TIMEOUT:-1800}
 
-if [ -z "$src" ] || [ ! -e "$src" ]; then
+if [ ! -e "$src" ]; then
   echo "skipped: no Horovod sources (usage: $0 HOROVOD_SRC [NP] [FILE...])" >&2
   exit 77
 fi
@@ -64,8 +66,8 @@ else
 fi
 
 # The name map: `import horovod.torch` gives the module object hora.torch (not a second copy),
-# and so for horovod.common.exceptions and horovod.common.elastic. Horovod's common.py (check_paths: ignore)
-# also imports horovod.runner.util.threads.in_thread and test_timeline.py
+# and so for horovod.common.exceptions and horovod.common.elastic. Horovod's test utilities
+# (common.py) also import horovod.runner.util.threads.in_thread and test_timeline.py
 # horovod.common.util.env: two small test helpers, written here (not Horovod's code).
 mkdir -p "$work/shim/horovod/common" "$work/shim/horovod/runner/util"
 cat > "$work/shim/horovod/__init__.py" <<'PY'
@@ -131,7 +133,7 @@ def in_thread(target, args=(), name=None, daemon=True, silent=False):
     thread.start()
     return thread
 PY
-# Horovod's test utilities (check_paths: ignore) import `mock`, the PyPI backport of unittest.mock: where it is
+# Horovod's test utilities import `mock`, the PyPI backport of unittest.mock: where it is
 # not installed, the standard library's stands in (both implementations get it).
 mkdir -p "$work/extra"
 if ! "$py" -c 'import mock' >/dev/null 2>&1; then
@@ -144,47 +146,82 @@ if [[ " $impls " == *" horovod "* ]] && [ -f "$archive" ]; then
   mkdir -p "$work/hvd" && tar -xJf "$archive" -C "$work/hvd" && hvd_site=$work/hvd/site
 fi
 
-# One job: every test of FILE on NP ranks; each rank writes a JUnit file.
-run_job() {  # impl file
-  local impl=$1 file=$2 out=$work/$1.${2%.py}
+# A job: the tests of FILE on NP ranks, as Horovod's CI runs them (pytest -v, every test in one
+# process per rank). When a job dies (a rank crashed, or JOB_TIMEOUT), the test it was running
+# counts as failed ("crashed") and another job runs the tests not yet reported (at most
+# MAX_JOBS, default 10, jobs per file), so one crash costs one test, not the rest of the file.
+run_file() {  # impl file
+  local impl=$1 file=$2 out=$work/$1.${2%.py} job=0
   mkdir -p "$out"
-  local pytest=("$py" -m pytest -v -p no:cacheprovider --continue-on-collection-errors
-                -o junit_family=xunit1 ${PYTEST_ARGS:-} "$file")
-  local rank_junit='--junit-xml='"$out"'/junit.$HOROVOD_RANK.xml'
-  (
-    cd "$tests/parallel" || exit 1
-    export PYTHONDONTWRITEBYTECODE=1
-    if [ "$impl" = hora ]; then
-      PYTHONPATH=$work/shim:$work/extra:$PYTHONPATH timeout -k 10 "$job_timeout" \
-        "$horarun" -np "$np" bash -c 'exec "$@" '"$rank_junit" _ "${pytest[@]}"
-    else
-      PYTHONPATH=$hvd_site:$work/extra timeout -k 10 "$job_timeout" \
-        "$py" -m horovod.runner.launch -np "$np" -H "localhost:$np" --gloo \
-        bash -c 'exec "$@" '"$rank_junit" _ "${pytest[@]}"
-    fi
-  ) > "$out/log" 2>&1
-  echo $? > "$out/rc"
+  : > "$out/deselect"
+  while [ "$job" -lt "${MAX_JOBS:-10}" ]; do
+    job=$((job + 1))
+    local pytest=("$py" -m pytest -v -p no:cacheprovider --continue-on-collection-errors
+                  ${PYTEST_ARGS:-})
+    while read -r t; do pytest+=(--deselect "$t"); done < "$out/deselect"
+    pytest+=("$file")
+    (
+      cd "$tests/parallel" || exit 1
+      export PYTHONDONTWRITEBYTECODE=1
+      if [ "$impl" = hora ]; then
+        PYTHONPATH=$work/shim:$work/extra:$PYTHONPATH timeout -k 10 "$job_timeout" \
+          "$horarun" -np "$np" "${pytest[@]}"
+      else
+        PYTHONPATH=$hvd_site:$work/extra timeout -k 10 "$job_timeout" \
+          "$py" -m horovod.runner.launch -np "$np" -H "localhost:$np" --gloo "${pytest[@]}"
+      fi
+    ) > "$out/log.$job" 2>&1
+    echo $? > "$out/rc.$job"
+    # Done when the job ended with pytest's summary, or when it ran nothing new.
+    grep -Eq '^\[0\]<stdout>:=+ .*(passed|failed|skipped|error|deselected).* in [0-9.]+s' \
+      "$out/log.$job" && break
+    local before
+    before=$(wc -l < "$out/deselect")
+    tally "$out" > /dev/null  # writes OUT/deselect: every test reported so far
+    [ "$(wc -l < "$out/deselect")" -gt "$before" ] || break
+  done
+  echo "$job" > "$out/jobs"
 }
 
-# "passed failed skipped" over every rank's JUnit file (a test counts as failed when it failed
-# on any rank, skipped when skipped on rank 0), and the names of the failed tests.
-count() {  # dir
-  "$py" - "$1" <<'EOF'
-import glob, os, sys
-import xml.etree.ElementTree as ET
-state = {}
-for path in sorted(glob.glob(os.path.join(sys.argv[1], 'junit.*.xml'))):
-    for case in ET.parse(path).iter('testcase'):
-        key = case.get('name')
-        tags = {c.tag for c in case}
-        s = 'failed' if tags & {'failure', 'error'} else 'skipped' if 'skipped' in tags else 'passed'
-        if state.get(key) != 'failed' and (key not in state or s == 'failed'):
-            state[key] = s
-with open(os.path.join(sys.argv[1], 'states'), 'w') as f:
+# "passed failed skipped" from the ranks' `pytest -v` lines in every job's log: a test failed
+# when it failed (or errored) on any rank or was running when its job died (crashed), skipped
+# when rank 0 skipped it. Writes OUT/states: "test state" lines.
+tally() {  # out
+  "$py" - "$1" <<'PY'
+import glob, os, re, sys
+out = sys.argv[1]
+line = re.compile(r'^\[(\d+)\]<stdout>:(\S+::\w+::(\w+)) ?(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)?')
+state, ids = {}, set()
+for log in sorted(glob.glob(os.path.join(out, 'log.*')), key=lambda p: int(p.rsplit('.', 1)[1])):
+    started = {}
+    for text in open(log, errors='replace'):
+        m = line.match(text)
+        if not m:
+            continue
+        rank, name, result = int(m.group(1)), m.group(3), m.group(4)
+        ids.add(m.group(2))
+        if result is None:
+            started[rank] = name
+            continue
+        started.pop(rank, None)
+        if result in ('FAILED', 'ERROR'):
+            state[name] = 'failed'
+        elif state.get(name) != 'failed':
+            if result == 'SKIPPED' and (rank == 0 or name not in state):
+                state[name] = 'skipped'
+            elif name not in state:
+                state[name] = 'passed'
+    for name in set(started.values()):
+        state[name] = 'failed'  # crashed
+        with open(os.path.join(out, 'crashed'), 'a') as f:
+            f.write('%s %s\n' % (name, os.path.basename(log)))
+with open(os.path.join(out, 'states'), 'w') as f:
     for k in sorted(state):
         f.write('%s %s\n' % (k, state[k]))
+with open(os.path.join(out, 'deselect'), 'w') as f:
+    f.write(''.join(i + '\n' for i in sorted(ids)))
 print(*[sum(1 for s in state.values() if s == w) for w in ('passed', 'failed', 'skipped')])
-EOF
+PY
 }
 
 status=0
@@ -193,35 +230,38 @@ for file in "${files[@]}"; do
   for impl in $impls; do
     [ "$impl" = horovod ] && [ -z "$hvd_site" ] && continue
     start=$SECONDS
-    run_job "$impl" "$file"
+    run_file "$impl" "$file"
     out=$work/$impl.${file%.py}
-    read -r p f s < <(count "$out")
-    result[$impl.$file]="$p $f $s rc=$(cat "$out/rc") $((SECONDS - start))s"
+    read -r p f s < <(tally "$out")
+    result[$impl.$file]="$p $f $s $(cat "$out/jobs") $((SECONDS - start))s"
     if [ "$impl" = hora ] && [ "$f" != 0 ]; then status=1; fi
-    if [ "$impl" = hora ] && [ "$p$f$s" = 000 ]; then status=1; tail -20 "$out/log" >&2; fi
+    if [ "$impl" = hora ] && [ "$p$f$s" = 000 ]; then status=1; tail -20 "$out/log.1" >&2; fi
   done
-  if [ -n "$hvd_site" ] && [ -f "$work/horovod.${file%.py}/states" ]; then
+  hv=$work/horovod.${file%.py}/states ho=$work/hora.${file%.py}/states
+  if [ -n "$hvd_site" ] && [ -f "$hv" ]; then
     # Every test that passed on real Horovod must pass on hora.torch.
-    missing=$(LC_ALL=C join <(awk '$2 == "passed" {print $1}' "$work/horovod.${file%.py}/states") \
-                   <(awk '$2 != "passed" {print $1}' "$work/hora.${file%.py}/states" 2>/dev/null))
+    missing=$(LC_ALL=C comm -23 <(awk '$2 == "passed" {print $1}' "$hv" | LC_ALL=C sort) \
+                                <(awk '$2 == "passed" {print $1}' "$ho" 2>/dev/null | LC_ALL=C sort))
     if [ -n "$missing" ]; then
       status=1
       echo "$file: passed on Horovod, not on hora.torch: $(echo $missing)" >&2
     fi
   fi
   for impl in $impls; do
-    [ -f "$work/$impl.${file%.py}/states" ] || continue
-    failed=$(awk '$2 == "failed" {print $1}' "$work/$impl.${file%.py}/states")
+    out=$work/$impl.${file%.py}
+    [ -f "$out/states" ] || continue
+    failed=$(awk '$2 == "failed" {print $1}' "$out/states")
     [ -n "$failed" ] && echo "$file: failed on $impl: $(echo $failed)" >&2
+    [ -f "$out/crashed" ] && echo "$file: crashed on $impl (test, job): $(sort -u "$out/crashed" | tr '\n' ' ')" >&2
   done
 done
 
-printf '\n%-20s %-9s %6s %6s %7s  %s\n' file impl passed failed skipped "job (exit, time)"
+printf '\n%-18s %-8s %6s %6s %7s %5s %6s\n' file impl passed failed skipped jobs time
 for file in "${files[@]}"; do
   for impl in $impls; do
     [ -n "${result[$impl.$file]:-}" ] || continue
-    read -r p f s rc t <<< "${result[$impl.$file]}"
-    printf '%-20s %-9s %6s %6s %7s  %s %s\n' "$file" "$impl" "$p" "$f" "$s" "$rc" "$t"
+    read -r p f s j t <<< "${result[$impl.$file]}"
+    printf '%-18s %-8s %6s %6s %7s %5s %6s\n' "$file" "$impl" "$p" "$f" "$s" "$j" "$t"
   done
 done
 echo "np=$np"

@@ -83,6 +83,15 @@ std::string difference(const Request& x, int a, const Request& y, int b) {
 }  // namespace
 
 bool MessageTable::ready(const Entry& e) const {
+  if (joined_count_ > 0) {
+    // While a rank has joined, only allreduce (and the join) runs: any other op is refused as
+    // soon as one rank submits it (take() says why), rather than when every rank that has not
+    // joined has. Those ranks may never all submit the same name: an unnamed op's number
+    // differs between a rank that joined in an earlier round and one that was refused there.
+    for (const auto& slot : e.by_rank) {
+      if (slot && slot->type != OpType::kAllreduce && slot->type != OpType::kJoin) return true;
+    }
+  }
   for (int r = 0; r < size_; ++r) {
     if (!e.by_rank[static_cast<std::size_t>(r)].has_value() &&
         !joined_[static_cast<std::size_t>(r)]) {

@@ -27,7 +27,8 @@ class MessageTable {
   // Records `rank`'s request; first_seen estimates when that rank submitted it. Returns true when
   // every rank has now submitted request.name or joined. A join request (OpType::kJoin) marks
   // `rank` joined until the join is taken: from then on no entry waits for that rank, and other
-  // entries may become ready (ready_names()). Throws hora::Error if `rank` already announced
+  // entries may become ready (ready_names()); an op other than allreduce is then ready (to be
+  // refused) as soon as one rank has submitted it. Throws hora::Error if `rank` already announced
   // the name (an engine invariant: names are unique among a rank's in-flight ops).
   bool add(int rank, const Request& request, Clock::time_point first_seen);
 

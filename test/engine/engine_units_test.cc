@@ -266,11 +266,12 @@ TEST_CASE("MessageTable: a joined rank is not waited for, and the join names the
   REQUIRE(pending.size() == 2);  // the join and "y"
   CHECK(pending[1].name == "y");
   CHECK(pending[1].missing == std::vector<int>{0});
-  // Only allreduce runs beside a join (Horovod's rule).
+  // Only allreduce runs beside a join (Horovod's rule), and any other op is refused as soon as
+  // one rank submits it, without waiting for the others that have not joined.
   Request g = allreduce("g", 2);
   g.type = OpType::kAllgather;
-  table.add(0, g, t);
-  CHECK(table.add(2, g, t));
+  CHECK(table.add(0, g, t));
+  CHECK(table.ready_names() == std::vector<std::string>{"g"});
   Response refused = table.take("g");
   CHECK(refused.error_kind == Response::ErrorKind::kMismatch);
   CHECK(refused.error ==

@@ -84,6 +84,26 @@ def test_allgather_while_a_rank_has_joined_fails():
     else:
         with pytest.raises(hvd.HoraMismatchError) as err:
             hvd.allgather(torch.ones(2), name='ag_joined')
-        assert "allgather 'allgather.ag_joined' is not supported while a rank has joined" in str(err.value)
+        assert "allgather 'allgather.ag_joined' is not supported while a rank has joined" \
+            in str(err.value)
         last = hvd.join()
     assert last != 0
+
+
+def test_unnamed_ops_refused_beside_a_join_in_every_round():
+    """Horovod's pattern (its test_horovod_join_allgather): each rank in turn joins first while
+    the others submit an unnamed allgather, which is refused, then join. A rank that joined in
+    an earlier round numbered one unnamed allgather fewer than the others, so the ranks that are
+    refused may submit different names: each must be refused at once, not wait for the others
+    (at -np 3 they used to wait forever)."""
+    if hvd.size() < 2:
+        pytest.skip('needs two ranks')
+    for first in range(hvd.size()):
+        if hvd.rank() != first:
+            with pytest.raises(hvd.HoraMismatchError, match='not supported while a rank has'):
+                hvd.allgather(torch.ones(3))
+        last = hvd.join()
+        assert last != first
+        assert hvd.allgather_object(last, name='join.round.%d' % first) == [last] * hvd.size()
+    got = hvd.allreduce(torch.ones(2), op=hvd.Sum, name='join.rounds.after')
+    assert torch.equal(got, torch.full((2,), float(hvd.size())))

@@ -61,8 +61,8 @@ def test_allreduce_same_count_different_shape_is_refused():
     t = torch.ones(2, 3) if hvd.rank() == 0 else torch.ones(3, 2)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.allreduce(t, name='ar_shape')
-    assert ("Mismatched allreduce tensor shapes for tensor 'allreduce.ar_shape': rank 0 sent [2, 3] but "
-            "rank 1 sent [3, 2]") in str(err.value)
+    assert ("Mismatched allreduce tensor shapes for tensor 'allreduce.ar_shape': rank 0 sent "
+            "[2, 3] but rank 1 sent [3, 2]") in str(err.value)
     still_works()
 
 
@@ -71,8 +71,8 @@ def test_broadcast_same_count_different_shape_is_refused():
     t = torch.ones(6) if hvd.rank() == 0 else torch.ones(2, 3)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.broadcast(t, root_rank=0, name='bc_shape')
-    assert ("Mismatched broadcast tensor shapes for tensor 'broadcast.bc_shape': rank 0 sent [6] but "
-            "rank 1 sent [2, 3]") in str(err.value)
+    assert ("Mismatched broadcast tensor shapes for tensor 'broadcast.bc_shape': rank 0 sent "
+            "[6] but rank 1 sent [2, 3]") in str(err.value)
     still_works()
 
 
@@ -80,8 +80,8 @@ def test_broadcast_root_mismatch_is_refused():
     needs_two()
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.broadcast(torch.ones(3), root_rank=hvd.rank(), name='bc_root')
-    assert "Mismatched broadcast root ranks for tensor 'broadcast.bc_root': rank 0 sent root 0 but rank 1" \
-        in str(err.value)
+    assert ("Mismatched broadcast root ranks for tensor 'broadcast.bc_root': rank 0 sent root 0 "
+            "but rank 1") in str(err.value)
     still_works()
 
 
@@ -103,8 +103,8 @@ def test_reducescatter_different_shape_is_refused():
     t = torch.ones(n, 2 * n) if hvd.rank() == 0 else torch.ones(2 * n, n)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.reducescatter(t, name='rs_shape')
-    assert "Mismatched reducescatter tensor shapes for tensor 'reducescatter.rs_shape': rank 0 sent" \
-        in str(err.value)
+    assert ("Mismatched reducescatter tensor shapes for tensor 'reducescatter.rs_shape': rank 0 "
+            "sent") in str(err.value)
     still_works()
 
 
@@ -113,8 +113,8 @@ def test_dtype_mismatch_is_refused():
     t = torch.ones(3) if hvd.rank() == 0 else torch.ones(3, dtype=torch.float64)
     with pytest.raises(hvd.HoraMismatchError) as err:
         hvd.allgather(t, name='ag_dtype')
-    assert ("Mismatched allgather data types for tensor 'allgather.ag_dtype': rank 0 sent float32 but "
-            "rank 1 sent float64") in str(err.value)
+    assert ("Mismatched allgather data types for tensor 'allgather.ag_dtype': rank 0 sent "
+            "float32 but rank 1 sent float64") in str(err.value)
     still_works()
 
 
