@@ -10,12 +10,12 @@
 #include <set>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/agent/process_state.h"
 #include "cli/base/errors.h"
@@ -38,51 +38,45 @@ namespace {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
-// A port that is free on `address` right now (torch.distributed binds
-// MASTER_PORT on rank 0; hora itself never uses it). Someone else may take it
-// before the rank does; that is the same contract torchrun offers.
-std::uint16_t free_port(asio::io_context &io, const std::string &address) {
+// A port that is free on `address` right now (torch.distributed binds MASTER_PORT on rank 0;
+// hora itself never uses it). Someone else may take it before the rank does; that is the same
+// contract torchrun offers.
+std::uint16_t free_port(asio::io_context& io, const std::string& address) {
   asio::ip::tcp::acceptor acceptor(io);
   const asio::ip::tcp::endpoint ep(asio::ip::make_address(address), 0);
   acceptor.open(ep.protocol());
-  // Asio opens sockets without SOCK_CLOEXEC; this one is closed before any
-  // guard starts, but every descriptor horarun opens is close-on-exec, so no
-  // rank or guard inherits one.
+  // Asio opens sockets without SOCK_CLOEXEC; this one is closed before any guard starts, but
+  // every descriptor horarun opens is close-on-exec, so no rank or guard inherits one.
   ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor.bind(ep);
   return acceptor.local_endpoint().port();
 }
 
 // "fe80::1" -> "[fe80::1]" for host:port; other addresses unchanged.
-std::string bracketed(const std::string &address) {
-  return address.find(':') != std::string::npos ? fmt::format("[{}]", address)
-                                                : address;
+std::string bracketed(const std::string& address) {
+  return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
 }
 
-// A local rank stopped (state T) or held by a debugger (t) this long is named
-// in a warning (the stall check looks once a second, so within 3-4 s).
+// A local rank stopped (state T) or held by a debugger (t) this long is named in a warning (the
+// stall check looks once a second, so within 3-4 s).
 constexpr std::chrono::seconds kStoppedNamedAfter{2};
 
-// A second SIGINT/SIGTERM at least this long after the first kills every rank
-// at once.
+// A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
 constexpr std::chrono::milliseconds kRepeatedSignal{1000};
 
 std::string signal_name(int sig) {
-  const char *abbrev = ::sigabbrev_np(sig);
-  return abbrev != nullptr ? fmt::format("SIG{}", abbrev)
-                           : fmt::format("signal {}", sig);
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
-// horarun's exit code when a host's agent ended the job (docs/errors.md), as
-// for a lost link.
+// horarun's exit code when a host's agent ended the job (docs/errors.md), as for a lost link.
 constexpr int kAgentFailureCode = 255;
 
-} // namespace
+}  // namespace
 
 struct Supervisor::Impl {
-  // Every member but the references and the logger is the io thread's (the one
-  // that calls run()): handlers assert it, methods require it
-  // (common/thread_annotations.h).
+  // Every member but the references and the logger is the io thread's (the one that calls
+  // run()): handlers assert it, methods require it (common/thread_annotations.h).
   hora::ThreadRole io_thread_;
   struct Rank {
     std::unique_ptr<RankProcess> process;
@@ -93,150 +87,127 @@ struct Supervisor::Impl {
     std::unique_ptr<asio::steady_timer> drop_timer;
   };
 
-  asio::io_context &io;
-  const RankTable &table;
+  asio::io_context& io;
+  const RankTable& table;
   SupervisorConfig config;
-  RankProcessFactory &factory;
-  Output &output;
+  RankProcessFactory& factory;
+  Output& output;
   std::shared_ptr<spdlog::logger> log = launcher_log();
 
   std::unique_ptr<rdv::Server> server HORA_GUARDED_BY(io_thread_);
   std::unique_ptr<HorovodRendezvous> horovod
-      HORA_GUARDED_BY(io_thread_); // Horovod's HTTP rendezvous (on by default)
+      HORA_GUARDED_BY(io_thread_);  // Horovod's HTTP rendezvous (on by default)
   std::vector<Rank> ranks HORA_GUARDED_BY(io_thread_);
   asio::signal_set signals HORA_GUARDED_BY(io_thread_){io, SIGINT, SIGTERM};
   asio::steady_timer start_timer HORA_GUARDED_BY(io_thread_){io};
-  asio::steady_timer end_timer HORA_GUARDED_BY(io_thread_){
-      io}; // abort grace, then kill grace
+  asio::steady_timer end_timer HORA_GUARDED_BY(io_thread_){io};  // abort grace, then kill grace
   asio::steady_timer drain_timer HORA_GUARDED_BY(io_thread_){io};
   asio::steady_timer stall_timer HORA_GUARDED_BY(io_thread_){
-      io}; // the launcher's stall check of local ranks
-  // Since when each rank's process has been stuck (stopped, traced, D), and
-  // whether that was warned about.
-  std::map<int, std::pair<Clock::time_point, bool>>
-      stuck_since HORA_GUARDED_BY(io_thread_);
-  // Ranks named as stopped or traced since they were last seen running
-  // (kStoppedNamedAfter).
+      io};  // the launcher's stall check of local ranks
+  // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
+  // warned about.
+  std::map<int, std::pair<Clock::time_point, bool>> stuck_since HORA_GUARDED_BY(io_thread_);
+  // Ranks named as stopped or traced since they were last seen running (kStoppedNamedAfter).
   std::set<int> stopped_named HORA_GUARDED_BY(io_thread_);
-  hora::LogThrottle throttle HORA_GUARDED_BY(
-      io_thread_); // repeated rejection warnings: one line per host per second
+  hora::LogThrottle throttle
+      HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
   asio::steady_timer throttle_timer HORA_GUARDED_BY(io_thread_){io};
   bool throttle_armed HORA_GUARDED_BY(io_thread_) = false;
   bool ending HORA_GUARDED_BY(io_thread_) = false;
-  // The first rank that exited 0 while others were still running (-1: none),
-  // and whether it had reached the rendezvous.
+  // The first rank that exited 0 while others were still running (-1: none), and whether it had
+  // reached the rendezvous.
   int early_exit HORA_GUARDED_BY(io_thread_) = -1;
   bool early_exit_reached_rendezvous HORA_GUARDED_BY(io_thread_) = false;
-  // Ranks that dropped their rendezvous connection uncleanly, ranks that had
-  // exited included; when they left, among all leaves, is in leave_order.
+  // Ranks that dropped their rendezvous connection uncleanly, ranks that had exited included;
+  // when they left, among all leaves, is in leave_order.
   std::set<int> dropped HORA_GUARDED_BY(io_thread_);
-  // The order in which ranks left the rendezvous at all: a drop, or a goodbye
-  // (from hora::shutdown() or from libhora's exit handler). A rank that said
-  // goodbye and then exits non-zero (exit(1) after init runs the exit handler)
-  // left before the peers it takes down, so it is their cause: a goodbye orders
-  // a rank as a drop does, and its exit code decides.
+  // The order in which ranks left the rendezvous at all: a drop, or a goodbye (from
+  // hora::shutdown() or from libhora's exit handler). A rank that said goodbye and then exits
+  // non-zero (exit(1) after init runs the exit handler) left before the peers it takes down, so
+  // it is their cause: a goodbye orders a rank as a drop does, and its exit code decides.
   std::map<int, int> leave_order HORA_GUARDED_BY(io_thread_);
-  // Ranks that said goodbye from the exit handler: their process is ending, so
-  // a verdict waits for their exit code as for a rank that dropped (bounded by
-  // await_timer).
+  // Ranks that said goodbye from the exit handler: their process is ending, so a verdict waits
+  // for their exit code as for a rank that dropped (bounded by await_timer).
   std::set<int> leaving_at_exit HORA_GUARDED_BY(io_thread_);
-  // Running ranks awaited that long (drop_grace) without exiting: no longer
-  // awaited.
+  // Running ranks awaited that long (drop_grace) without exiting: no longer awaited.
   std::set<int> no_longer_awaited HORA_GUARDED_BY(io_thread_);
   asio::steady_timer await_timer HORA_GUARDED_BY(io_thread_){io};
-  // A failure's verdict waits a moment (config.verdict_settle) while other
-  // ranks still run: what happened in one order can be heard in another (an
-  // agent reports the exits it reaped together; a socket already readable is
-  // read first), and the cause is the rank that dropped its rendezvous
-  // connection first, not the peer whose exit was heard first (seen under load:
-  // a victim's exit was read before the culprit's). The failures heard so far,
-  // in that order:
+  // A failure's verdict waits a moment (config.verdict_settle) while other ranks still run:
+  // what happened in one order can be heard in another (an agent reports the exits it reaped
+  // together; a socket already readable is read first), and the cause is the rank that dropped
+  // its rendezvous connection first, not the peer whose exit was heard first (seen under
+  // load: a victim's exit was read before the culprit's). The failures heard so far, in that order:
   struct Failure {
     int rank;
     ExitStatus status;
   };
-  std::vector<Failure> failures
-      HORA_GUARDED_BY(io_thread_); // not empty: the verdict is settling
+  std::vector<Failure> failures HORA_GUARDED_BY(io_thread_);  // not empty: the verdict is settling
   asio::steady_timer settle_timer HORA_GUARDED_BY(io_thread_){io};
   bool settled HORA_GUARDED_BY(io_thread_) =
-      false; // verdict_settle has passed since the first failure
+      false;  // verdict_settle has passed since the first failure
   int awaited HORA_GUARDED_BY(io_thread_) =
-      -1; // a running rank that dropped before every failed one: its exit
-          // decides
+      -1;  // a running rank that dropped before every failed one: its exit decides
   bool draining HORA_GUARDED_BY(io_thread_) = false;
   bool finished HORA_GUARDED_BY(io_thread_) = false;
-  std::string
-      cause HORA_GUARDED_BY(io_thread_); // printed at the end; empty on success
+  std::string cause HORA_GUARDED_BY(io_thread_);  // printed at the end; empty on success
   int exit_code HORA_GUARDED_BY(io_thread_) = 0;
   std::optional<Clock::time_point> first_signal HORA_GUARDED_BY(io_thread_);
 
-  Impl(asio::io_context &io_, const RankTable &table_, SupervisorConfig config_,
-       RankProcessFactory &factory_, Output &output_)
-      : io(io_), table(table_), config(std::move(config_)), factory(factory_),
-        output(output_) {
+  Impl(asio::io_context& io_, const RankTable& table_, SupervisorConfig config_,
+       RankProcessFactory& factory_, Output& output_)
+      : io(io_), table(table_), config(std::move(config_)), factory(factory_), output(output_) {
     ranks.resize(static_cast<std::size_t>(table.size()));
   }
 
-  std::string who(int r) const {
-    return rank_name(r, table.host_of(r).address_for_display());
-  }
+  std::string who(int r) const { return rank_name(r, table.host_of(r).address_for_display()); }
 
-  Rank &at(int r) HORA_REQUIRES(io_thread_) {
-    return ranks.at(static_cast<std::size_t>(r));
-  }
+  Rank& at(int r) HORA_REQUIRES(io_thread_) { return ranks.at(static_cast<std::size_t>(r)); }
 
-  bool running(int r) HORA_REQUIRES(io_thread_) {
-    return at(r).started && !at(r).exit;
-  }
+  bool running(int r) HORA_REQUIRES(io_thread_) { return at(r).started && !at(r).exit; }
 
-  // The ranks that reached hora's rendezvous (hora::init()) or Horovod's
-  // (hvd.init()).
+  // The ranks that reached hora's rendezvous (hora::init()) or Horovod's (hvd.init()).
   std::set<int> ranks_seen() const HORA_REQUIRES(io_thread_) {
     std::set<int> seen = server ? server->ranks_seen() : std::set<int>{};
-    if (horovod)
-      seen.insert(horovod->ranks_seen().begin(), horovod->ranks_seen().end());
+    if (horovod) seen.insert(horovod->ranks_seen().begin(), horovod->ranks_seen().end());
     return seen;
   }
 
-  // ---- start
-  // ---------------------------------------------------------------------------
+  // ---- start ---------------------------------------------------------------------------
 
-  void start_server(const rdv::Secret &secret) HORA_REQUIRES(io_thread_) {
+  void start_server(const rdv::Secret& secret) HORA_REQUIRES(io_thread_) {
     rdv::ServerOptions options;
     options.bind_address = config.bind_address;
     options.port = 0;
     options.size = table.size();
     options.secret = secret;
-    // A rank that connected answers the server's challenge at once unless the
-    // machine is swamped (128 ranks starting on 2 busy cores under a sanitizer
-    // took over 10 s): it gets as long as it had to start, --start-timeout.
-    // Junk connections stay bounded by max_unauthenticated, not by this wait.
-    options.auth_timeout = std::max<std::chrono::milliseconds>(
-        rdv::ServerOptions::kDefaultAuthTimeout, config.facts.start_timeout);
+    // A rank that connected answers the server's challenge at once unless the machine is
+    // swamped (128 ranks starting on 2 busy cores under a sanitizer took over 10 s): it gets as
+    // long as it had to start, --start-timeout. Junk connections stay bounded by
+    // max_unauthenticated, not by this wait.
+    options.auth_timeout =
+        std::max<std::chrono::milliseconds>(rdv::ServerOptions::kDefaultAuthTimeout,
+                                            config.facts.start_timeout);
     rdv::ServerEvents events;
-    events.on_connected = [this](int rank, const std::string &peer) {
+    events.on_connected = [this](int rank, const std::string& peer) {
       io_thread_.assert_held();
       log->info("rank {} reached the rendezvous from {}", rank, peer);
-      // A rank that left and joins again (init() after shutdown()) has not left
-      // any more.
+      // A rank that left and joins again (init() after shutdown()) has not left any more.
       leave_order.erase(rank);
       leaving_at_exit.erase(rank);
     };
-    events.on_disconnected = [this](int rank, bool clean,
-                                    const std::string &reason) {
+    events.on_disconnected = [this](int rank, bool clean, const std::string& reason) {
       io_thread_.assert_held();
       on_disconnected(rank, clean, reason);
     };
-    events.on_rejected = [this](const std::string &peer,
-                                const std::string &reason) {
+    events.on_rejected = [this](const std::string& peer, const std::string& reason) {
       io_thread_.assert_held();
       on_rejected(peer, reason);
     };
     try {
       server = std::make_unique<rdv::Server>(io, options, std::move(events));
-    } catch (const rdv::Error &e) {
-      throw Error(fmt::format("cannot start the rendezvous server on {}: {}",
-                              config.bind_address, e.what()));
+    } catch (const rdv::Error& e) {
+      throw Error(fmt::format("cannot start the rendezvous server on {}: {}", config.bind_address,
+                              e.what()));
     }
   }
 
@@ -249,34 +220,29 @@ struct Supervisor::Impl {
       facts.horovod_addr = config.bind_address;
       facts.horovod_port = horovod->port();
     }
-    facts.rendezvous =
-        fmt::format("{}:{}", bracketed(config.bind_address), server->port());
+    facts.rendezvous = fmt::format("{}:{}", bracketed(config.bind_address), server->port());
     facts.iface = config.iface;
     facts.nccl_ifnames = config.nccl_ifnames;
     facts.master_addr = config.master_addr;
-    facts.master_port = free_port(io, config.master_port_probe_address.empty()
-                                          ? config.master_addr
-                                          : config.master_port_probe_address);
+    facts.master_port =
+        free_port(io, config.master_port_probe_address.empty() ? config.master_addr
+                                                               : config.master_port_probe_address);
     facts.secret_hex = rdv::secret_to_hex(secret);
-    // The server logs "rendezvous server listening on ADDRESS:PORT" itself
-    // (--verbose).
+    // The server logs "rendezvous server listening on ADDRESS:PORT" itself (--verbose).
 
-    signals.async_wait([this](const boost::system::error_code &ec, int sig) {
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
       io_thread_.assert_held();
-      if (!ec)
-        on_signal(sig);
+      if (!ec) on_signal(sig);
     });
 
     for (int r = 0; r < table.size(); ++r) {
-      if (ending)
-        break; // a signal or an earlier spawn failure
+      if (ending) break;  // a signal or an earlier spawn failure
       GuardRequest request;
       request.cwd = config.cwd;
       if (!config.host_network.empty()) {
-        const HostNetwork &net = config.host_network.at(
-            static_cast<std::size_t>(table.rank(r).host_index));
-        facts.rendezvous = fmt::format("{}:{}", bracketed(net.rendezvous_host),
-                                       server->port());
+        const HostNetwork& net =
+            config.host_network.at(static_cast<std::size_t>(table.rank(r).host_index));
+        facts.rendezvous = fmt::format("{}:{}", bracketed(net.rendezvous_host), server->port());
         facts.horovod_addr = net.rendezvous_host;
         facts.iface = net.iface;
         facts.nccl_ifnames = net.nccl_ifnames;
@@ -284,7 +250,7 @@ struct Supervisor::Impl {
       request.env = rank_environment(table, r, facts);
       request.argv = config.command;
       request.grace = config.kill_grace;
-      Rank &rank = at(r);
+      Rank& rank = at(r);
       try {
         rank.process = factory.create(r, table.host_of(r));
         RankProcess::Events events;
@@ -297,7 +263,7 @@ struct Supervisor::Impl {
           io_thread_.assert_held();
           on_output_closed(r, s);
         };
-        events.on_exit = [this, r](const ExitStatus &st) {
+        events.on_exit = [this, r](const ExitStatus& st) {
           io_thread_.assert_held();
           on_exit(r, st);
         };
@@ -305,9 +271,9 @@ struct Supervisor::Impl {
         rank.process->start(request, std::move(events));
         rank.started = true;
         log->info("started {}", who(r));
-      } catch (const std::exception &e) {
-        // A guard that was spawned before the failure is not `started`: the
-        // RankProcess's destructor kills it when the supervisor goes away.
+      } catch (const std::exception& e) {
+        // A guard that was spawned before the failure is not `started`: the RankProcess's
+        // destructor kills it when the supervisor goes away.
         rank.open = {false, false};
         end_job(fmt::format("could not start {}: {}", who(r), e.what()), 1);
       }
@@ -315,48 +281,41 @@ struct Supervisor::Impl {
 
     arm_stall_check();
     start_timer.expires_after(config.facts.start_timeout);
-    start_timer.async_wait([this](const boost::system::error_code &ec) {
+    start_timer.async_wait([this](const boost::system::error_code& ec) {
       io_thread_.assert_held();
-      if (!ec)
-        on_start_timeout();
+      if (!ec) on_start_timeout();
     });
     maybe_finish();
   }
 
-  // ---- events
-  // --------------------------------------------------------------------------
+  // ---- events --------------------------------------------------------------------------
 
-  void on_output(int r, Stream s, std::string_view data)
-      HORA_REQUIRES(io_thread_) {
-    output.raw(
-        r, s,
-        data); // --output-filename: the bytes as written, before line splitting
-    at(r).splitters[static_cast<std::size_t>(s)].feed(
-        data, [&](std::string_view line)
-                  HORA_REQUIRES(io_thread_) { output.line(r, s, line); });
+  void on_output(int r, Stream s, std::string_view data) HORA_REQUIRES(io_thread_) {
+    output.raw(r, s, data);  // --output-filename: the bytes as written, before line splitting
+    at(r).splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line)
+                                                                HORA_REQUIRES(io_thread_) {
+                                                                  output.line(r, s, line);
+                                                                });
   }
 
   void on_output_closed(int r, Stream s) HORA_REQUIRES(io_thread_) {
-    Rank &rank = at(r);
+    Rank& rank = at(r);
     const auto i = static_cast<std::size_t>(s);
-    rank.splitters[i].finish(
-        [&](std::string_view line) { output.line(r, s, line); });
+    rank.splitters[i].finish([&](std::string_view line) { output.line(r, s, line); });
     rank.open[i] = false;
     maybe_finish();
   }
 
-  void on_exit(int r, const ExitStatus &status) HORA_REQUIRES(io_thread_) {
-    Rank &rank = at(r);
+  void on_exit(int r, const ExitStatus& status) HORA_REQUIRES(io_thread_) {
+    Rank& rank = at(r);
     rank.exit = status;
-    if (rank.drop_timer)
-      rank.drop_timer->cancel();
+    if (rank.drop_timer) rank.drop_timer->cancel();
     log->info("{} {}", who(r), status.describe());
     if (status.success() && !ending && early_exit < 0) {
       for (int o = 0; o < table.size(); ++o) {
         if (o != r && running(o)) {
-          // Not a failure by itself (plain commands end at different times),
-          // but if the job fails now, this rank is the likely cause: the others
-          // lost a peer.
+          // Not a failure by itself (plain commands end at different times), but if the job
+          // fails now, this rank is the likely cause: the others lost a peer.
           early_exit = r;
           early_exit_reached_rendezvous = ranks_seen().count(r) != 0;
           break;
@@ -367,13 +326,11 @@ struct Supervisor::Impl {
       failures.push_back(Failure{r, status});
       if (failures.size() == 1) {
         settle_timer.expires_after(config.verdict_settle);
-        settle_timer.async_wait([this](const boost::system::error_code &ec) {
+        settle_timer.async_wait([this](const boost::system::error_code& ec) {
           io_thread_.assert_held();
-          if (ec)
-            return;
+          if (ec) return;
           settled = true;
-          // Posted: events read in the same wake-up as the timer are handled
-          // first.
+          // Posted: events read in the same wake-up as the timer are handled first.
           asio::post(io, [this] {
             io_thread_.assert_held();
             decide();
@@ -385,14 +342,12 @@ struct Supervisor::Impl {
     maybe_finish();
   }
 
-  // A running local rank other than `except` whose process is stopped or
-  // traced, or in uninterruptible sleep since an earlier look of the stall
-  // check (a moment of D is only disk I/O) (process_state.h), with what the
-  // kernel says; nullopt if none.
-  std::optional<std::pair<int, StuckProcess>> stuck_rank(int except)
-      HORA_REQUIRES(io_thread_) {
+  // A running local rank other than `except` whose process is stopped or traced, or in
+  // uninterruptible sleep since an earlier look of the stall check (a moment of D is only disk
+  // I/O) (process_state.h), with what the kernel says; nullopt if none.
+  std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) HORA_REQUIRES(io_thread_) {
     const auto stuck = stuck_ranks();
-    for (const auto &[r, p] : stuck) {
+    for (const auto& [r, p] : stuck) {
       if (r != except && (p.state != 'D' || stuck_since.count(r) != 0)) {
         return std::make_pair(r, p);
       }
@@ -400,55 +355,43 @@ struct Supervisor::Impl {
     return std::nullopt;
   }
 
-  // Every running local rank whose process is stuck, by rank (one pass over
-  // /proc).
+  // Every running local rank whose process is stuck, by rank (one pass over /proc).
   std::map<int, StuckProcess> stuck_ranks() HORA_REQUIRES(io_thread_) {
     std::map<pid_t, int> rank_of_guard;
     for (int r = 0; r < table.size(); ++r) {
       const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
-      if (guard > 0)
-        rank_of_guard.emplace(guard, r);
+      if (guard > 0) rank_of_guard.emplace(guard, r);
     }
     std::vector<pid_t> guards;
-    for (const auto &[g, r] : rank_of_guard)
-      guards.push_back(g);
+    for (const auto& [g, r] : rank_of_guard) guards.push_back(g);
     std::map<int, StuckProcess> out;
-    for (const auto &[g, p] : stuck_processes_of_guards(guards))
-      out.emplace(rank_of_guard[g], p);
-    // Remote ranks: what their host's agent reported (a STATE frame, once a
-    // second at most).
+    for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(rank_of_guard[g], p);
+    // Remote ranks: what their host's agent reported (a STATE frame, once a second at most).
     for (int r = 0; r < table.size(); ++r) {
-      if (!running(r))
-        continue;
-      if (const auto reported = at(r).process->reported_state())
-        out.emplace(r, *reported);
+      if (!running(r)) continue;
+      if (const auto reported = at(r).process->reported_state()) out.emplace(r, *reported);
     }
     return out;
   }
 
-  // The launcher's half of the stall check: once a second, every local rank's
-  // processes are looked at; one stopped, traced or in D for the stall warning
-  // time (HORA_STALL_CHECK_SECONDS, 60 s) is named in a warning, and for the
-  // shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when above 0) it ends the job.
-  // Remote ranks are looked at by their host's agent, which reports a change of
-  // state in a STATE frame (docs/agent.md).
+  // The launcher's half of the stall check: once a second, every local rank's processes are
+  // looked at; one stopped, traced or in D for the stall warning time (HORA_STALL_CHECK_SECONDS,
+  // 60 s) is named in a warning, and for the shutdown time (HORA_STALL_SHUTDOWN_SECONDS, when
+  // above 0) it ends the job. Remote ranks are looked at by their host's agent, which reports a
+  // change of state in a STATE frame (docs/agent.md).
   void arm_stall_check() HORA_REQUIRES(io_thread_) {
-    if (!config.stall.enabled)
-      return;
+    if (!config.stall.enabled) return;
     stall_timer.expires_after(std::chrono::seconds(1));
-    stall_timer.async_wait([this](const boost::system::error_code &ec) {
+    stall_timer.async_wait([this](const boost::system::error_code& ec) {
       io_thread_.assert_held();
-      if (ec || ending || finished)
-        return;
+      if (ec || ending || finished) return;
       check_stalls();
-      if (!ending)
-        arm_stall_check();
+      if (!ending) arm_stall_check();
     });
   }
 
   void check_stalls() HORA_REQUIRES(io_thread_) {
-    const auto warn_after =
-        std::chrono::duration<double>(config.stall.warning_seconds);
+    const auto warn_after = std::chrono::duration<double>(config.stall.warning_seconds);
     const double shutdown_s = config.stall.shutdown_seconds;
     const auto now = Clock::now();
     const std::map<int, StuckProcess> stuck_now = stuck_ranks();
@@ -459,84 +402,67 @@ struct Supervisor::Impl {
         stopped_named.erase(r);
         continue;
       }
-      const StuckProcess *stuck = &found->second;
+      const StuckProcess* stuck = &found->second;
       const auto it = stuck_since.emplace(r, std::make_pair(now, false)).first;
       const auto stalled = now - it->second.first;
-      if (shutdown_s > 0 &&
-          stalled >= std::chrono::duration<double>(shutdown_s)) {
-        end_job(fmt::format(
-                    "{} stopped responding ({}) for {} "
-                    "(--stall-check-shutdown-time-seconds); the others cannot "
-                    "go on "
-                    "without it",
-                    who(r), stuck->describe(),
-                    hora::format_duration(
-                        std::chrono::duration_cast<std::chrono::milliseconds>(
-                            stalled))),
+      if (shutdown_s > 0 && stalled >= std::chrono::duration<double>(shutdown_s)) {
+        end_job(fmt::format("{} stopped responding ({}) for {} "
+                            "(--stall-check-shutdown-time-seconds); the others cannot go on "
+                            "without it",
+                            who(r), stuck->describe(),
+                            hora::format_duration(
+                                std::chrono::duration_cast<std::chrono::milliseconds>(stalled))),
                 1);
         return;
       }
-      // A stopped or traced process makes no progress until someone resumes it,
-      // whatever the load: it is named within seconds, not after the warning
-      // time meant for slow ranks (a rank in a long computation or on a loaded
-      // host is running or sleeping, never T).
+      // A stopped or traced process makes no progress until someone resumes it, whatever the
+      // load: it is named within seconds, not after the warning time meant for slow ranks (a
+      // rank in a long computation or on a loaded host is running or sleeping, never T).
       const bool stopped = stuck->state == 'T' || stuck->state == 't';
-      if (stopped && stalled >= kStoppedNamedAfter &&
-          stopped_named.insert(r).second) {
+      if (stopped && stalled >= kStoppedNamedAfter && stopped_named.insert(r).second) {
         log->warn(
-            "{} is {} (pid {}) for {}; the other ranks wait for it: resume it "
-            "(kill -CONT {}) "
+            "{} is {} (pid {}) for {}; the other ranks wait for it: resume it (kill -CONT {}) "
             "or end the job",
             who(r), stuck->describe(), stuck->pid,
-            hora::format_duration(
-                std::chrono::duration_cast<std::chrono::milliseconds>(stalled)),
+            hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(stalled)),
             stuck->pid);
       }
       if (!it->second.second && stalled >= warn_after) {
         it->second.second = true;
-        log->warn("stall check: {} stopped responding ({}) {} ago; the other "
-                  "ranks wait for it "
-                  "(--stall-check-warning-time-seconds)",
-                  who(r), stuck->describe(),
-                  hora::format_duration(
-                      std::chrono::duration_cast<std::chrono::milliseconds>(
-                          stalled)));
+        log->warn(
+            "stall check: {} stopped responding ({}) {} ago; the other ranks wait for it "
+            "(--stall-check-warning-time-seconds)",
+            who(r), stuck->describe(),
+            hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(stalled)));
       }
     }
   }
 
-  // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job
-  // that uses hora left early and another rank (`failed`) then failed; empty
-  // otherwise.
+  // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
+  // left early and another rank (`failed`) then failed; empty otherwise.
   std::string early_exit_note(int failed) const HORA_REQUIRES(io_thread_) {
-    if (early_exit < 0 || early_exit == failed || ranks_seen().empty())
-      return "";
-    return fmt::format("; {} had already exited with code 0 {}, and the others "
-                       "still needed it: a rank that "
-                       "ends early leaves them without a peer",
-                       who(early_exit),
-                       early_exit_reached_rendezvous
-                           ? "while the job was running"
-                           : "without reaching hora::init()");
+    if (early_exit < 0 || early_exit == failed || ranks_seen().empty()) return "";
+    return fmt::format(
+        "; {} had already exited with code 0 {}, and the others still needed it: a rank that "
+        "ends early leaves them without a peer",
+        who(early_exit),
+        early_exit_reached_rendezvous ? "while the job was running"
+                                      : "without reaching hora::init()");
   }
 
-  // Whether rank a left the rendezvous (a drop or a goodbye) before rank b did
-  // (or b did not).
+  // Whether rank a left the rendezvous (a drop or a goodbye) before rank b did (or b did not).
   bool left_before(int a, int b) const HORA_REQUIRES(io_thread_) {
     const auto da = leave_order.find(a);
-    if (da == leave_order.end())
-      return false;
+    if (da == leave_order.end()) return false;
     const auto db = leave_order.find(b);
     return db == leave_order.end() || da->second < db->second;
   }
 
-  // The rank `r` blames for its failure (its first PeerFailure's peer, stored
-  // at the rendezvous), or -1.
+  // The rank `r` blames for its failure (its first PeerFailure's peer, stored at the
+  // rendezvous), or -1.
   int blamed_by(int r) const HORA_REQUIRES(io_thread_) {
-    if (!server)
-      return -1;
-    const std::optional<std::string> v =
-        server->value(rdv::wire::peer_lost_key(r));
+    if (!server) return -1;
+    const std::optional<std::string> v = server->value(rdv::wire::peer_lost_key(r));
     if (!v || v->empty() || v->size() > 9 ||
         v->find_first_not_of("0123456789") != std::string::npos) {
       return -1;
@@ -545,84 +471,69 @@ struct Supervisor::Impl {
     return b < table.size() && b != r ? b : -1;
   }
 
-  // Waits (drop_grace at most) for running rank q's exit before the verdict on
-  // `cause`.
-  void await_rank(int q, const Failure &cause, const char *why)
-      HORA_REQUIRES(io_thread_) {
-    if (awaited == q)
-      return;
+  // Waits (drop_grace at most) for running rank q's exit before the verdict on `cause`.
+  void await_rank(int q, const Failure& cause, const char* why) HORA_REQUIRES(io_thread_) {
+    if (awaited == q) return;
     awaited = q;
-    log->info("{} {}; waiting for {}, which {}", who(cause.rank),
-              cause.status.describe(), who(q), why);
+    log->info("{} {}; waiting for {}, which {}", who(cause.rank), cause.status.describe(), who(q),
+              why);
     await_timer.expires_after(config.drop_grace);
-    await_timer.async_wait([this, q](const boost::system::error_code &ec) {
+    await_timer.async_wait([this, q](const boost::system::error_code& ec) {
       io_thread_.assert_held();
-      if (ec || ending)
-        return;
+      if (ec || ending) return;
       no_longer_awaited.insert(q);
       decide();
     });
   }
 
-  // Whether a running rank's exit must be awaited before a verdict: it dropped
-  // its connection (its drop timer bounds that) or said goodbye from its exit
-  // handler, and it has not been awaited for drop_grace already.
+  // Whether a running rank's exit must be awaited before a verdict: it dropped its connection
+  // (its drop timer bounds that) or said goodbye from its exit handler, and it has not been
+  // awaited for drop_grace already.
   bool awaitable(int q) const HORA_REQUIRES(io_thread_) {
     return (dropped.count(q) != 0 || leaving_at_exit.count(q) != 0) &&
            no_longer_awaited.count(q) == 0;
   }
 
-  // The verdict on the failures heard, once verdict_settle has passed or no
-  // other rank runs: the failed rank that left the rendezvous first (a drop or
-  // a goodbye; one that did not leave comes after one that did; among equals,
-  // the one heard first). A rank still running that dropped, or said goodbye
-  // from its exit handler, before it is awaited instead: its exit decides (for
-  // drop_grace at most).
+  // The verdict on the failures heard, once verdict_settle has passed or no other rank runs:
+  // the failed rank that left the rendezvous first (a drop or a goodbye; one that did not leave
+  // comes after one that did; among equals, the one heard first). A rank still running that
+  // dropped, or said goodbye from its exit handler, before it is awaited instead: its exit
+  // decides (for drop_grace at most).
   void decide() HORA_REQUIRES(io_thread_) {
-    if (failures.empty() || ending)
-      return;
+    if (failures.empty() || ending) return;
     bool others_running = false;
-    for (int q = 0; q < table.size(); ++q)
-      others_running |= running(q);
-    // A host's agent that ended (a signal, killed, silent) is the cause, not
-    // the ranks it took with it nor the peers that lost them (docs/errors.md:
-    // 255); no need to settle, nor to wait for a settle timer that a loop busy
-    // with the others' output may serve late.
-    for (const Failure &f : failures) {
-      if (f.status.agent_failure.empty())
-        continue;
-      end_job(fmt::format("{}; {} {} with it", f.status.agent_failure,
-                          who(f.rank),
+    for (int q = 0; q < table.size(); ++q) others_running |= running(q);
+    // A host's agent that ended (a signal, killed, silent) is the cause, not the ranks it took
+    // with it nor the peers that lost them (docs/errors.md: 255); no need to settle, nor to wait
+    // for a settle timer that a loop busy with the others' output may serve late.
+    for (const Failure& f : failures) {
+      if (f.status.agent_failure.empty()) continue;
+      end_job(fmt::format("{}; {} {} with it", f.status.agent_failure, who(f.rank),
                           f.status.success() ? "ended" : f.status.describe()),
               kAgentFailureCode);
       return;
     }
-    if (!settled && others_running)
-      return;
-    const Failure *cause = &failures.front();
-    for (const Failure &f : failures) {
-      if (left_before(f.rank, cause->rank))
-        cause = &f;
+    if (!settled && others_running) return;
+    const Failure* cause = &failures.front();
+    for (const Failure& f : failures) {
+      if (left_before(f.rank, cause->rank)) cause = &f;
     }
     for (int q = 0; q < table.size(); ++q) {
       if (running(q) && awaitable(q) && left_before(q, cause->rank)) {
         await_rank(q, *cause,
-                   leaving_at_exit.count(q)
-                       ? "left the rendezvous first, from its exit handler"
-                       : "lost its rendezvous connection first");
+                   leaving_at_exit.count(q) ? "left the rendezvous first, from its exit handler"
+                                            : "lost its rendezvous connection first");
         return;
       }
     }
-    // Connections that close at nearly the same moment are read in any order,
-    // but a rank whose collective failed for a lost peer said which peer
-    // (runtime/core/peer_loss.h): follow that to the rank that failed first,
-    // waiting for it if it still runs.
+    // Connections that close at nearly the same moment are read in any order, but a rank whose
+    // collective failed for a lost peer said which peer (runtime/core/peer_loss.h): follow that
+    // to the rank that failed first, waiting for it if it still runs.
     std::set<int> visited{cause->rank};
     for (int b = blamed_by(cause->rank); b >= 0 && visited.insert(b).second;
          b = blamed_by(cause->rank)) {
-      const auto found =
-          std::find_if(failures.begin(), failures.end(),
-                       [b](const Failure &f) { return f.rank == b; });
+      const auto found = std::find_if(failures.begin(), failures.end(),
+                                      [b](const Failure& f) { return f.rank == b; });
       if (found != failures.end()) {
         cause = &*found;
         continue;
@@ -631,70 +542,52 @@ struct Supervisor::Impl {
         await_rank(b, *cause, "its peer failed because of it");
         return;
       }
-      break; // it exited 0 (early_exit_note says so) or never started
+      break;  // it exited 0 (early_exit_note says so) or never started
     }
     const Failure f = *cause;
-    // A rank that times out waiting usually waited for a peer that stopped:
-    // name that one.
+    // A rank that times out waiting usually waited for a peer that stopped: name that one.
     if (const auto stuck = stuck_rank(f.rank)) {
-      end_job(
-          fmt::format(
-              "{} stopped responding ({}); {} then {}, most likely timing out "
-              "waiting for it",
-              who(stuck->first), stuck->second.describe(), who(f.rank),
-              f.status.describe()),
-          f.status.exit_code());
+      end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
+                          "waiting for it",
+                          who(stuck->first), stuck->second.describe(), who(f.rank),
+                          f.status.describe()),
+              f.status.exit_code());
     } else {
-      end_job(fmt::format("{} {}{}", who(f.rank), f.status.describe(),
-                          early_exit_note(f.rank)),
+      end_job(fmt::format("{} {}{}", who(f.rank), f.status.describe(), early_exit_note(f.rank)),
               f.status.exit_code());
     }
   }
 
-  void on_disconnected(int r, bool clean, const std::string &reason)
-      HORA_REQUIRES(io_thread_) {
-    if (r < 0 || r >= table.size() || ending)
-      return;
+  void on_disconnected(int r, bool clean, const std::string& reason) HORA_REQUIRES(io_thread_) {
+    if (r < 0 || r >= table.size() || ending) return;
     leave_order.emplace(r, static_cast<int>(leave_order.size()));
     if (clean) {
-      if (reason == rdv::wire::kGoodbyeAtExitReason)
-        leaving_at_exit.insert(r);
+      if (reason == rdv::wire::kGoodbyeAtExitReason) leaving_at_exit.insert(r);
       return;
     }
     dropped.insert(r);
-    if (!running(r))
-      return;
-    log->info(
-        "{} lost its rendezvous connection ({}); waiting {} for it to exit",
-        who(r), reason, hora::format_duration(config.drop_grace));
-    Rank &rank = at(r);
-    rank.drop_timer =
-        std::make_unique<asio::steady_timer>(io, config.drop_grace);
-    rank.drop_timer->async_wait([this, r,
-                                 reason](const boost::system::error_code &ec) {
+    if (!running(r)) return;
+    log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
+              hora::format_duration(config.drop_grace));
+    Rank& rank = at(r);
+    rank.drop_timer = std::make_unique<asio::steady_timer>(io, config.drop_grace);
+    rank.drop_timer->async_wait([this, r, reason](const boost::system::error_code& ec) {
       io_thread_.assert_held();
-      if (ec || !running(r) || ending)
-        return;
-      end_job(
-          fmt::format(
-              "{} lost its rendezvous connection ({}) and was still running {} "
-              "later; treating it as failed",
-              who(r), reason, hora::format_duration(config.drop_grace)),
-          1);
+      if (ec || !running(r) || ending) return;
+      end_job(fmt::format("{} lost its rendezvous connection ({}) and was still running {} "
+                          "later; treating it as failed",
+                          who(r), reason, hora::format_duration(config.drop_grace)),
+              1);
     });
   }
 
-  // A flood of junk connections costs one line per host per second, with a
-  // count.
-  void on_rejected(const std::string &peer, const std::string &reason)
-      HORA_REQUIRES(io_thread_) {
+  // A flood of junk connections costs one line per host per second, with a count.
+  void on_rejected(const std::string& peer, const std::string& reason) HORA_REQUIRES(io_thread_) {
     const std::string host = hora::endpoint_host(peer);
-    if (throttle.admit(
-            "rejected " + host, Clock::now(), [host](std::uint64_t n) {
-              return fmt::format("rejected {} more rendezvous connections from "
-                                 "{} in the last 1 s",
-                                 n, host);
-            })) {
+    if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s", n,
+                             host);
+        })) {
       log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
     }
     arm_throttle();
@@ -703,49 +596,39 @@ struct Supervisor::Impl {
   // Summaries of throttled warnings are written when their window ends.
   void arm_throttle() HORA_REQUIRES(io_thread_) {
     const auto next = throttle.next_flush();
-    if (throttle_armed || !next)
-      return;
+    if (throttle_armed || !next) return;
     throttle_armed = true;
     throttle_timer.expires_at(*next);
-    throttle_timer.async_wait([this](const boost::system::error_code &ec) {
+    throttle_timer.async_wait([this](const boost::system::error_code& ec) {
       io_thread_.assert_held();
       throttle_armed = false;
-      if (ec)
-        return;
-      for (const std::string &line : throttle.flush(Clock::now()))
-        log->warn("{}", line);
+      if (ec) return;
+      for (const std::string& line : throttle.flush(Clock::now())) log->warn("{}", line);
       arm_throttle();
     });
   }
 
   void on_start_timeout() HORA_REQUIRES(io_thread_) {
-    if (ending)
-      return;
+    if (ending) return;
     const std::set<int> seen = ranks_seen();
-    // A command that never calls hora::init() (a shell script, `hostname`) is a
-    // plain job: with no rank at the rendezvous there is nobody waiting for the
-    // missing ones.
+    // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
+    // no rank at the rendezvous there is nobody waiting for the missing ones.
     if (seen.empty()) {
-      log->info("no rank reached the rendezvous within {}; not enforcing "
-                "--start-timeout "
-                "(the command does not seem to use hora)",
-                hora::format_duration(config.facts.start_timeout));
+      log->info(
+          "no rank reached the rendezvous within {}; not enforcing --start-timeout "
+          "(the command does not seem to use hora)",
+          hora::format_duration(config.facts.start_timeout));
       return;
     }
     std::vector<std::string> missing;
     for (int r = 0; r < table.size(); ++r) {
-      if (running(r) && seen.count(r) == 0)
-        missing.push_back(who(r));
+      if (running(r) && seen.count(r) == 0) missing.push_back(who(r));
     }
-    if (missing.empty())
-      return;
-    end_job(fmt::format("{} did not reach the rendezvous within {} ({} of {} "
-                        "ranks did); the "
-                        "rank never called hora::init() (nor hvd.init()), or "
-                        "it needs longer to "
+    if (missing.empty()) return;
+    end_job(fmt::format("{} did not reach the rendezvous within {} ({} of {} ranks did); the "
+                        "rank never called hora::init() (nor hvd.init()), or it needs longer to "
                         "start: raise --start-timeout",
-                        fmt::join(missing, ", "),
-                        hora::format_duration(config.facts.start_timeout),
+                        fmt::join(missing, ", "), hora::format_duration(config.facts.start_timeout),
                         seen.size(), table.size()),
             1);
   }
@@ -754,61 +637,48 @@ struct Supervisor::Impl {
     const auto now = Clock::now();
     if (!ending) {
       first_signal = now;
-      end_job(fmt::format("interrupted by {}; ended the job", signal_name(sig)),
-              128 + sig);
+      end_job(fmt::format("interrupted by {}; ended the job", signal_name(sig)), 128 + sig);
     } else if (first_signal && now - *first_signal < kRepeatedSignal) {
-      // The same interrupt delivered twice (e.g. `timeout` signals its child
-      // and then its process group); only a deliberate second interrupt skips
-      // the grace periods.
+      // The same interrupt delivered twice (e.g. `timeout` signals its child and then its
+      // process group); only a deliberate second interrupt skips the grace periods.
     } else {
       // Again, or the first one while the job was already ending (a failure).
-      log->warn("{}{}: killing every rank now", signal_name(sig),
-                first_signal ? " again" : "");
+      log->warn("{}{}: killing every rank now", signal_name(sig), first_signal ? " again" : "");
       kill_all();
     }
-    signals.async_wait([this](const boost::system::error_code &ec, int s) {
+    signals.async_wait([this](const boost::system::error_code& ec, int s) {
       io_thread_.assert_held();
-      if (!ec)
-        on_signal(s);
+      if (!ec) on_signal(s);
     });
   }
 
-  // ---- ending
-  // --------------------------------------------------------------------------
+  // ---- ending --------------------------------------------------------------------------
 
   void end_job(std::string reason, int code) HORA_REQUIRES(io_thread_) {
-    if (ending)
-      return;
+    if (ending) return;
     ending = true;
     cause = std::move(reason);
     exit_code = code;
     start_timer.cancel();
     log->info("ending the job: {}", cause);
-    if (server)
-      server->abort_all(cause);
-    // Ranks connected to the rendezvous get the abort notice and abort_grace to
-    // exit by themselves (printing why); the others cannot hear it and are
-    // terminated now.
-    const std::set<int> connected =
-        server ? server->ranks_connected() : std::set<int>{};
+    if (server) server->abort_all(cause);
+    // Ranks connected to the rendezvous get the abort notice and abort_grace to exit by
+    // themselves (printing why); the others cannot hear it and are terminated now.
+    const std::set<int> connected = server ? server->ranks_connected() : std::set<int>{};
     for (int r = 0; r < table.size(); ++r) {
-      if (running(r) && connected.count(r) == 0)
-        at(r).process->terminate();
+      if (running(r) && connected.count(r) == 0) at(r).process->terminate();
     }
     end_timer.expires_after(config.abort_grace);
-    end_timer.async_wait([this](const boost::system::error_code &ec) {
+    end_timer.async_wait([this](const boost::system::error_code& ec) {
       io_thread_.assert_held();
-      if (ec)
-        return;
+      if (ec) return;
       for (int r = 0; r < table.size(); ++r) {
-        if (running(r))
-          at(r).process->terminate();
+        if (running(r)) at(r).process->terminate();
       }
       end_timer.expires_after(config.kill_grace + config.guard_slack);
-      end_timer.async_wait([this](const boost::system::error_code &ec2) {
+      end_timer.async_wait([this](const boost::system::error_code& ec2) {
         io_thread_.assert_held();
-        if (!ec2)
-          kill_all();
+        if (!ec2) kill_all();
       });
     });
     maybe_finish();
@@ -824,41 +694,35 @@ struct Supervisor::Impl {
   }
 
   void maybe_finish() HORA_REQUIRES(io_thread_) {
-    if (finished)
-      return;
+    if (finished) return;
     bool all_exited = true;
     bool all_closed = true;
     for (int r = 0; r < table.size(); ++r) {
-      const Rank &rank = at(r);
-      if (rank.started && !rank.exit)
-        all_exited = false;
-      if (rank.open[0] || rank.open[1])
-        all_closed = false;
+      const Rank& rank = at(r);
+      if (rank.started && !rank.exit) all_exited = false;
+      if (rank.open[0] || rank.open[1]) all_closed = false;
     }
     // Ranks not started yet (still spawning in launch()) keep the job alive.
     if (!ending) {
-      for (const Rank &rank : ranks) {
-        if (!rank.started)
-          return;
+      for (const Rank& rank : ranks) {
+        if (!rank.started) return;
       }
     }
-    if (!all_exited)
-      return;
+    if (!all_exited) return;
     if (!all_closed) {
       if (!draining) {
         draining = true;
         drain_timer.expires_after(config.drain_timeout);
-        drain_timer.async_wait([this](const boost::system::error_code &ec) {
+        drain_timer.async_wait([this](const boost::system::error_code& ec) {
           io_thread_.assert_held();
-          if (ec)
-            return;
+          if (ec) return;
           for (int r = 0; r < table.size(); ++r) {
-            Rank &rank = at(r);
+            Rank& rank = at(r);
             if (rank.open[0] || rank.open[1]) {
-              log->warn("{}'s output is still open {} after it exited (a "
-                        "process it started "
-                        "holds it); no longer reading it",
-                        who(r), hora::format_duration(config.drain_timeout));
+              log->warn(
+                  "{}'s output is still open {} after it exited (a process it started "
+                  "holds it); no longer reading it",
+                  who(r), hora::format_duration(config.drain_timeout));
               rank.process->close_output();
             }
           }
@@ -876,37 +740,30 @@ struct Supervisor::Impl {
     stall_timer.cancel();
     boost::system::error_code ignored;
     signals.cancel(ignored);
-    if (server)
-      server->stop();
-    if (horovod)
-      horovod->stop();
+    if (server) server->stop();
+    if (horovod) horovod->stop();
     io.stop();
   }
 
   int run() HORA_REQUIRES(io_thread_) {
     launch();
-    if (!finished)
-      io.run();
-    if (!cause.empty())
-      output.launcher_message(cause);
+    if (!finished) io.run();
+    if (!cause.empty()) output.launcher_message(cause);
     return exit_code;
   }
 };
 
-Supervisor::Supervisor(boost::asio::io_context &io, const RankTable &table,
-                       SupervisorConfig config, RankProcessFactory &factory,
-                       Output &output)
-    : impl_(std::make_unique<Impl>(io, table, std::move(config), factory,
-                                   output)) {}
+Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
+                       RankProcessFactory& factory, Output& output)
+    : impl_(std::make_unique<Impl>(io, table, std::move(config), factory, output)) {}
 
 Supervisor::~Supervisor() = default;
 
 int Supervisor::run() {
-  impl_->io_thread_
-      .assert_held(); // run()'s caller's thread is the io thread from now on
+  impl_->io_thread_.assert_held();  // run()'s caller's thread is the io thread from now on
   return impl_->run();
 }
 
-const std::string &Supervisor::cause() const { return impl_->cause; }
+const std::string& Supervisor::cause() const { return impl_->cause; }
 
-} // namespace hora::cli
+}  // namespace hora::cli
