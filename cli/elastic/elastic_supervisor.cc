@@ -22,11 +22,12 @@
 #include "cli/elastic/discovery_script.h"
 #include "cli/elastic/round_plan.h"
 #include "cli/hosts/rank_table.h"
-#include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "cli/spawn/rank_environment.h"
+#include "cli/spawn/rank_processes.h"
 #include "common/duration.h"
 #include "common/job_environment.h"
+#include "common/thread_annotations.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/hmac.h"
 #include "rendezvous/secret.h"
@@ -63,18 +64,19 @@ bool is_wildcard(const std::string& address) { return address == "0.0.0.0" || ad
 }  // namespace
 
 struct ElasticSupervisor::Impl {
+  // Every member but the references, the configuration, the secret, the logger and procs (which
+  // asserts the role itself) is the io thread's (the one that calls run()): handlers assert it,
+  // methods require it (common/thread_annotations.h). The discovery script and the preparation
+  // of new hosts run on other threads and post their answers to it.
+  hora::ThreadRole io_thread_;
   struct Worker {
     int id = 0;
     HostSpec host;  // as listed (its slots are the host's)
     int slot = 0;
-    std::unique_ptr<RankProcess> process;
-    std::array<LineSplitter, 2> splitters;
-    std::array<bool, 2> open{false, false};
-    std::optional<ExitStatus> exit;
     bool stopping = false;       // we asked it to end: its exit is not a failure
     std::map<int, int> rank_in;  // round -> its rank in that round
-    int last_rank = 0;           // for output prefixes
     int connected_round = -1;    // the newest round it reached the rendezvous of
+    // Its drop grace, from a rendezvous connection lost without goodbye to its exit.
     std::unique_ptr<asio::steady_timer> drop_timer;
   };
   struct Round {
@@ -101,63 +103,82 @@ struct ElasticSupervisor::Impl {
   Output& output;
   std::shared_ptr<spdlog::logger> log = launcher_log();
 
-  rdv::Secret secret = rdv::generate_secret();
-  std::map<int, Worker> workers;
-  std::map<int, Round> rounds;
-  int current = -1;  // the newest round
-  int next_worker_id = 0;
-  int resets = 0;
+  const rdv::Secret secret = rdv::generate_secret();
+  std::map<int, Worker> workers HORA_GUARDED_BY(io_thread_);
+  // The workers' processes by worker id: started, relayed, ended and killed after the graces
+  // (cli/spawn/rank_processes.h).
+  RankProcesses procs;
+  std::map<int, Round> rounds HORA_GUARDED_BY(io_thread_);
+  int current HORA_GUARDED_BY(io_thread_) = -1;  // the newest round
+  int next_worker_id HORA_GUARDED_BY(io_thread_) = 0;
+  int resets HORA_GUARDED_BY(io_thread_) = 0;
 
   // Hosts: what discovery (or -H) lists now, in its order; blacklisted ones; ones being prepared.
-  std::vector<HostSpec> listed;
-  Blacklist blacklist;
-  std::set<std::string> preparing;
-  std::set<std::string> failed_prepare;
-  std::set<std::string> second_names;  // this machine under another name: warned once each
+  std::vector<HostSpec> listed HORA_GUARDED_BY(io_thread_);
+  Blacklist blacklist HORA_GUARDED_BY(io_thread_);
+  std::set<std::string> preparing HORA_GUARDED_BY(io_thread_);
+  std::set<std::string> failed_prepare HORA_GUARDED_BY(io_thread_);
+  std::set<std::string> second_names
+      HORA_GUARDED_BY(io_thread_);  // this machine under another name: warned once each
   // Since when discovery has listed no host while workers run (a glitch until it lasts
   // --elastic-timeout; docs/elastic.md, "When discovery lists no host").
-  std::optional<Clock::time_point> empty_since;
+  std::optional<Clock::time_point> empty_since HORA_GUARDED_BY(io_thread_);
 
-  asio::signal_set signals{io, SIGINT, SIGTERM};
-  asio::steady_timer discovery_timer{io};
-  asio::steady_timer settle_timer{io};
-  asio::steady_timer wait_timer{io};  // below --min-np: the end of --elastic-timeout
-  asio::steady_timer end_timer{io};
-  asio::steady_timer drain_timer{io};
-  asio::steady_timer cooldown_timer{io};  // the next end of a blacklisted host's cooldown
+  asio::signal_set signals HORA_GUARDED_BY(io_thread_){io, SIGINT, SIGTERM};
+  asio::steady_timer discovery_timer HORA_GUARDED_BY(io_thread_){io};
+  asio::steady_timer settle_timer HORA_GUARDED_BY(io_thread_){io};
+  asio::steady_timer wait_timer HORA_GUARDED_BY(io_thread_){
+      io};  // below --min-np: the end of --elastic-timeout
+  asio::steady_timer cooldown_timer HORA_GUARDED_BY(io_thread_){
+      io};  // the next end of a blacklisted host's cooldown
   // Once a second while the job runs: workers stopped or held by a debugger (stopped_look).
-  asio::steady_timer stopped_timer{io};
-  std::map<int, Clock::time_point> stopped_since;  // worker id -> first seen stopped
-  std::set<int> stopped_named;                     // named since it was last seen running
-  std::thread discovery_thread;
-  bool discovery_running = false;
-  std::string last_discovery_error;
-  bool warned_discovery_leftovers = false;
+  asio::steady_timer stopped_timer HORA_GUARDED_BY(io_thread_){io};
+  std::map<int, Clock::time_point> stopped_since
+      HORA_GUARDED_BY(io_thread_);                          // worker id -> first seen stopped
+  std::set<int> stopped_named HORA_GUARDED_BY(io_thread_);  // named since it was last seen running
+  std::thread discovery_thread HORA_GUARDED_BY(io_thread_);
+  bool discovery_running HORA_GUARDED_BY(io_thread_) = false;
+  std::string last_discovery_error HORA_GUARDED_BY(io_thread_);
+  bool warned_discovery_leftovers HORA_GUARDED_BY(io_thread_) = false;
 
   // A reset is due (gathering events until settle_timer fires).
-  bool reset_due = false;
-  bool reset_interrupt = false;
-  std::vector<std::string> reset_events;
-  Clock::time_point reset_event_time;
-  std::optional<Clock::time_point> waiting_since;  // below --min-np
+  bool reset_due HORA_GUARDED_BY(io_thread_) = false;
+  bool reset_interrupt HORA_GUARDED_BY(io_thread_) = false;
+  std::vector<std::string> reset_events HORA_GUARDED_BY(io_thread_);
+  Clock::time_point reset_event_time HORA_GUARDED_BY(io_thread_);
+  std::optional<Clock::time_point> waiting_since HORA_GUARDED_BY(io_thread_);  // below --min-np
 
-  bool ending = false;
-  bool finished = false;
-  bool draining = false;
-  std::string cause;
-  int exit_code = 0;
-  std::optional<int> first_failure_code;
+  bool ending HORA_GUARDED_BY(io_thread_) = false;
+  bool finished HORA_GUARDED_BY(io_thread_) = false;
+  std::string cause HORA_GUARDED_BY(io_thread_);
+  int exit_code HORA_GUARDED_BY(io_thread_) = 0;
+  std::optional<int> first_failure_code HORA_GUARDED_BY(io_thread_);
 
   Impl(asio::io_context& io_, ElasticConfig config_, ElasticHosts& hosts_, Output& output_)
       : io(io_),
         config(std::move(config_)),
         hosts(hosts_),
         output(output_),
+        procs(io_, output_,
+              ProcessGraces{config.base.abort_grace, config.base.kill_grace,
+                            config.base.guard_slack, config.base.drain_timeout},
+              RankProcesses::Hooks{[this](int id) {
+                                     io_thread_.assert_held();
+                                     return who(workers.at(id));
+                                   },
+                                   [this](int id, const ExitStatus& st) {
+                                     io_thread_.assert_held();
+                                     on_exit(id, st);
+                                   },
+                                   [this] {
+                                     io_thread_.assert_held();
+                                     maybe_finish();
+                                   }}),
         blacklist(config.options.blacklist_cooldown) {
     listed = config.hosts;
   }
 
-  std::string who(const Worker& w) const {
+  std::string who(const Worker& w) const HORA_REQUIRES(io_thread_) {
     const auto r = w.rank_in.find(current);
     if (r != w.rank_in.end()) {
       return fmt::format("worker {} (rank {}) on {}", w.id, r->second,
@@ -166,9 +187,9 @@ struct ElasticSupervisor::Impl {
     return fmt::format("worker {} on {}", w.id, w.host.address_for_display());
   }
 
-  bool running(const Worker& w) const { return w.process && !w.exit; }
+  bool running(const Worker& w) const HORA_REQUIRES(io_thread_) { return procs.running(w.id); }
 
-  std::vector<int> running_ids() const {
+  std::vector<int> running_ids() const HORA_REQUIRES(io_thread_) {
     std::vector<int> out;
     for (const auto& [id, w] : workers) {
       if (running(w)) out.push_back(id);
@@ -179,7 +200,7 @@ struct ElasticSupervisor::Impl {
   // ---- rounds ----------------------------------------------------------------------------
 
   // Hosts that can take workers now: listed, not blacklisted, prepared.
-  std::vector<HostSpec> available_hosts(Clock::time_point now) const {
+  std::vector<HostSpec> available_hosts(Clock::time_point now) const HORA_REQUIRES(io_thread_) {
     std::vector<HostSpec> out;
     for (const HostSpec& h : listed) {
       if (!blacklist.is_blacklisted(h.name, now) && hosts.prepared(h.name)) out.push_back(h);
@@ -188,7 +209,7 @@ struct ElasticSupervisor::Impl {
   }
 
   // Starts agents on listed hosts that have none (and are not blacklisted).
-  void prepare_new_hosts() {
+  void prepare_new_hosts() HORA_REQUIRES(io_thread_) {
     const auto now = Clock::now();
     std::vector<HostSpec> todo;
     for (const HostSpec& h : listed) {
@@ -205,6 +226,7 @@ struct ElasticSupervisor::Impl {
     log->warn("elastic: found host{} {}; starting agent{}", todo.size() == 1 ? "" : "s",
               fmt::join(names, ", "), todo.size() == 1 ? "" : "s");
     hosts.prepare(todo, [this](const std::string& host, const std::string& error) {
+      io_thread_.assert_held();
       preparing.erase(host);
       if (ending) return;
       if (!error.empty()) {
@@ -216,14 +238,19 @@ struct ElasticSupervisor::Impl {
     });
   }
 
-  void request_reset(std::string event, bool interrupt) {
+  void request_reset(std::string event, bool interrupt) HORA_REQUIRES(io_thread_) {
     if (ending) return;
     if (!reset_due) {
       reset_due = true;
       reset_event_time = Clock::now();
       settle_timer.expires_after(config.reset_settle);
       settle_timer.async_wait([this](const boost::system::error_code& ec) {
-        if (!ec) asio::post(io, [this] { plan_next_round(); });
+        io_thread_.assert_held();
+        if (!ec)
+          asio::post(io, [this] {
+            io_thread_.assert_held();
+            plan_next_round();
+          });
       });
     }
     reset_interrupt = reset_interrupt || interrupt;
@@ -236,15 +263,18 @@ struct ElasticSupervisor::Impl {
   // The next round is planned as soon as every worker being stopped has exited (a lost host's
   // other workers end within milliseconds of SIGTERM), and at the latest when reset_settle
   // passes.
-  void plan_when_settled() {
+  void plan_when_settled() HORA_REQUIRES(io_thread_) {
     if (!reset_due || ending) return;
     for (const auto& [id, w] : workers) {
       if (w.stopping && running(w)) return;
     }
-    asio::post(io, [this] { plan_next_round(); });
+    asio::post(io, [this] {
+      io_thread_.assert_held();
+      plan_next_round();
+    });
   }
 
-  void plan_next_round() {
+  void plan_next_round() HORA_REQUIRES(io_thread_) {
     if (ending || !reset_due) return;
     const auto now = Clock::now();
     RoundInput in;
@@ -292,7 +322,7 @@ struct ElasticSupervisor::Impl {
     begin_round(std::move(plan));
   }
 
-  void wait_for_hosts(const RoundPlan& plan, Clock::time_point now) {
+  void wait_for_hosts(const RoundPlan& plan, Clock::time_point now) HORA_REQUIRES(io_thread_) {
     if (!waiting_since) {
       waiting_since = now;
       log->warn(
@@ -302,13 +332,14 @@ struct ElasticSupervisor::Impl {
           config.options.min_np, hora::format_duration(config.options.elastic_timeout));
       wait_timer.expires_after(config.options.elastic_timeout);
       wait_timer.async_wait([this](const boost::system::error_code& ec) {
+        io_thread_.assert_held();
         if (!ec && waiting_since) on_wait_timeout();
       });
     }
     // Discovery (or a cooldown) calls plan_next_round() again.
   }
 
-  void on_wait_timeout() {
+  void on_wait_timeout() HORA_REQUIRES(io_thread_) {
     const auto now = Clock::now();
     std::vector<std::string> have;
     int slots = 0;
@@ -333,7 +364,7 @@ struct ElasticSupervisor::Impl {
             first_failure_code.value_or(1));
   }
 
-  void begin_round(RoundPlan plan) {
+  void begin_round(RoundPlan plan) HORA_REQUIRES(io_thread_) {
     const bool first = current < 0;
     const bool interrupt = reset_interrupt;
     const std::string reason = first ? "start" : fmt::format("{}", fmt::join(reset_events, "; "));
@@ -385,7 +416,8 @@ struct ElasticSupervisor::Impl {
     }
   }
 
-  rdv::wire::Reset reset_for(const Round& round, int r, const std::string& host, bool interrupt) {
+  rdv::wire::Reset reset_for(const Round& round, int r, const std::string& host, bool interrupt)
+      HORA_REQUIRES(io_thread_) {
     const RankInfo& info = round.plan.ranks[static_cast<std::size_t>(r)].info;
     rdv::wire::Reset reset;
     reset.round = static_cast<std::uint32_t>(round.number);
@@ -404,7 +436,8 @@ struct ElasticSupervisor::Impl {
   // How `host`'s workers reach round `round`'s server: a remote host at the address its SSH
   // connection came from, this machine's at the address the server listens on (loopback when
   // it listens on every address).
-  std::string rendezvous_for(const Round& round, const std::string& host) const {
+  std::string rendezvous_for(const Round& round, const std::string& host) const
+      HORA_REQUIRES(io_thread_) {
     const HostNetwork net = hosts.network(host);
     std::string address = net.rendezvous_host;
     if (address.empty()) {
@@ -419,7 +452,7 @@ struct ElasticSupervisor::Impl {
   // round of this machine only, the launcher's own address (loopback); with remote hosts, the
   // address they all reach this machine at, or every address when they reach it at different
   // ones.
-  std::string round_bind_address(const RoundPlan& plan) const {
+  std::string round_bind_address(const RoundPlan& plan) const HORA_REQUIRES(io_thread_) {
     std::set<std::string> seen;  // by the remote hosts
     for (const HostSpec& h : plan.hosts) {
       const HostNetwork net = hosts.network(h.name);
@@ -430,7 +463,7 @@ struct ElasticSupervisor::Impl {
     return seen.begin()->find(':') != std::string::npos ? "::" : "0.0.0.0";
   }
 
-  void start_server(Round& round) {
+  void start_server(Round& round) HORA_REQUIRES(io_thread_) {
     round.bind_address = round_bind_address(round.plan);
     rdv::ServerOptions options;
     options.bind_address = round.bind_address;
@@ -443,9 +476,11 @@ struct ElasticSupervisor::Impl {
     rdv::ServerEvents events;
     const int number = round.number;
     events.on_connected = [this, number](int rank, const std::string&) {
+      io_thread_.assert_held();
       on_connected(number, rank);
     };
     events.on_disconnected = [this, number](int rank, bool clean, const std::string& why) {
+      io_thread_.assert_held();
       on_disconnected(number, rank, clean, why);
     };
     try {
@@ -456,7 +491,7 @@ struct ElasticSupervisor::Impl {
     }
   }
 
-  void start_worker(const Round& round, const PlannedRank& p) {
+  void start_worker(const Round& round, const PlannedRank& p) HORA_REQUIRES(io_thread_) {
     Worker& w = workers[p.worker_id];
     w.id = p.worker_id;
     const HostSpec& planned = round.plan.host_of(p.info.rank);
@@ -466,7 +501,6 @@ struct ElasticSupervisor::Impl {
     }
     w.slot = p.local_slot;
     w.rank_in[round.number] = p.info.rank;
-    w.last_rank = p.info.rank;
 
     const RankTable table(round.plan.hosts, round.plan.size);
     JobFacts facts = config.base.facts;
@@ -491,18 +525,10 @@ struct ElasticSupervisor::Impl {
     request.argv = config.base.command;
     request.grace = config.base.kill_grace;
     try {
-      w.process = hosts.create(w.id, w.host);
-      RankProcess::Events events;
-      const int id = w.id;
-      events.on_output = [this, id](Stream s, std::string_view data) { on_output(id, s, data); };
-      events.on_output_closed = [this, id](Stream s) { on_output_closed(id, s); };
-      events.on_exit = [this, id](const ExitStatus& st) { on_exit(id, st); };
-      w.open = {true, true};
-      w.process->start(request, std::move(events));
+      procs.start(w.id, hosts.create(w.id, w.host), request, p.info.rank);
       log->info("started {}", who(w));
     } catch (const std::exception& e) {
-      w.open = {false, false};
-      w.exit = ExitStatus{false, 1, 0};
+      // Never started: not running, and no exit status (not a success at the job's end).
       log->warn("elastic: could not start {}: {}", who(w), e.what());
       blacklist.blacklist(w.host.name, Clock::now());
       arm_cooldown();
@@ -512,14 +538,14 @@ struct ElasticSupervisor::Impl {
 
   // ---- events ----------------------------------------------------------------------------
 
-  void on_connected(int round, int rank) {
+  void on_connected(int round, int rank) HORA_REQUIRES(io_thread_) {
     Round& rd = rounds.at(round);
     rd.connected.insert(rank);
     for (auto& [id, w] : workers) {
       const auto it = w.rank_in.find(round);
       if (it != w.rank_in.end() && it->second == rank) {
         w.connected_round = std::max(w.connected_round, round);
-        w.last_rank = rank;
+        procs.set_output_rank(id, rank);
       }
     }
     if (!rd.formed && static_cast<int>(rd.connected.size()) == rd.plan.size) {
@@ -536,14 +562,14 @@ struct ElasticSupervisor::Impl {
   // Every worker of round `round` reached its rendezvous: the older rounds' servers have no one
   // left to tell of a newer round (a late AUTH there got its RESET before this round could
   // form), so they stop, and with them their listening sockets and connections.
-  void stop_servers_before(int round) {
+  void stop_servers_before(int round) HORA_REQUIRES(io_thread_) {
     for (auto& [n, rd] : rounds) {
       if (n >= round) break;
       rd.server.reset();  // on the io thread: the destructor stops it at once, silently
     }
   }
 
-  Worker* worker_of(int round, int rank) {
+  Worker* worker_of(int round, int rank) HORA_REQUIRES(io_thread_) {
     for (auto& [id, w] : workers) {
       const auto it = w.rank_in.find(round);
       if (it != w.rank_in.end() && it->second == rank) return &w;
@@ -551,7 +577,8 @@ struct ElasticSupervisor::Impl {
     return nullptr;
   }
 
-  void on_disconnected(int round, int rank, bool clean, const std::string& why) {
+  void on_disconnected(int round, int rank, bool clean, const std::string& why)
+      HORA_REQUIRES(io_thread_) {
     if (clean || ending) return;
     Worker* w = worker_of(round, rank);
     // A worker told of a newer round leaves this one's server: without a goodbye when the reset
@@ -562,52 +589,31 @@ struct ElasticSupervisor::Impl {
               hora::format_duration(config.base.drop_grace));
     w->drop_timer = std::make_unique<asio::steady_timer>(io, config.base.drop_grace);
     w->drop_timer->async_wait([this, id, round, why](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (ec || ending) return;
       Worker& lost = workers.at(id);
       if (!running(lost) || lost.stopping || lost.rank_in.rbegin()->first > round) return;
       lost_worker(lost, fmt::format("{} lost its rendezvous connection ({})", who(lost), why));
-      lost.process->kill();
+      procs.kill(id);
     });
-  }
-
-  void on_output(int id, Stream s, std::string_view data) {
-    Worker& w = workers.at(id);
-    output.raw(w.last_rank, s, data);
-    w.splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line) {
-      output.line(w.last_rank, s, line);
-    });
-  }
-
-  void on_output_closed(int id, Stream s) {
-    Worker& w = workers.at(id);
-    const auto i = static_cast<std::size_t>(s);
-    w.splitters[i].finish([&](std::string_view line) { output.line(w.last_rank, s, line); });
-    w.open[i] = false;
-    maybe_finish();
   }
 
   // Asks a worker to end (SIGTERM to its process group through its guard); a worker whose host
   // does not answer (cut off the network) is killed after the grace, which reports it lost
   // once its agent stays silent (AgentRankProcess::kill).
-  void stop_worker(Worker& w) {
+  void stop_worker(Worker& w) HORA_REQUIRES(io_thread_) {
     if (w.stopping || !running(w)) return;
     w.stopping = true;
-    w.process->terminate();
-    const int id = w.id;
-    w.drop_timer =
-        std::make_unique<asio::steady_timer>(io, config.base.kill_grace + config.base.guard_slack);
-    w.drop_timer->async_wait([this, id](const boost::system::error_code& ec) {
-      if (ec) return;
-      Worker& late = workers.at(id);
-      if (!running(late)) return;
-      log->warn("{} did not end after SIGTERM; killing its guard", who(late));
-      late.process->kill();
-    });
+    if (w.drop_timer) w.drop_timer->cancel();  // its exit is no longer a failure
+    procs.stop(w.id);
   }
 
   // A worker of the job failed: its host leaves the job (blacklisted), with its other workers.
-  void lost_worker(Worker& w, const std::string& what) {
-    if (!first_failure_code) first_failure_code = w.exit ? w.exit->exit_code() : 1;
+  void lost_worker(Worker& w, const std::string& what) HORA_REQUIRES(io_thread_) {
+    if (!first_failure_code) {
+      const std::optional<ExitStatus> exit = procs.exit_status(w.id);
+      first_failure_code = exit ? exit->exit_code() : 1;
+    }
     const auto now = Clock::now();
     const auto until = blacklist.blacklist(w.host.name, now);
     arm_cooldown();
@@ -619,9 +625,9 @@ struct ElasticSupervisor::Impl {
     request_reset(what, true);
   }
 
-  void on_exit(int id, const ExitStatus& status) {
+  // Called by procs once the exit is recorded.
+  void on_exit(int id, const ExitStatus& status) HORA_REQUIRES(io_thread_) {
     Worker& w = workers.at(id);
-    w.exit = status;
     if (w.drop_timer) w.drop_timer->cancel();
     log->info("{} {}", who(w), status.describe());
     if (!ending && !w.stopping && !status.success()) {
@@ -632,7 +638,7 @@ struct ElasticSupervisor::Impl {
     maybe_finish();
   }
 
-  void on_signal(int sig) {
+  void on_signal(int sig) HORA_REQUIRES(io_thread_) {
     const char* abbrev = ::sigabbrev_np(sig);
     const std::string name =
         abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
@@ -642,21 +648,23 @@ struct ElasticSupervisor::Impl {
       kill_all();
     }
     signals.async_wait([this](const boost::system::error_code& ec, int s) {
+      io_thread_.assert_held();
       if (!ec) on_signal(s);
     });
   }
 
   // ---- discovery -------------------------------------------------------------------------
 
-  void arm_discovery() {
+  void arm_discovery() HORA_REQUIRES(io_thread_) {
     if (config.options.discovery_script.empty() || ending) return;
     discovery_timer.expires_after(config.discovery_interval);
     discovery_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (!ec) run_discovery();
     });
   }
 
-  void run_discovery() {
+  void run_discovery() HORA_REQUIRES(io_thread_) {
     if (ending || discovery_running) return;
     discovery_running = true;
     if (discovery_thread.joinable()) discovery_thread.join();
@@ -665,11 +673,14 @@ struct ElasticSupervisor::Impl {
     discovery_thread = std::thread([this, script, slots] {
       DiscoveryResult result =
           run_discovery_script(script, slots, Clock::now() + kDiscoveryDeadline);
-      asio::post(io, [this, result = std::move(result)] { on_discovery(result); });
+      asio::post(io, [this, result = std::move(result)] {
+        io_thread_.assert_held();
+        on_discovery(result);
+      });
     });
   }
 
-  void on_discovery(const DiscoveryResult& result) {
+  void on_discovery(const DiscoveryResult& result) HORA_REQUIRES(io_thread_) {
     discovery_running = false;
     if (ending) return;
     arm_discovery();
@@ -730,7 +741,7 @@ struct ElasticSupervisor::Impl {
   // API timing out) must not stop a healthy job, so such a listing counts only once no host has
   // been listed for --elastic-timeout, as long as a job below --min-np waits for hosts. Returns
   // whether it has been that long.
-  bool empty_listing_lasted() {
+  bool empty_listing_lasted() HORA_REQUIRES(io_thread_) {
     const auto now = Clock::now();
     if (!empty_since) {
       empty_since = now;
@@ -751,7 +762,8 @@ struct ElasticSupervisor::Impl {
   // its ranks would be two hosts' ranks, two of them local_rank 0 on one machine. The name the
   // job already knows it by stays (else the first listed); the others are left out, with a
   // warning once per name.
-  std::vector<HostSpec> without_second_names(const std::vector<HostSpec>& found) {
+  std::vector<HostSpec> without_second_names(const std::vector<HostSpec>& found)
+      HORA_REQUIRES(io_thread_) {
     std::optional<std::string> known;
     for (const HostSpec& h : listed) {
       if (hosts.is_this_machine(h)) known = h.name;
@@ -781,7 +793,7 @@ struct ElasticSupervisor::Impl {
 
   // Hosts now listed with fewer slots than they run workers: as Horovod, the workers of the
   // highest local ranks (the highest slots) stop, and the next round runs without them.
-  void stop_surplus_workers(const std::vector<HostSpec>& found) {
+  void stop_surplus_workers(const std::vector<HostSpec>& found) HORA_REQUIRES(io_thread_) {
     std::map<std::string, int> slots;
     for (const HostSpec& h : found) slots[h.name] = h.slots;
     std::map<std::string, std::vector<Worker*>> surplus;
@@ -810,7 +822,7 @@ struct ElasticSupervisor::Impl {
   }
 
   // "worker W (rank R, local rank L)": its numbers in the current round.
-  std::string numbers_text(const Worker& w) const {
+  std::string numbers_text(const Worker& w) const HORA_REQUIRES(io_thread_) {
     const auto r = w.rank_in.find(current);
     if (r == w.rank_in.end() || current < 0) return fmt::format("worker {}", w.id);
     const auto& ranks = rounds.at(current).plan.ranks;
@@ -822,7 +834,7 @@ struct ElasticSupervisor::Impl {
 
   // The listing or the blacklist changed: new hosts get agents, a wait below --min-np may end,
   // free slots may grow the job.
-  void hosts_changed(const std::string& why) {
+  void hosts_changed(const std::string& why) HORA_REQUIRES(io_thread_) {
     prepare_new_hosts();
     if (waiting_since) {
       reset_due = true;
@@ -833,7 +845,7 @@ struct ElasticSupervisor::Impl {
   }
 
   // Whether prepared, available hosts have room the current round does not use.
-  void maybe_grow(const std::string& why) {
+  void maybe_grow(const std::string& why) HORA_REQUIRES(io_thread_) {
     if (current < 0 || reset_due) return;
     const Round& rd = rounds.at(current);
     int slots = 0;
@@ -846,17 +858,18 @@ struct ElasticSupervisor::Impl {
 
   // A blacklisted host comes back when its cooldown ends: a timer, not the next discovery run
   // (with -H there is none, and a script's unchanged listing would change nothing).
-  void arm_cooldown() {
+  void arm_cooldown() HORA_REQUIRES(io_thread_) {
     if (ending) return;
     const auto next = blacklist.next_cooldown_end(Clock::now());
     if (!next) return;
     cooldown_timer.expires_at(*next);
     cooldown_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (!ec) on_cooldown();
     });
   }
 
-  void on_cooldown() {
+  void on_cooldown() HORA_REQUIRES(io_thread_) {
     if (ending) return;
     const bool back = take_cooled_down();
     arm_cooldown();
@@ -864,7 +877,7 @@ struct ElasticSupervisor::Impl {
   }
 
   // Whitelists the hosts whose cooldown ended; whether any did.
-  bool take_cooled_down() {
+  bool take_cooled_down() HORA_REQUIRES(io_thread_) {
     const std::vector<std::string> back = blacklist.take_cooled_down(Clock::now());
     for (const std::string& h : back) {
       log->warn("elastic: host {} is back after its cooldown", h);
@@ -878,16 +891,17 @@ struct ElasticSupervisor::Impl {
   // A worker stopped (state T) or held by a debugger (t) makes no progress until resumed, and
   // the others wait in their collectives: it is named within seconds, as in a fixed job, whether
   // or not a round is forming (remote workers through their agents' STATE frames).
-  void arm_stopped_look() {
+  void arm_stopped_look() HORA_REQUIRES(io_thread_) {
     stopped_timer.expires_after(std::chrono::seconds(1));
     stopped_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (ec || ending || finished) return;
       look_for_stopped();
       arm_stopped_look();
     });
   }
 
-  void look_for_stopped() {
+  void look_for_stopped() HORA_REQUIRES(io_thread_) {
     std::vector<Worker*> live;
     for (auto& [id, w] : workers) {
       if (running(w) && !w.stopping) live.push_back(&w);
@@ -921,15 +935,16 @@ struct ElasticSupervisor::Impl {
   // (stopped by SIGSTOP, held by a debugger, hung) would hold the round, and the job, forever:
   // the round looks at the workers it waits for once a second, names a stopped one at once, and
   // after --elastic-timeout treats every worker still missing as lost.
-  void arm_formation_look(Round& round) {
+  void arm_formation_look(Round& round) HORA_REQUIRES(io_thread_) {
     round.formation_timer = std::make_unique<asio::steady_timer>(io, kFormationLook);
     const int number = round.number;
     round.formation_timer->async_wait([this, number](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
       if (!ec) look_at_formation(number);
     });
   }
 
-  void look_at_formation(int number) {
+  void look_at_formation(int number) HORA_REQUIRES(io_thread_) {
     if (ending || number != current) return;
     Round& rd = rounds.at(number);
     if (rd.formed) return;
@@ -952,12 +967,12 @@ struct ElasticSupervisor::Impl {
                                 hora::format_duration(config.options.elastic_timeout),
                                 s != stuck.end() ? fmt::format("its process {} is in {}",
                                                                s->second.pid, s->second.describe())
-                                : w->process->local_guard_pid() > 0
+                                : procs.local_guard_pid(w->id) > 0
                                     ? "its process runs but did not reach the rendezvous "
                                       "(no commit() since the reset?)"
                                     : "it did not reach the rendezvous (hung, or not "
                                       "committing)"));
-        w->process->kill();
+        procs.kill(w->id);
       }
       return;
     }
@@ -975,29 +990,16 @@ struct ElasticSupervisor::Impl {
   // What the kernel says about the workers' processes (cli/agent/process_state.h), by worker id,
   // for the ones that are stopped, traced or in uninterruptible sleep: this machine's read from
   // /proc here, other hosts' as their agents reported them.
-  std::map<int, StuckProcess> stuck_workers(const std::vector<Worker*>& ws) const {
-    std::map<pid_t, int> id_of_guard;
-    std::vector<pid_t> guards;
-    for (const Worker* w : ws) {
-      const int pid = w->process ? w->process->local_guard_pid() : -1;
-      if (pid > 0) {
-        id_of_guard[pid] = w->id;
-        guards.push_back(pid);
-      }
-    }
-    std::map<int, StuckProcess> out;
-    for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(id_of_guard.at(g), p);
-    // Remote workers: what their host's agent reported (a STATE frame, docs/agent.md).
-    for (const Worker* w : ws) {
-      if (!w->process) continue;
-      if (const auto reported = w->process->reported_state()) out.emplace(w->id, *reported);
-    }
-    return out;
+  std::map<int, StuckProcess> stuck_workers(const std::vector<Worker*>& ws) const
+      HORA_REQUIRES(io_thread_) {
+    std::vector<int> ids;
+    for (const Worker* w : ws) ids.push_back(w->id);
+    return procs.stuck(ids);
   }
 
   // ---- ending ----------------------------------------------------------------------------
 
-  void end_job(std::string reason, int code) {
+  void end_job(std::string reason, int code) HORA_REQUIRES(io_thread_) {
     if (ending) return;
     ending = true;
     cause = std::move(reason);
@@ -1013,42 +1015,24 @@ struct ElasticSupervisor::Impl {
     for (auto& [n, rd] : rounds) {
       if (rd.server) rd.server->abort_all(cause);
     }
-    for (auto& [id, w] : workers) {
-      if (running(w)) w.process->terminate();
-    }
-    end_timer.expires_after(config.base.kill_grace + config.base.guard_slack);
-    end_timer.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) kill_all();
-    });
+    // No abort grace: every worker is asked to end now (SIGTERM through its guard).
+    procs.end_all({}, std::chrono::milliseconds(0));
     maybe_finish();
   }
 
-  void kill_all() {
-    for (auto& [id, w] : workers) {
-      if (running(w)) {
-        log->warn("{} did not end after SIGTERM; killing its guard", who(w));
-        w.process->kill();
-      }
-    }
-  }
+  void kill_all() HORA_REQUIRES(io_thread_) { procs.kill_all(); }
 
-  void maybe_finish() {
+  void maybe_finish() HORA_REQUIRES(io_thread_) {
     if (finished) return;
-    bool all_exited = true;
-    bool all_closed = true;
-    for (const auto& [id, w] : workers) {
-      if (running(w)) all_exited = false;
-      if (w.open[0] || w.open[1]) all_closed = false;
-    }
-    if (!all_exited) return;
+    if (!procs.all_exited()) return;
     if (!ending) {
       // Every worker ended by itself: success when the last round's workers all exited 0.
       if (reset_due || waiting_since || !preparing.empty()) return;
       bool all_ok = current >= 0;
       if (current >= 0) {
         for (const PlannedRank& p : rounds.at(current).plan.ranks) {
-          const Worker& w = workers.at(p.worker_id);
-          if (!w.exit || !w.exit->success()) all_ok = false;
+          const std::optional<ExitStatus> exit = procs.exit_status(p.worker_id);
+          if (!exit || !exit->success()) all_ok = false;
         }
       }
       ending = true;
@@ -1059,23 +1043,10 @@ struct ElasticSupervisor::Impl {
       wait_timer.cancel();
       cooldown_timer.cancel();
     }
-    if (!all_closed) {
-      if (!draining) {
-        draining = true;
-        drain_timer.expires_after(config.base.drain_timeout);
-        drain_timer.async_wait([this](const boost::system::error_code& ec) {
-          if (ec) return;
-          for (auto& [id, w] : workers) {
-            if (w.open[0] || w.open[1]) w.process->close_output();
-          }
-        });
-      }
-      return;
-    }
+    if (!procs.exited_and_drained()) return;
     finished = true;
-    end_timer.cancel();
+    procs.cancel_timers();
     stopped_timer.cancel();
-    drain_timer.cancel();
     discovery_timer.cancel();
     cooldown_timer.cancel();
     for (auto& [n, rd] : rounds) {
@@ -1089,8 +1060,9 @@ struct ElasticSupervisor::Impl {
     io.stop();
   }
 
-  int run() {
+  int run() HORA_REQUIRES(io_thread_) {
     signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      io_thread_.assert_held();
       if (!ec) on_signal(sig);
     });
     reset_due = true;
@@ -1112,6 +1084,9 @@ ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, ElasticConfig 
 
 ElasticSupervisor::~ElasticSupervisor() = default;
 
-int ElasticSupervisor::run() { return impl_->run(); }
+int ElasticSupervisor::run() {
+  impl_->io_thread_.assert_held();  // run()'s caller's thread is the io thread from now on
+  return impl_->run();
+}
 
 }  // namespace hora::cli

@@ -8,8 +8,11 @@
 //
 // Threading: everything runs on the io_context of the thread that calls run(), as in the fixed
 // supervisor (cli/spawn/supervisor.h): workers' pipes and exits, the rounds' servers, timers,
-// signals. Two kinds of work leave that thread and post their answers back: the discovery script
-// (one run at a time) and preparing new hosts (ElasticHosts::prepare). What the script lists is
+// signals. The state is that thread's role (hora::ThreadRole, common/thread_annotations.h), which
+// every handler asserts and every method requires; clang's -Wthread-safety checks it. Two kinds
+// of work leave that thread and post their answers back: the discovery script (one run at a
+// time) and preparing new hosts (ElasticHosts::prepare). The workers' processes are
+// RankProcesses (cli/spawn/rank_processes.h), as a fixed job's ranks are. What the script lists is
 // judged here (docs/elastic.md, "What horarun does with a listing"): a second name for this
 // machine is ignored, fewer slots stop a host's highest local ranks, and an empty listing counts
 // only once it lasted --elastic-timeout.

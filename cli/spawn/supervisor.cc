@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include <algorithm>
-#include <array>
 #include <map>
 #include <set>
 #include <vector>
@@ -19,9 +18,9 @@
 
 #include "cli/agent/process_state.h"
 #include "cli/base/errors.h"
-#include "cli/output/line_splitter.h"
 #include "cli/output/log.h"
 #include "cli/spawn/horovod_rendezvous.h"
+#include "cli/spawn/rank_processes.h"
 #include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/log_throttle.h"
@@ -78,14 +77,6 @@ struct Supervisor::Impl {
   // Every member but the references and the logger is the io thread's (the one that calls
   // run()): handlers assert it, methods require it (common/thread_annotations.h).
   hora::ThreadRole io_thread_;
-  struct Rank {
-    std::unique_ptr<RankProcess> process;
-    std::array<LineSplitter, 2> splitters;
-    std::array<bool, 2> open{false, false};
-    std::optional<ExitStatus> exit;
-    bool started = false;
-    std::unique_ptr<asio::steady_timer> drop_timer;
-  };
 
   asio::io_context& io;
   const RankTable& table;
@@ -97,11 +88,12 @@ struct Supervisor::Impl {
   std::unique_ptr<rdv::Server> server HORA_GUARDED_BY(io_thread_);
   std::unique_ptr<HorovodRendezvous> horovod
       HORA_GUARDED_BY(io_thread_);  // Horovod's HTTP rendezvous (on by default)
-  std::vector<Rank> ranks HORA_GUARDED_BY(io_thread_);
+  // The ranks' processes: started, relayed, ended and killed after the graces (rank_processes.h).
+  RankProcesses procs;
+  // Per rank: its drop grace, from a rendezvous connection lost without goodbye to its exit.
+  std::vector<std::unique_ptr<asio::steady_timer>> drop_timers HORA_GUARDED_BY(io_thread_);
   asio::signal_set signals HORA_GUARDED_BY(io_thread_){io, SIGINT, SIGTERM};
   asio::steady_timer start_timer HORA_GUARDED_BY(io_thread_){io};
-  asio::steady_timer end_timer HORA_GUARDED_BY(io_thread_){io};  // abort grace, then kill grace
-  asio::steady_timer drain_timer HORA_GUARDED_BY(io_thread_){io};
   asio::steady_timer stall_timer HORA_GUARDED_BY(io_thread_){
       io};  // the launcher's stall check of local ranks
   // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
@@ -147,7 +139,6 @@ struct Supervisor::Impl {
       false;  // verdict_settle has passed since the first failure
   int awaited HORA_GUARDED_BY(io_thread_) =
       -1;  // a running rank that dropped before every failed one: its exit decides
-  bool draining HORA_GUARDED_BY(io_thread_) = false;
   bool finished HORA_GUARDED_BY(io_thread_) = false;
   std::string cause HORA_GUARDED_BY(io_thread_);  // printed at the end; empty on success
   int exit_code HORA_GUARDED_BY(io_thread_) = 0;
@@ -155,15 +146,29 @@ struct Supervisor::Impl {
 
   Impl(asio::io_context& io_, const RankTable& table_, SupervisorConfig config_,
        RankProcessFactory& factory_, Output& output_)
-      : io(io_), table(table_), config(std::move(config_)), factory(factory_), output(output_) {
-    ranks.resize(static_cast<std::size_t>(table.size()));
+      : io(io_),
+        table(table_),
+        config(std::move(config_)),
+        factory(factory_),
+        output(output_),
+        procs(io_, output_,
+              ProcessGraces{config.abort_grace, config.kill_grace, config.guard_slack,
+                            config.drain_timeout},
+              RankProcesses::Hooks{[this](int r) { return who(r); },
+                                   [this](int r, const ExitStatus& st) {
+                                     io_thread_.assert_held();
+                                     on_exit(r, st);
+                                   },
+                                   [this] {
+                                     io_thread_.assert_held();
+                                     maybe_finish();
+                                   }}) {
+    drop_timers.resize(static_cast<std::size_t>(table.size()));
   }
 
   std::string who(int r) const { return rank_name(r, table.host_of(r).address_for_display()); }
 
-  Rank& at(int r) HORA_REQUIRES(io_thread_) { return ranks.at(static_cast<std::size_t>(r)); }
-
-  bool running(int r) HORA_REQUIRES(io_thread_) { return at(r).started && !at(r).exit; }
+  bool running(int r) const { return procs.running(r); }
 
   // The ranks that reached hora's rendezvous (hora::init()) or Horovod's (hvd.init()).
   std::set<int> ranks_seen() const HORA_REQUIRES(io_thread_) {
@@ -250,31 +255,12 @@ struct Supervisor::Impl {
       request.env = rank_environment(table, r, facts);
       request.argv = config.command;
       request.grace = config.kill_grace;
-      Rank& rank = at(r);
       try {
-        rank.process = factory.create(r, table.host_of(r));
-        RankProcess::Events events;
-        // RankProcess's events run on the io thread (cli/spawn/rank_process.h).
-        events.on_output = [this, r](Stream s, std::string_view data) {
-          io_thread_.assert_held();
-          on_output(r, s, data);
-        };
-        events.on_output_closed = [this, r](Stream s) {
-          io_thread_.assert_held();
-          on_output_closed(r, s);
-        };
-        events.on_exit = [this, r](const ExitStatus& st) {
-          io_thread_.assert_held();
-          on_exit(r, st);
-        };
-        rank.open = {true, true};
-        rank.process->start(request, std::move(events));
-        rank.started = true;
+        procs.start(r, factory.create(r, table.host_of(r)), request, r);
         log->info("started {}", who(r));
       } catch (const std::exception& e) {
-        // A guard that was spawned before the failure is not `started`: the RankProcess's
+        // A guard that was spawned before the failure is not started: the RankProcess's
         // destructor kills it when the supervisor goes away.
-        rank.open = {false, false};
         end_job(fmt::format("could not start {}: {}", who(r), e.what()), 1);
       }
     }
@@ -290,26 +276,9 @@ struct Supervisor::Impl {
 
   // ---- events --------------------------------------------------------------------------
 
-  void on_output(int r, Stream s, std::string_view data) HORA_REQUIRES(io_thread_) {
-    output.raw(r, s, data);  // --output-filename: the bytes as written, before line splitting
-    at(r).splitters[static_cast<std::size_t>(s)].feed(data, [&](std::string_view line)
-                                                                HORA_REQUIRES(io_thread_) {
-                                                                  output.line(r, s, line);
-                                                                });
-  }
-
-  void on_output_closed(int r, Stream s) HORA_REQUIRES(io_thread_) {
-    Rank& rank = at(r);
-    const auto i = static_cast<std::size_t>(s);
-    rank.splitters[i].finish([&](std::string_view line) { output.line(r, s, line); });
-    rank.open[i] = false;
-    maybe_finish();
-  }
-
+  // Called by procs once r's exit is recorded.
   void on_exit(int r, const ExitStatus& status) HORA_REQUIRES(io_thread_) {
-    Rank& rank = at(r);
-    rank.exit = status;
-    if (rank.drop_timer) rank.drop_timer->cancel();
+    if (const auto& drop = drop_timers.at(static_cast<std::size_t>(r))) drop->cancel();
     log->info("{} {}", who(r), status.describe());
     if (status.success() && !ending && early_exit < 0) {
       for (int o = 0; o < table.size(); ++o) {
@@ -356,22 +325,12 @@ struct Supervisor::Impl {
   }
 
   // Every running local rank whose process is stuck, by rank (one pass over /proc).
-  std::map<int, StuckProcess> stuck_ranks() HORA_REQUIRES(io_thread_) {
-    std::map<pid_t, int> rank_of_guard;
+  std::map<int, StuckProcess> stuck_ranks() const {
+    std::vector<int> live;
     for (int r = 0; r < table.size(); ++r) {
-      const int guard = running(r) ? at(r).process->local_guard_pid() : -1;
-      if (guard > 0) rank_of_guard.emplace(guard, r);
+      if (running(r)) live.push_back(r);
     }
-    std::vector<pid_t> guards;
-    for (const auto& [g, r] : rank_of_guard) guards.push_back(g);
-    std::map<int, StuckProcess> out;
-    for (const auto& [g, p] : stuck_processes_of_guards(guards)) out.emplace(rank_of_guard[g], p);
-    // Remote ranks: what their host's agent reported (a STATE frame, once a second at most).
-    for (int r = 0; r < table.size(); ++r) {
-      if (!running(r)) continue;
-      if (const auto reported = at(r).process->reported_state()) out.emplace(r, *reported);
-    }
-    return out;
+    return procs.stuck(live);
   }
 
   // The launcher's half of the stall check: once a second, every local rank's processes are
@@ -569,9 +528,9 @@ struct Supervisor::Impl {
     if (!running(r)) return;
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
               hora::format_duration(config.drop_grace));
-    Rank& rank = at(r);
-    rank.drop_timer = std::make_unique<asio::steady_timer>(io, config.drop_grace);
-    rank.drop_timer->async_wait([this, r, reason](const boost::system::error_code& ec) {
+    auto& drop = drop_timers.at(static_cast<std::size_t>(r));
+    drop = std::make_unique<asio::steady_timer>(io, config.drop_grace);
+    drop->async_wait([this, r, reason](const boost::system::error_code& ec) {
       io_thread_.assert_held();
       if (ec || !running(r) || ending) return;
       end_job(fmt::format("{} lost its rendezvous connection ({}) and was still running {} "
@@ -665,75 +624,24 @@ struct Supervisor::Impl {
     // Ranks connected to the rendezvous get the abort notice and abort_grace to exit by
     // themselves (printing why); the others cannot hear it and are terminated now.
     const std::set<int> connected = server ? server->ranks_connected() : std::set<int>{};
-    for (int r = 0; r < table.size(); ++r) {
-      if (running(r) && connected.count(r) == 0) at(r).process->terminate();
-    }
-    end_timer.expires_after(config.abort_grace);
-    end_timer.async_wait([this](const boost::system::error_code& ec) {
-      io_thread_.assert_held();
-      if (ec) return;
-      for (int r = 0; r < table.size(); ++r) {
-        if (running(r)) at(r).process->terminate();
-      }
-      end_timer.expires_after(config.kill_grace + config.guard_slack);
-      end_timer.async_wait([this](const boost::system::error_code& ec2) {
-        io_thread_.assert_held();
-        if (!ec2) kill_all();
-      });
-    });
+    procs.end_all(connected, config.abort_grace);
     maybe_finish();
   }
 
-  void kill_all() HORA_REQUIRES(io_thread_) {
-    for (int r = 0; r < table.size(); ++r) {
-      if (running(r)) {
-        log->warn("{} did not end after SIGTERM; killing its guard", who(r));
-        at(r).process->kill();
-      }
-    }
-  }
+  void kill_all() { procs.kill_all(); }
 
   void maybe_finish() HORA_REQUIRES(io_thread_) {
     if (finished) return;
-    bool all_exited = true;
-    bool all_closed = true;
-    for (int r = 0; r < table.size(); ++r) {
-      const Rank& rank = at(r);
-      if (rank.started && !rank.exit) all_exited = false;
-      if (rank.open[0] || rank.open[1]) all_closed = false;
-    }
     // Ranks not started yet (still spawning in launch()) keep the job alive.
     if (!ending) {
-      for (const Rank& rank : ranks) {
-        if (!rank.started) return;
+      for (int r = 0; r < table.size(); ++r) {
+        if (!procs.started(r)) return;
       }
     }
-    if (!all_exited) return;
-    if (!all_closed) {
-      if (!draining) {
-        draining = true;
-        drain_timer.expires_after(config.drain_timeout);
-        drain_timer.async_wait([this](const boost::system::error_code& ec) {
-          io_thread_.assert_held();
-          if (ec) return;
-          for (int r = 0; r < table.size(); ++r) {
-            Rank& rank = at(r);
-            if (rank.open[0] || rank.open[1]) {
-              log->warn(
-                  "{}'s output is still open {} after it exited (a process it started "
-                  "holds it); no longer reading it",
-                  who(r), hora::format_duration(config.drain_timeout));
-              rank.process->close_output();
-            }
-          }
-        });
-      }
-      return;
-    }
+    if (!procs.exited_and_drained()) return;
     finished = true;
     start_timer.cancel();
-    end_timer.cancel();
-    drain_timer.cancel();
+    procs.cancel_timers();
     settle_timer.cancel();
     await_timer.cancel();
     throttle_timer.cancel();

@@ -7,6 +7,11 @@
 // (hora::ThreadRole, common/thread_annotations.h), which every handler asserts and every method
 // requires; clang's -Wthread-safety checks it in every clang build.
 //
+// The ranks' processes themselves (started with their events, their output relayed line by line,
+// asked to end and killed after the graces, "all exited and drained") are RankProcesses
+// (rank_processes.h), which the elastic supervisor shares; this class decides what their events
+// mean for the job.
+//
 // Ending a job: the first rank to exit non-zero or die of a signal, a lost rendezvous
 // connection of a rank that keeps running, ranks missing at --start-timeout, or SIGINT/SIGTERM
 // to horarun start the same sequence: the rendezvous server sends ABORT(reason) to every rank;
