@@ -22,4 +22,4 @@ fi
 cd "$(dirname "$0")" || exit 1
 export PYTHONDONTWRITEBYTECODE=1
 echo "== $file at -np $np"
-timeout 300 "$HORARUN" -np "$np" "$py" "$file"
+timeout 300 "$HORARUN" --start-timeout 120 -np "$np" "$py" "$file"

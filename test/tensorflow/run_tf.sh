@@ -24,7 +24,9 @@ for f in "$@"; do
   if [ "$np" = 0 ]; then
     timeout 600 "$py" "$f"
   else
-    timeout 600 "$HORARUN" -np "$np" "$py" "$f"
+    # Importing TensorFlow takes over 30 s (horarun's default --start-timeout) on a loaded
+    # 2-core machine: a rank then missed the rendezvous (tensorflow_adasum_np2 did at load 13).
+    timeout 600 "$HORARUN" --start-timeout 180 -np "$np" "$py" "$f"
   fi
   rc=$?
   [ "$rc" = 0 ] || exit "$rc"

@@ -146,7 +146,7 @@ class Job(object):
         with open(self.out, 'w') as out:
             self.proc = subprocess.Popen(
                 [os.environ['HORARUN'], '--ssh-config', env['HORA_TESTHOSTS_SSH_CONFIG'],
-                 '-np', '2', '--min-np', '1', '--max-np', '2',
+                 '-np', '2', '--min-np', '1', '--max-np', '2', '--start-timeout', '180',
                  # A host whose worker failed is blacklisted; it may come back after 2-3 s.
                  '--blacklist-cooldown-range', '2', '3',
                  '--host-discovery-script', discover, sys.executable,

@@ -38,7 +38,7 @@ def test_fit_on_two_hosts():
             f.write(TRAIN)
         out = subprocess.run(
             [os.environ['HORARUN'], '--ssh-config', env['HORA_TESTHOSTS_SSH_CONFIG'],
-             '-H', 'h1:1,h2:1', '-np', '2', sys.executable, script],
+             '-H', 'h1:1,h2:1', '-np', '2', '--start-timeout', '180', sys.executable, script],
             capture_output=True, text=True, timeout=600, cwd=tmp)
         assert out.returncode == 0, out.stdout + out.stderr
         results = sorted(line.split('RESULT ', 1)[1].split()
