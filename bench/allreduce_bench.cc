@@ -316,6 +316,7 @@ void put(void* buffer, DataType t, std::size_t i, double v) {
   switch (t) {
     case DataType::kUInt8: static_cast<std::uint8_t*>(buffer)[i] = std::uint8_t(v); break;
     case DataType::kInt8: static_cast<std::int8_t*>(buffer)[i] = std::int8_t(v); break;
+    case DataType::kInt16: static_cast<std::int16_t*>(buffer)[i] = std::int16_t(v); break;
     case DataType::kInt32: static_cast<std::int32_t*>(buffer)[i] = std::int32_t(v); break;
     case DataType::kInt64: static_cast<std::int64_t*>(buffer)[i] = std::int64_t(v); break;
     case DataType::kFloat16:
@@ -333,6 +334,7 @@ double get(const void* buffer, DataType t, std::size_t i) {
   switch (t) {
     case DataType::kUInt8: return static_cast<const std::uint8_t*>(buffer)[i];
     case DataType::kInt8: return static_cast<const std::int8_t*>(buffer)[i];
+    case DataType::kInt16: return static_cast<const std::int16_t*>(buffer)[i];
     case DataType::kInt32: return static_cast<const std::int32_t*>(buffer)[i];
     case DataType::kInt64: return double(static_cast<const std::int64_t*>(buffer)[i]);
     case DataType::kFloat16: return hora::to_float(static_cast<const hora::float16*>(buffer)[i]);

@@ -98,6 +98,11 @@ std::vector<std::uint8_t> values(DataType type, std::size_t count, int seed) {
         std::memcpy(p, &x, es);
         break;
       }
+      case DataType::kInt16: {
+        auto x = static_cast<std::int16_t>(v);
+        std::memcpy(p, &x, es);
+        break;
+      }
       case DataType::kInt32: {
         auto x = static_cast<std::int32_t>(v * 1000);
         std::memcpy(p, &x, es);

@@ -49,6 +49,11 @@ std::vector<std::uint8_t> encode(const std::vector<double>& v, DataType t) {
         std::memcpy(p, &x, 1);
         break;
       }
+      case DataType::kInt16: {
+        auto x = static_cast<std::int16_t>(v[i]);
+        std::memcpy(p, &x, 2);
+        break;
+      }
       case DataType::kInt32: {
         auto x = static_cast<std::int32_t>(v[i]);
         std::memcpy(p, &x, 4);
@@ -90,6 +95,11 @@ double decode(const std::uint8_t* p, DataType t) {
     case DataType::kInt8: {
       std::int8_t x;
       std::memcpy(&x, p, 1);
+      return x;
+    }
+    case DataType::kInt16: {
+      std::int16_t x;
+      std::memcpy(&x, p, 2);
       return x;
     }
     case DataType::kInt32: {

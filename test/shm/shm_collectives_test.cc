@@ -47,6 +47,7 @@ void put_value(DataType type, void* data, std::size_t i, int v) {
   switch (type) {
     case DataType::kUInt8: return put<std::uint8_t>(data, i, v);
     case DataType::kInt8: return put<std::int8_t>(data, i, v);
+    case DataType::kInt16: return put<std::int16_t>(data, i, v);
     case DataType::kInt32: return put<std::int32_t>(data, i, v);
     case DataType::kInt64: return put<std::int64_t>(data, i, v);
     case DataType::kFloat16: return put<hora::float16>(data, i, v);
