@@ -110,8 +110,9 @@ ar_results=$(mktemp)
 ar_run() { # ar_run ROUND FRAMEWORK: prints "round framework bytes to_numpy_us op_us" rows
   local extra=()
   [ "$2" = mwms ] && { p=$(free_ports 2); extra=(--workers "localhost:${p%,*},localhost:${p#*,}"); }
-  timeout 600 "$horarun" -np 2 "$py" "$bench" --framework "$2" --allreduce "${extra[@]}" 2>&1 |
-    sed -n "s/.*allreduce_us bytes=\([0-9]*\) us=\([0-9.]*\) op_us=\([0-9.]*\).*/$1 $2 \1 \2 \3/p"
+  timeout 600 "$horarun" --start-timeout 180 -np 2 "$py" "$bench" --framework "$2" --allreduce "${extra[@]}" 2>&1 |
+    sed -n -e "s/.*allreduce_us bytes=\([0-9]*\) us=\([0-9.]*\) op_us=\([0-9.]*\).*/$1 $2 \1 \2 \3/p" \
+      -e "s/.*allreduce_c_us bytes=\([0-9]*\) op_us=\([0-9.]*\) c_us=\([0-9.]*\) ratio=\([0-9.]*\).*/$1 inproc \1 \2 \3 \4/p"
 }
 for ((rep = 0; rep < ${KS_AR_REPEATS:-5}; rep++)); do
   ar_run "$rep" hora
@@ -121,8 +122,8 @@ for ((rep = 0; rep < ${KS_AR_REPEATS:-5}; rep++)); do
   [ "${KS_AR_MWMS:-1}" = 1 ] && ar_run "$rep" mwms
 done >"$ar_results"
 printf '  %-5s %-34s %10s %14s %14s %10s\n' round contender bytes "to numpy (us)" "op (us)" "op / C++"
-awk '{ key = $1 " " $3 } $2 == "cpp" { cpp[key] = $5 } { row[NR] = $0 } END {
-  for (i = 1; i <= NR; i++) { split(row[i], f, " "); key = f[1] " " f[3]
+awk '$2 != "inproc" { key = $1 " " $3 } $2 == "cpp" { cpp[key] = $5 } $2 != "inproc" { row[++n] = $0 } END {
+  for (i = 1; i <= n; i++) { split(row[i], f, " "); key = f[1] " " f[3]
     name = f[2] == "hora" ? "hora.tensorflow allreduce" : f[2] == "mwms" ? \
       "tf.distribute CollectiveAllReduce" : "C++ allreduce_bench (out of place)"
     printf "  %-5s %-34s %10s %14s %14s %10s\n", f[1], name, f[3], f[4], f[5], \
@@ -135,4 +136,11 @@ for col in 5 4; do
     awk -v c=$col '{ printf "  16 MiB, hora.tensorflow %s / C++: median %s over the rounds (min-max %s)\n",
       (c == 5 ? "op" : "to numpy"), $1, $2 }'
 done
+# The op and the same allreduce called from C in the same job, one after the other on every
+# iteration (keras_steps_bench.py interleaved_with_c: both meet the same load).
+echo "  hora.tensorflow's op and libhora's async allreduce from C in the same job, interleaved:"
+printf '  %-5s %10s %14s %14s %20s\n' round bytes "op (us)" "C (us)" "median of op / C"
+awk '$2 == "inproc" { printf "  %-5s %10s %14s %14s %20s\n", $1, $3, $4, $5, $6 }' "$ar_results"
+awk '$2 == "inproc" && $3 == 16777216 { print $6 }' "$ar_results" | median |
+  awk '{ printf "  16 MiB, op / C in the same job: median %s over the rounds (min-max %s)\n", $1, $2 }'
 rm -f "$ar_results"

@@ -188,6 +188,41 @@ def allreduce(args):
             print('allreduce_us bytes=%d us=%.1f op_us=%.1f' % (
                 4 * n, 1e6 * float(np.median(times)), 1e6 * float(np.median(op_times))),
                 flush=True)
+        if args.framework == 'hora':
+            interleaved_with_c(hvd, run, n, args.iters)
+
+
+def interleaved_with_c(hvd, run, n, iters):
+    """The op against the same allreduce called from C in the same process, one after the
+    other on every iteration, so both meet the same load: libhora's async API with
+    synchronize() on numpy buffers allocated once (as the C++ bench's), through hora.mxnet's C
+    library (hora_mx_ops.so, which needs no MXNet), when the build has it. Prints
+    `allreduce_c_us bytes=<n> op_us=<median> c_us=<median> ratio=<median of op/c>`."""
+    import ctypes
+    import hora
+    lib = os.path.join(os.path.dirname(hora.__file__), 'mxnet', 'hora_mx_ops.so')
+    if not os.path.exists(lib):
+        return
+    c = ctypes.CDLL(lib)
+    send = np.ones(n, np.float32)
+    recv = np.empty_like(send)
+    dims = (ctypes.c_int64 * 1)(n)
+    op_t, c_t = [], []
+    for i in range(iters + 3):
+        t0 = time.perf_counter()
+        run()
+        t1 = time.perf_counter()
+        rc = c.hora_mx_allreduce(b'bench.c.%d' % n, send.ctypes.data_as(ctypes.c_void_p),
+                                 recv.ctypes.data_as(ctypes.c_void_p), dims, 1, 6, 0, 0)
+        t2 = time.perf_counter()
+        assert rc == 0 and recv[0] == hvd.size(), rc
+        if i >= 3:
+            op_t.append(t1 - t0)
+            c_t.append(t2 - t1)
+    if RANK == 0:
+        print('allreduce_c_us bytes=%d op_us=%.1f c_us=%.1f ratio=%.2f' % (
+            4 * n, 1e6 * float(np.median(op_t)), 1e6 * float(np.median(c_t)),
+            float(np.median(np.array(op_t) / np.array(c_t)))), flush=True)
 
 
 def main():
