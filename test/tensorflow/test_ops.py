@@ -90,8 +90,9 @@ def test_large_outputs_and_in_place():
     want = np.sum(inputs, axis=0)
     kept = [hvd.allreduce(x * float(k + 1), op=hvd.Sum, name='large.%d' % k) for k in range(4)]
     del kept[1]  # its buffer goes back to the pool and is handed out again below
-    kept += [hvd.allreduce(x, op=hvd.Sum, name='large.again.%d' % k) for k in range(2)]
-    for got, k in zip(kept, [1, 3, 4, 1, 1]):
+    kept += [hvd.allreduce(x * float(5 + k), op=hvd.Sum, name='large.again.%d' % k)
+             for k in range(2)]  # two outputs of one size: each needs a buffer of its own
+    for got, k in zip(kept, [1, 3, 4, 5, 6]):
         assert np.array_equal(got.numpy(), want * k), k
 
     @tf.function
