@@ -362,13 +362,6 @@ void Runtime::throw_closed(const char* what) const {
                    world_.rank, world_.hostname);
 }
 
-std::shared_ptr<Backend> Runtime::host_backend(const char* what, Scope scope) const {
-  std::lock_guard<std::mutex> lock(backends_mutex_);
-  if (!gloo_) throw_closed(what);  // shutdown() ran since enter()
-  if (shm_ && shm_->serves(scope)) return shm_;
-  return gloo_;
-}
-
 std::shared_ptr<gloo::GlooBackend> Runtime::gloo_backend(const char* what) const {
   std::lock_guard<std::mutex> lock(backends_mutex_);
   if (!gloo_) throw_closed(what);
@@ -433,31 +426,37 @@ void check_length(const WorldInfo& world, const char* what, const char* name, st
   }
 }
 
+// A scope of one rank: the op is a copy of this rank's data (the average of one value is
+// itself).
+void copy_alone(const void* sendbuf, void* recvbuf, std::size_t bytes) {
+  if (bytes > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, bytes);
+}
+
 }  // namespace
 
 void Runtime::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DataType type,
                         ReduceOp op, Scope scope, StreamArg stream) {
-  if (auto gpu = route("allreduce", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
-    return gpu->allreduce(sendbuf, recvbuf, count, type, op, scope, stream.value_or(nullptr));
+  const Plan p =
+      plan({"allreduce", scope, {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream, count});
+  if (p.path == Path::kGpu) {
+    return p.backend->allreduce(sendbuf, recvbuf, count, type, op, scope, stream.value_or(nullptr));
   }
-  const int n = enter("allreduce", scope);
   check_type("allreduce", type);
   check_op("allreduce", op);
   check_buffer(world_, "allreduce", "sendbuf", sendbuf, count);
   check_buffer(world_, "allreduce", "recvbuf", recvbuf, count);
-  if (n == 1) {  // the average of one value is itself
-    if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-    return;
+  switch (p.path) {
+    case Path::kAlone: return copy_alone(sendbuf, recvbuf, count * size_of(type));
+    case Path::kHierarchical:
+      copy_alone(sendbuf, recvbuf, count * size_of(type));
+      allreduce_hierarchical(recvbuf, count, type, op);
+      if (op == ReduceOp::kAverage) divide(recvbuf, count, type, p.size);
+      return;
+    default:
+      // count 0 still goes to the backend: its cross-rank check must see it, or a rank passing
+      // 0 while the others pass N would leave them waiting for it until their timeout.
+      return p.backend->allreduce(sendbuf, recvbuf, count, type, op, scope, nullptr);
   }
-  // count 0 still goes to the backend: its cross-rank check must see it, or a rank passing 0
-  // while the others pass N would leave them waiting for it until their timeout.
-  if (scope == Scope::kGlobal && hierarchical_ && count > 0) {
-    if (sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-    allreduce_hierarchical(recvbuf, count, type, op);
-    if (op == ReduceOp::kAverage) divide(recvbuf, count, type, n);
-    return;
-  }
-  host_backend("allreduce", scope)->allreduce(sendbuf, recvbuf, count, type, op, scope, nullptr);
 }
 
 void Runtime::allreduce_hierarchical(void* buffer, std::size_t count, DataType type, ReduceOp op) {
@@ -475,12 +474,13 @@ void Runtime::allreduce_hierarchical(void* buffer, std::size_t count, DataType t
 void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
                         const std::vector<std::size_t>& counts, DataType type, Scope scope,
                         StreamArg stream) {
-  if (auto gpu = route("allgather", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
-    return gpu->allgather(sendbuf, count, recvbuf, counts, type, scope, stream.value_or(nullptr));
+  const Plan p = plan({"allgather", scope, {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream});
+  if (p.path == Path::kGpu) {
+    return p.backend->allgather(sendbuf, count, recvbuf, counts, type, scope,
+                                stream.value_or(nullptr));
   }
-  const int n = enter("allgather", scope);
   check_type("allgather", type);
-  check_length(world_, "allgather", "counts", counts.size(), n, scope);
+  check_length(world_, "allgather", "counts", counts.size(), p.size, scope);
   const int me = rank(scope);
   if (counts[me] != count) {
     throw UsageError(fmt::format("{}: hora::allgather: counts[{}] = {} but this rank (rank {} of "
@@ -493,12 +493,8 @@ void Runtime::allgather(const void* sendbuf, std::size_t count, void* recvbuf,
   check_buffer(world_, "allgather", "sendbuf", sendbuf, count);
   check_buffer(world_, "allgather", "recvbuf", recvbuf, total);
   if (total == 0) return;
-  if (n == 1) {
-    if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-    return;
-  }
-  host_backend("allgather", scope)
-      ->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
+  if (p.path == Path::kAlone) return copy_alone(sendbuf, recvbuf, count * size_of(type));
+  p.backend->allgather(sendbuf, count, recvbuf, counts, type, scope, nullptr);
 }
 
 std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scope) {
@@ -509,33 +505,33 @@ std::vector<std::size_t> Runtime::allgather_counts(std::size_t count, Scope scop
 
 void Runtime::broadcast(void* buffer, std::size_t count, DataType type, int root, Scope scope,
                         StreamArg stream) {
-  if (auto gpu = route("broadcast", {{"buffer", buffer}}, stream)) {
-    return gpu->broadcast(buffer, count, type, root, scope, stream.value_or(nullptr));
+  const Plan p = plan({"broadcast", scope, {{"buffer", buffer}}, stream});
+  if (p.path == Path::kGpu) {
+    return p.backend->broadcast(buffer, count, type, root, scope, stream.value_or(nullptr));
   }
-  const int n = enter("broadcast", scope);
   check_type("broadcast", type);
-  if (root < 0 || root >= n) {
+  if (root < 0 || root >= p.size) {
     throw UsageError(fmt::format("{}: hora::broadcast: root {} is not a rank of the {} group "
                                  "(0..{})",
-                                 who(world_), root, name_of(scope), n - 1),
+                                 who(world_), root, name_of(scope), p.size - 1),
                      world_.rank, world_.hostname);
   }
   check_buffer(world_, "broadcast", "buffer", buffer, count);
-  if (n == 1) return;  // count 0 still goes to the backend's check (see allreduce)
-  host_backend("broadcast", scope)->broadcast(buffer, count, type, root, scope, nullptr);
+  if (p.path == Path::kAlone) return;  // count 0 still goes to the backend's check (allreduce)
+  p.backend->broadcast(buffer, count, type, root, scope, nullptr);
 }
 
 void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send_splits,
                        void* recvbuf, const std::vector<std::size_t>& recv_splits, DataType type,
                        Scope scope, StreamArg stream) {
-  if (auto gpu = route("alltoall", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
-    return gpu->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
-                         stream.value_or(nullptr));
+  const Plan p = plan({"alltoall", scope, {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream});
+  if (p.path == Path::kGpu) {
+    return p.backend->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope,
+                               stream.value_or(nullptr));
   }
-  const int n = enter("alltoall", scope);
   check_type("alltoall", type);
-  check_length(world_, "alltoall", "send_splits", send_splits.size(), n, scope);
-  check_length(world_, "alltoall", "recv_splits", recv_splits.size(), n, scope);
+  check_length(world_, "alltoall", "send_splits", send_splits.size(), p.size, scope);
+  check_length(world_, "alltoall", "recv_splits", recv_splits.size(), p.size, scope);
   const int me = rank(scope);
   if (send_splits[me] != recv_splits[me]) {
     throw UsageError(fmt::format("{}: hora::alltoall: send_splits[{}] = {} but recv_splits[{}] = "
@@ -548,12 +544,8 @@ void Runtime::alltoall(const void* sendbuf, const std::vector<std::size_t>& send
   const std::size_t received = sum(world_, "alltoall", "recv_splits", recv_splits);
   check_buffer(world_, "alltoall", "sendbuf", sendbuf, sent);
   check_buffer(world_, "alltoall", "recvbuf", recvbuf, received);
-  if (n == 1) {
-    if (sent > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, sent * size_of(type));
-    return;
-  }
-  host_backend("alltoall", scope)
-      ->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope, nullptr);
+  if (p.path == Path::kAlone) return copy_alone(sendbuf, recvbuf, sent * size_of(type));
+  p.backend->alltoall(sendbuf, send_splits, recvbuf, recv_splits, type, scope, nullptr);
 }
 
 std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>& send_splits,
@@ -566,22 +558,21 @@ std::vector<std::size_t> Runtime::alltoall_splits(const std::vector<std::size_t>
 
 void Runtime::reducescatter(const void* sendbuf, std::size_t count, void* recvbuf, DataType type,
                             ReduceOp op, Scope scope, StreamArg stream) {
-  if (auto gpu = route("reducescatter", {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream)) {
-    return gpu->reducescatter(sendbuf, count, recvbuf, type, op, scope, stream.value_or(nullptr));
+  const Plan p =
+      plan({"reducescatter", scope, {{"sendbuf", sendbuf}, {"recvbuf", recvbuf}}, stream});
+  if (p.path == Path::kGpu) {
+    return p.backend->reducescatter(sendbuf, count, recvbuf, type, op, scope,
+                                    stream.value_or(nullptr));
   }
-  const int n = enter("reducescatter", scope);
   check_type("reducescatter", type);
   check_op("reducescatter", op);
   const int me = rank(scope);
-  const std::vector<std::size_t> blocks = block_counts(count, n);
+  const std::vector<std::size_t> blocks = block_counts(count, p.size);
   check_buffer(world_, "reducescatter", "sendbuf", sendbuf, count);
   check_buffer(world_, "reducescatter", "recvbuf", recvbuf, blocks[me]);
-  if (n == 1) {
-    if (count > 0 && sendbuf != recvbuf) std::memmove(recvbuf, sendbuf, count * size_of(type));
-    return;
-  }  // count 0 still goes to the backend's check (see allreduce)
-  host_backend("reducescatter", scope)
-      ->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
+  if (p.path == Path::kAlone) return copy_alone(sendbuf, recvbuf, count * size_of(type));
+  // count 0 still goes to the backend's check (see allreduce)
+  p.backend->reducescatter(sendbuf, count, recvbuf, type, op, scope, nullptr);
 }
 
 void Runtime::barrier(Scope scope, StreamArg stream) {
@@ -590,14 +581,27 @@ void Runtime::barrier(Scope scope, StreamArg stream) {
     if (nccl::gpu_available()) return gpu_backend("barrier")->barrier(scope, *stream);
     settle("barrier", *stream);
   }
-  const int n = enter("barrier", scope);
-  if (n == 1) return;
-  host_backend("barrier", scope)->barrier(scope, nullptr);
+  const Plan p = plan({"barrier", scope, {}, std::nullopt});
+  if (p.path == Path::kAlone) return;
+  p.backend->barrier(scope, nullptr);
 }
 
 int Runtime::cuda_device() { return gpu_backend("cuda_device()")->device(); }
 
 // --- Routing. ---
+
+Runtime::Plan Runtime::plan(const Op& op) {
+  if (auto gpu = route(op.what, op.buffers, op.stream)) return {Path::kGpu, 0, std::move(gpu)};
+  const int n = enter(op.what, op.scope);
+  if (n == 1) return {Path::kAlone, n, nullptr};
+  if (op.scope == Scope::kGlobal && hierarchical_ && op.hierarchical_count > 0) {
+    return {Path::kHierarchical, n, nullptr};
+  }
+  std::lock_guard<std::mutex> lock(backends_mutex_);
+  if (!gloo_) throw_closed(op.what);  // shutdown() ran since enter()
+  if (shm_ && shm_->serves(op.scope)) return {Path::kShm, n, shm_};
+  return {Path::kGloo, n, gloo_};
+}
 
 std::shared_ptr<Backend> Runtime::route(const char* what, std::initializer_list<Buffer> buffers,
                                         StreamArg stream) {

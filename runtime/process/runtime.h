@@ -4,12 +4,13 @@
 // Runtimes in one process, one per thread, each from its own WorldInfo, against a real
 // rdv::Server.
 //
-// Routing, in one place (route() in runtime.cc): an op whose buffers are GPU memory goes to
-// the NCCL backend (which checks its own arguments); any other op is checked here and goes to
-// the host backend, or is a local copy when its scope holds this rank alone. The host backend is
-// shared memory (runtime/shm) for the local scope, and for the global scope when every rank is
-// on this host (HORA_SHM=0 turns it off); Gloo otherwise. A global allreduce across hosts with
-// the same number of ranks each is hierarchical (hierarchical_allreduce.h).
+// Routing, in one place (plan() in runtime.cc): every collective asks plan() for its Path. An op
+// whose buffers are GPU memory goes to the NCCL backend (which checks its own arguments); any
+// other op is checked here and is a local copy when its scope holds this rank alone, else goes
+// to shared memory (runtime/shm) for the local scope, and for the global scope when every rank
+// is on this host (HORA_SHM=0 turns it off), to Gloo otherwise, or, for a global allreduce
+// across hosts with the same number of ranks each, to the hierarchical allreduce
+// (hierarchical_allreduce.h).
 //
 // Ownership and threading: collectives are blocking and must be called in the same order on
 // every rank, so one thread at a time runs them. Other threads may call rank()/size()/world()
@@ -147,9 +148,27 @@ class Runtime {
     const void* ptr;
   };
 
-  // The routing decision: the backend that runs the op when its buffers are on a GPU, or null
-  // for the host path (which then checks the arguments and uses host_backend()). Throws
-  // UsageError for mixed host/GPU buffers, buffers on another GPU, or a stream without a GPU.
+  // What plan() is told of an op.
+  struct Op {
+    const char* what;
+    Scope scope;
+    std::initializer_list<Buffer> buffers;
+    StreamArg stream;
+    // A global allreduce of this many elements may take the hierarchical path (0: it may not).
+    std::size_t hierarchical_count = 0;
+  };
+  // The routing decision, the only one: the path an op takes and the backend that runs it (null
+  // for kAlone and kHierarchical). Past the GPU check it is enter()'s: shut down, aborted or an
+  // invalid scope throw here. Also throws UsageError for mixed host/GPU buffers, buffers on
+  // another GPU, or a stream without a GPU.
+  enum class Path { kGpu, kAlone, kShm, kGloo, kHierarchical };
+  struct Plan {
+    Path path;
+    int size;  // of the op's scope (0 for kGpu)
+    std::shared_ptr<Backend> backend;
+  };
+  Plan plan(const Op& op);
+  // The GPU part of plan(): the NCCL backend when the op's buffers are on a GPU, else null.
   std::shared_ptr<Backend> route(const char* what, std::initializer_list<Buffer> buffers,
                                  StreamArg stream);
   // True when the op's buffers are on this rank's GPU (mixed or foreign ones are errors).
@@ -174,8 +193,7 @@ class Runtime {
   // Moves every backend out (shutdown): later calls find none and throw.
   Backends take_backends();
   // The backends for one call, or UsageError "called after hora::shutdown()" when shutdown()
-  // took them meanwhile. host_backend() is the routing between shared memory and Gloo.
-  std::shared_ptr<Backend> host_backend(const char* what, Scope scope) const;
+  // took them meanwhile (plan() picks between shared memory and Gloo itself).
   std::shared_ptr<gloo::GlooBackend> gloo_backend(const char* what) const;
   std::shared_ptr<nccl::Backend> gpu_backend(const char* what) const;
   // The global allreduce across hosts, when hierarchical_ (host buffers, in place).
