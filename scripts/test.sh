@@ -67,8 +67,11 @@ summarize build "suite"
 # budget (CONTRIBUTING.md, "Time budget"). Not `integration` (whole jobs: 53 tests, about 5 min
 # under ASan; the ThreadSanitizer stage runs them through an instrumented launcher and libhora),
 # not `remote` (SSH test hosts in network namespaces: slow, and what it adds over `integration`
-# is sshd's side) and not `gpu` (NCCL is not in this build). HORA_ASAN_SUITES adds them back.
-read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh runtime shm engine cli network}"
+# is sshd's side), not `gpu` (NCCL is not in this build) and not `runtime` (multi-rank jobs in
+# threads: its collectives test alone was minutes at -O0 under ASan; the ThreadSanitizer stage
+# runs its whole-job cases, and `shm` and `engine` keep the data paths and the engine under
+# ASan). HORA_ASAN_SUITES adds them back.
+read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh shm engine cli network}"
 if [ "${HORA_ASAN:-1}" != 0 ]; then
   if [ ! -f build-asan/build.ninja ]; then
     # -O0: at -O2 the sanitizers' instrumentation made this build 3-4x the normal one's compile
