@@ -150,35 +150,45 @@ fi
 # process per rank). When a job dies (a rank crashed, or JOB_TIMEOUT), the test it was running
 # counts as failed ("crashed") and another job runs the tests not yet reported (at most
 # MAX_JOBS, default 10, jobs per file), so one crash costs one test, not the rest of the file.
+# A test's id comes from `pytest --collect-only` (sorted as comm needs, in the C locale).
 run_file() {  # impl file
-  local impl=$1 file=$2 out=$work/$1.${2%.py} job=0
+  local impl=$1 file=$2 out=$work/$1.${2%.py} job=0 path
   mkdir -p "$out"
-  : > "$out/deselect"
+  : > "$out/reported"
+  [ "$impl" = hora ] && path=$work/shim:$work/extra:$PYTHONPATH || path=$hvd_site:$work/extra
+  # Every test's id, to name the ones a resumed job runs (pytest's --deselect takes prefixes).
+  (cd "$tests/parallel" && PYTHONPATH=$path "$py" -m pytest -q --collect-only \
+     -p no:cacheprovider ${PYTEST_ARGS:-} "$file" 2>/dev/null) | grep '::' \
+    | LC_ALL=C sort > "$out/all"
   while [ "$job" -lt "${MAX_JOBS:-10}" ]; do
     job=$((job + 1))
     local pytest=("$py" -m pytest -v -p no:cacheprovider --continue-on-collection-errors
                   ${PYTEST_ARGS:-})
-    while read -r t; do pytest+=(--deselect "$t"); done < "$out/deselect"
-    pytest+=("$file")
+    if [ "$job" = 1 ]; then
+      pytest+=("$file")
+    else
+      mapfile -t rest < <(LC_ALL=C comm -23 "$out/all" "$out/reported")
+      [ ${#rest[@]} -gt 0 ] || { job=$((job - 1)); break; }
+      pytest+=("${rest[@]}")
+    fi
     (
       cd "$tests/parallel" || exit 1
       export PYTHONDONTWRITEBYTECODE=1
       if [ "$impl" = hora ]; then
-        PYTHONPATH=$work/shim:$work/extra:$PYTHONPATH timeout -k 10 "$job_timeout" \
-          "$horarun" -np "$np" "${pytest[@]}"
+        PYTHONPATH=$path timeout -k 10 "$job_timeout" "$horarun" -np "$np" "${pytest[@]}"
       else
-        PYTHONPATH=$hvd_site:$work/extra timeout -k 10 "$job_timeout" \
+        PYTHONPATH=$path timeout -k 10 "$job_timeout" \
           "$py" -m horovod.runner.launch -np "$np" -H "localhost:$np" --gloo "${pytest[@]}"
       fi
     ) > "$out/log.$job" 2>&1
     echo $? > "$out/rc.$job"
     # Done when the job ended with pytest's summary, or when it ran nothing new.
-    grep -Eq '^\[0\]<stdout>:=+ .*(passed|failed|skipped|error|deselected).* in [0-9.]+s' \
+    grep -Eq '^\[0\]<stdout>:=+ .*(passed|failed|skipped|error).* in [0-9.]+s' \
       "$out/log.$job" && break
     local before
-    before=$(wc -l < "$out/deselect")
-    tally "$out" > /dev/null  # writes OUT/deselect: every test reported so far
-    [ "$(wc -l < "$out/deselect")" -gt "$before" ] || break
+    before=$(wc -l < "$out/reported")
+    tally "$out" > /dev/null  # writes OUT/reported: every test reported so far
+    [ "$(wc -l < "$out/reported")" -gt "$before" ] || break
   done
   echo "$job" > "$out/jobs"
 }
@@ -191,12 +201,18 @@ tally() {  # out
 import glob, os, re, sys
 out = sys.argv[1]
 line = re.compile(r'^\[(\d+)\]<stdout>:(\S+::\w+::(\w+)) ?(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)?')
-state, ids = {}, set()
+sections = re.compile(r'^\[(\d+)\]<stdout>:=+ (warnings summary|short test summary info|FAILURES|'
+                      r'ERRORS|PASSES) =+')
+state, ids, crashed = {}, set(), []
 for log in sorted(glob.glob(os.path.join(out, 'log.*')), key=lambda p: int(p.rsplit('.', 1)[1])):
-    started = {}
+    started, summary = {}, set()
     for text in open(log, errors='replace'):
+        m = sections.match(text)
+        if m:  # after the tests: ids listed there are not tests starting
+            summary.add(int(m.group(1)))
+            continue
         m = line.match(text)
-        if not m:
+        if not m or int(m.group(1)) in summary:
             continue
         rank, name, result = int(m.group(1)), m.group(3), m.group(4)
         ids.add(m.group(2))
@@ -211,14 +227,18 @@ for log in sorted(glob.glob(os.path.join(out, 'log.*')), key=lambda p: int(p.rsp
                 state[name] = 'skipped'
             elif name not in state:
                 state[name] = 'passed'
-    for name in set(started.values()):
-        state[name] = 'failed'  # crashed
-        with open(os.path.join(out, 'crashed'), 'a') as f:
-            f.write('%s %s\n' % (name, os.path.basename(log)))
+    for name in sorted(set(started.values())):
+        state[name] = 'failed'
+        crashed.append('%s %s\n' % (name, os.path.basename(log)))
+if crashed:
+    with open(os.path.join(out, 'crashed'), 'w') as f:
+        f.write(''.join(crashed))
+elif os.path.exists(os.path.join(out, 'crashed')):
+    os.unlink(os.path.join(out, 'crashed'))
 with open(os.path.join(out, 'states'), 'w') as f:
     for k in sorted(state):
         f.write('%s %s\n' % (k, state[k]))
-with open(os.path.join(out, 'deselect'), 'w') as f:
+with open(os.path.join(out, 'reported'), 'w') as f:
     f.write(''.join(i + '\n' for i in sorted(ids)))
 print(*[sum(1 for s in state.values() if s == w) for w in ('passed', 'failed', 'skipped')])
 PY
