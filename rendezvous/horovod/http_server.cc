@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -65,6 +66,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   std::set<Connection*> connections;
   std::set<int> reported;  // global ranks reported through on_rank_seen
+  struct Held {
+    std::shared_ptr<Connection> connection;  // nothing else keeps a held connection alive
+    bool keep_alive = false;
+  };
+  std::multimap<std::string, Held> held;  // elastic: rank_and_size GETs by slot
   std::uint16_t port = 0;
   bool stopped = false;
   uid_t owner_uid;
@@ -81,6 +87,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
         owner_uid(options.owner_uid.value_or(::geteuid())),
         throttle_timer(io_) {
     if (options.bind_addresses.empty()) options.bind_addresses.push_back("127.0.0.1");
+    store.set_elastic(options.elastic);
   }
 
   // Every refusal: the first of its kind from a host in full, the rest of the second counted
@@ -168,6 +175,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void admit(tcp::socket socket);
+  void hold(const std::string& slot, std::shared_ptr<Connection> c, bool keep_alive,
+            const std::string& peer);
+  std::size_t release(const std::string& slot);
+  void begin_round(ScopePlan plan);
 
   void stop();
 };
@@ -204,6 +215,11 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     stream_.socket().close(ec);
   }
 
+  // The reply to a held request.
+  void answer(const Reply& reply, bool keep_alive) {
+    respond(static_cast<http::status>(reply.status), reply.body, keep_alive);
+  }
+
  private:
   void on_read(error_code ec) {
     if (ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
@@ -231,9 +247,17 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
     http::request<http::string_body> req = parser_->release();
     const auto target = req.target();
-    Reply reply = server_->store.handle(method_of(req.method()),
-                                        std::string_view(target.data(), target.size()),
-                                        std::move(req.body()));
+    const std::string_view target_view(target.data(), target.size());
+    const Method method = method_of(req.method());
+    // PUT /worker_addresses/<slot>: the body goes to on_worker_addresses once the store took it.
+    constexpr std::string_view kAddresses = "/worker_addresses/";
+    const bool addresses = method == Method::kPut && server_->events.on_worker_addresses &&
+                           target_view.substr(0, kAddresses.size()) == kAddresses;
+    std::string addresses_body = addresses ? req.body() : std::string();
+    Reply reply = server_->store.handle(method, target_view, std::move(req.body()));
+    if (!reply.deferred_slot.empty()) {
+      return server_->hold(reply.deferred_slot, shared_from_this(), req.keep_alive(), peer_);
+    }
     if (!reply.refusal.empty()) {
       server_->rejected(peer_,
                         fmt::format("{} {}: {}", req.method_string().to_string(),
@@ -243,6 +267,10 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     }
     if (server_->store.global_ranks_seen().size() != server_->reported.size()) note_new_ranks();
     respond(static_cast<http::status>(reply.status), std::move(reply.body), req.keep_alive());
+    if (addresses && reply.status == 200) {
+      server_->events.on_worker_addresses(std::string(target_view.substr(kAddresses.size())),
+                                          addresses_body, peer_);
+    }
   }
 
   void note_new_ranks() {
@@ -328,6 +356,36 @@ void HttpServer::Impl::admit(tcp::socket socket) {
   std::make_shared<Connection>(shared_from_this(), std::move(socket), remote)->read();
 }
 
+void HttpServer::Impl::hold(const std::string& slot, std::shared_ptr<Connection> c, bool keep_alive,
+                            const std::string& peer) {
+  // No read is pending while held, and the reply re-arms the stream's timeout: io_timeout does
+  // not cut a held request, however long the round takes.
+  held.emplace(slot, Held{std::move(c), keep_alive});
+  if (events.on_rank_and_size) events.on_rank_and_size(slot, peer);
+}
+
+std::size_t HttpServer::Impl::release(const std::string& slot) {
+  if (stopped) return 0;
+  auto [first, last] = held.equal_range(slot);
+  std::vector<Held> due;
+  for (auto it = first; it != last; ++it) due.push_back(std::move(it->second));
+  held.erase(first, last);
+  const Reply reply = store.rank_and_size_reply(slot);
+  for (Held& h : due) h.connection->answer(reply, h.keep_alive);
+  return due.size();
+}
+
+void HttpServer::Impl::begin_round(ScopePlan plan) {
+  store.begin_round(std::move(plan));
+  reported.clear();
+  // A held worker the new plan has no slot for is out of the job: it hears so now.
+  std::set<std::string> removed;
+  for (const auto& [slot, unused] : held) {
+    if (find_slot(store.plan(), slot) == nullptr) removed.insert(slot);
+  }
+  for (const std::string& slot : removed) release(slot);
+}
+
 void HttpServer::Impl::stop() {
   if (stopped) return;
   stopped = true;
@@ -335,6 +393,7 @@ void HttpServer::Impl::stop() {
   for (auto& a : acceptors) a->close(ec);
   throttle_timer.cancel();
   for (Connection* c : std::set<Connection*>(connections)) c->close();
+  held.clear();  // held connections hold the server: let both go
 }
 
 HttpServer::HttpServer(asio::io_context& io, ScopePlan plan, HttpServerOptions options,
@@ -353,5 +412,28 @@ const std::vector<std::string>& HttpServer::addresses() const {
 const Store& HttpServer::store() const { return impl_->store; }
 std::size_t HttpServer::connections() const { return impl_->connections.size(); }
 void HttpServer::stop() { impl_->stop(); }
+
+void HttpServer::begin_round(ScopePlan plan) { impl_->begin_round(std::move(plan)); }
+std::size_t HttpServer::release_rank_and_size(const std::string& slot) {
+  return impl_->release(slot);
+}
+std::size_t HttpServer::release_round() {
+  std::set<std::string> slots;
+  for (const auto& [slot, unused] : impl_->held) slots.insert(slot);
+  std::size_t n = 0;
+  for (const std::string& slot : slots) n += impl_->release(slot);
+  return n;
+}
+std::vector<std::string> HttpServer::held_rank_and_size() const {
+  std::vector<std::string> out;
+  for (const auto& [slot, unused] : impl_->held) out.push_back(slot);
+  return out;
+}
+void HttpServer::allow_remote(const std::string& address) {
+  auto& allowed = impl_->options.allowed_remote;
+  if (std::find(allowed.begin(), allowed.end(), address) == allowed.end()) {
+    allowed.push_back(address);
+  }
+}
 
 }  // namespace hora::rdv::horovod

@@ -13,6 +13,16 @@
 // A request that cannot be parsed (a malformed request line, headers over 8 KiB), a body over
 // the store's limit, or a connection idle longer than io_timeout is answered when possible
 // (400/413) and its connection closed; other clients are unaffected.
+//
+// Elastic jobs (options.elastic; docs/rendezvous.md, "Elastic jobs"): a worker's
+// `GET /rank_and_size/<host>:<local rank>` for a slot of the current plan is held, without a
+// timeout, and reported through on_rank_and_size; the launcher answers it with
+// release_rank_and_size(slot) or release_round(), from the plan current then. A slot the current
+// plan lacks is answered "-1,-1,-1,-1,-1,-1" (removed) at once, and so is every held request whose
+// slot begin_round() drops. begin_round() swaps the plan between rounds (the store is cleared, as
+// horovodrun's rendezvous.init does); on_worker_addresses reports each stored PUT
+// /worker_addresses (pickle.h reads its body, notify.h uses it). A fixed job (elastic unset)
+// answers rank_and_size at once from its one plan.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -49,6 +59,8 @@ struct HttpServerOptions {
   std::optional<uid_t> owner_uid;
   // Addresses of other hosts that may connect (the job's hosts). Empty: any other host.
   std::vector<std::string> allowed_remote;
+  // Hold rank_and_size GETs until the launcher releases them (elastic jobs).
+  bool elastic = false;
 };
 
 struct HttpServerEvents {
@@ -61,6 +73,13 @@ struct HttpServerEvents {
   std::function<void(const std::string& line)> on_rejections_counted;
   // A global rank stored its address in scope `global` for the first time.
   std::function<void(int rank, const std::string& peer)> on_rank_seen;
+  // Elastic mode: a worker asked GET /rank_and_size/<slot> (it re-initialises after a reset) and
+  // its request is now held. The handler may release it at once (release_rank_and_size(slot)).
+  std::function<void(const std::string& slot, const std::string& peer)> on_rank_and_size;
+  // A worker stored its notification service's addresses: `body` as sent to
+  // PUT /worker_addresses/<slot> and answered 200 (parse_worker_addresses() reads it).
+  std::function<void(const std::string& slot, const std::string& body, const std::string& peer)>
+      on_worker_addresses;
 };
 
 class HttpServer {
@@ -75,8 +94,23 @@ class HttpServer {
   const Store& store() const;
   std::size_t connections() const;
 
-  // Closes the listeners and every connection.
+  // Closes the listeners and every connection, held requests included (their workers see the
+  // connection close; Horovod's retries then fail to connect).
   void stop();
+
+  // Elastic mode. begin_round: the next round's plan; held requests stay held, except those of
+  // slots `plan` lacks, answered "-1,..." now. global ranks are reported by on_rank_seen again.
+  void begin_round(ScopePlan plan);
+  // Answers the held GETs of `slot` from the current plan; returns how many.
+  std::size_t release_rank_and_size(const std::string& slot);
+  // Answers every held GET from the current plan; returns how many.
+  std::size_t release_round();
+  // The slots of the held GETs, one per request, sorted.
+  std::vector<std::string> held_rank_and_size() const;
+
+  // Lets connections from `address` in (a host that joined the job later). allowed_remote empty
+  // means any host: adding the first address restricts to it.
+  void allow_remote(const std::string& address);
 
  private:
   struct Impl;

@@ -24,6 +24,13 @@ std::optional<int> parse_rank(std::string_view s) {
   return v;
 }
 
+Reply answer(int status, std::string body = {}) {
+  Reply r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
 std::string_view method_name(Method m) {
   switch (m) {
     case Method::kGet: return "GET";
@@ -42,9 +49,20 @@ StoreLimits StoreLimits::for_plan(const ScopePlan& plan) {
   return l;
 }
 
-Store::Store(ScopePlan plan, StoreLimits limits) : plan_(std::move(plan)), limits_(limits) {
+Store::Store(ScopePlan plan, StoreLimits limits)
+    : plan_(std::move(plan)), limits_(limits), body_limit_from_plan_(limits.max_body_bytes == 0) {
   if (limits_.max_body_bytes == 0)
     limits_.max_body_bytes = StoreLimits::for_plan(plan_).max_body_bytes;
+}
+
+void Store::begin_round(ScopePlan plan) {
+  plan_ = std::move(plan);
+  if (body_limit_from_plan_) limits_.max_body_bytes = StoreLimits::for_plan(plan_).max_body_bytes;
+  scopes_.clear();
+  closed_.clear();
+  rounds_.clear();
+  global_seen_.clear();
+  ++round_;
 }
 
 Reply Store::refuse(int status, std::string why) const {
@@ -108,10 +126,10 @@ Reply Store::handle(Method method, std::string_view target, std::string body) {
   switch (method) {
     case Method::kGet: {
       auto s = scopes_.find(scope_name);
-      if (s == scopes_.end()) return Reply{404, "", ""};
+      if (s == scopes_.end()) return answer(404);
       auto v = s->second.values.find(key);
-      if (v == s->second.values.end()) return Reply{404, "", ""};
-      return Reply{200, v->second, ""};
+      if (v == s->second.values.end()) return answer(404);
+      return answer(200, v->second);
     }
     case Method::kPut: return put(scope_name, *info, key, std::move(body), target);
     case Method::kDelete: return erase(scope_name, *info, key);
@@ -126,15 +144,22 @@ Reply Store::rank_and_size(Method method, const std::string& key) const {
                                    "the job's plan; it takes GET only",
                                    method_name(method), kRankAndSizeScope, key));
   }
+  if (elastic_ && find_slot(plan_, key) != nullptr) {
+    Reply r;
+    r.deferred_slot = key;
+    return r;
+  }
+  return rank_and_size_reply(key);
+}
+
+Reply Store::rank_and_size_reply(std::string_view key) const {
   // As horovodrun's elastic driver: a slot the job does not have gets -1 everywhere.
   const Slot* slot = find_slot(plan_, key);
   const Slot none{-1, -1, -1, -1, -1};
   const Slot& s = slot != nullptr ? *slot : none;
   const int size = slot != nullptr ? plan_.world_size : -1;
-  return Reply{200,
-               fmt::format("{},{},{},{},{},{}", s.rank, size, s.local_rank, s.local_size,
-                           s.cross_rank, s.cross_size),
-               ""};
+  return answer(200, fmt::format("{},{},{},{},{},{}", s.rank, size, s.local_rank, s.local_size,
+                                 s.cross_rank, s.cross_size));
 }
 
 Reply Store::put(const std::string& scope_name, const ScopeInfo& info, const std::string& key,
@@ -170,7 +195,7 @@ Reply Store::put(const std::string& scope_name, const ScopeInfo& info, const std
   }
   s->second.values[key] = std::move(body);
   if (scope_name == "global") note_global_key(key);
-  return Reply{200, "", ""};
+  return answer(200);
 }
 
 Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const std::string& key) {
@@ -181,14 +206,14 @@ Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const s
       s->second.values.erase(key);
       if (s->second.values.empty()) scopes_.erase(s);
     }
-    return Reply{200, "", ""};
+    return answer(200);
   }
   const std::optional<int> rank = parse_rank(key);
   if (!rank || *rank >= info.base_size) {
     return refuse(400,
                   fmt::format("the key must be a rank of the scope (0..{})", info.base_size - 1));
   }
-  if (closed_.count(scope_name) != 0) return Reply{200, "", ""};
+  if (closed_.count(scope_name) != 0) return answer(200);
   // A rank finalizes a Gloo scope only after storing its address there in this round ("<rank>" or
   // "rank_<rank>"): a DELETE for a rank that did not cannot come from that rank.
   if (info.kind == ScopeKind::kGloo &&
@@ -203,7 +228,7 @@ Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const s
       s->second.values.erase(key);
       if (s->second.values.empty()) scopes_.erase(s);
     }
-    return Reply{200, "", ""};
+    return answer(200);
   }
   if (s == scopes_.end()) s = scopes_.emplace(scope_name, Scope{}).first;
   s->second.finished.insert(*rank);
@@ -211,7 +236,7 @@ Reply Store::erase(const std::string& scope_name, const ScopeInfo& info, const s
     scopes_.erase(s);
     closed_.insert(scope_name);
   }
-  return Reply{200, "", ""};
+  return answer(200);
 }
 
 Store::Stats Store::stats() const {

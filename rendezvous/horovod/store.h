@@ -18,6 +18,13 @@
 // (scope_plan.h). Unlike horovodrun, which clears every scope's DELETE count when any scope
 // completes (so a re-init there can meet stale addresses), each scope counts its own.
 //
+// Elastic jobs (docs/rendezvous.md, "Elastic jobs"): set_elastic(true) makes a GET of
+// rank_and_size/<slot> of the current plan answer later (Reply::deferred_slot; the server holds
+// the request until the launcher releases it, then answers with rank_and_size_reply() of the
+// plan current at that moment); a slot the current plan lacks is answered "-1,..." at once, as
+// horovodrun answers a removed worker. begin_round(plan) starts the next round with another plan,
+// as horovodrun's rendezvous.init(plan) does: every scope is cleared.
+//
 // Beyond Horovod's server, the store knows the job's plan: scopes outside it are refused, keys
 // must be short names (slot scopes: a slot of the plan), bodies and the number of keys and
 // process-set scopes are bounded, so a stray or hostile client cannot grow the launcher's
@@ -58,6 +65,9 @@ struct Reply {
   // Non-empty when the request was refused (status 400/403/405/413): why, for the launcher's
   // log and for the client (sent as the body).
   std::string refusal;
+  // Elastic mode: a GET of rank_and_size/<slot> whose answer waits for the launcher; the slot.
+  // status and body are then unset.
+  std::string deferred_slot;
 };
 
 class Store {
@@ -66,6 +76,22 @@ class Store {
 
   // `target` is the request target as received ("/global/rank_0").
   Reply handle(Method method, std::string_view target, std::string body);
+
+  // Elastic mode: rank_and_size GETs of the plan's slots are deferred (see above). Off: they are
+  // answered at once from the plan (fixed jobs).
+  void set_elastic(bool elastic) { elastic_ = elastic; }
+  bool elastic() const { return elastic_; }
+
+  // Starts a new round with `plan` (Horovod's rendezvous.init): every scope is cleared, the
+  // closed and reopened counts and global_ranks_seen() start again, and the body limit follows
+  // the new plan's size unless it was given. round() counts the calls.
+  void begin_round(ScopePlan plan);
+  int round() const { return round_; }
+
+  // 200 "rank,size,local_rank,local_size,cross_rank,cross_size" of `slot` in the current plan,
+  // "-1,-1,-1,-1,-1,-1" when the plan has no such slot (horovodrun's answer to a removed worker:
+  // the worker then raises, never a 404, which Horovod's worker would read as rank 0).
+  Reply rank_and_size_reply(std::string_view slot) const;
 
   // Global ranks that stored their address in `global` (a rank that did has reached hvd.init()).
   const std::set<int>& global_ranks_seen() const { return global_seen_; }
@@ -101,6 +127,9 @@ class Store {
 
   ScopePlan plan_;
   StoreLimits limits_;
+  bool body_limit_from_plan_ = false;
+  bool elastic_ = false;
+  int round_ = 0;
   std::map<std::string, Scope> scopes_;
   std::set<std::string> closed_;
   std::map<std::string, int> rounds_;  // plan scopes opened again after closing

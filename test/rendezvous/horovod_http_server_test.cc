@@ -21,24 +21,13 @@
 
 #include "rendezvous/horovod/http_server.h"
 #include "test/rendezvous/horovod_http_client.h"
+#include "test/rendezvous/horovod_plans.h"
 
 using namespace hora::rdv::horovod;
 using namespace hora::rdv::horovod::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// The plan of `hosts` hosts with `per_host` ranks each, host names h0, h1...
-ScopePlan plan_of(int hosts, int per_host) {
-  ScopePlan p;
-  p.world_size = hosts * per_host;
-  for (int h = 0; h < hosts; ++h) {
-    for (int l = 0; l < per_host; ++l) {
-      p.add_rank("h" + std::to_string(h), {h * per_host + l, l, per_host, h, hosts});
-    }
-  }
-  return p;
-}
 
 class TestHttpServer {
  public:
