@@ -9,7 +9,7 @@ of the job calls alike. Ops take ``process_set=``; broadcast roots are global ra
 import ctypes
 import os
 
-from hora.tensorflow import mpi_ops as _m
+from hora.tensorflow import _core as _m
 
 NOT_REGISTERED = 'Process set does not exist or has not been registered.'
 
