@@ -26,6 +26,9 @@ bash scripts/setup.sh  # clang-format for the check below; build.sh runs it agai
 bash scripts/format.sh --check
 python3 scripts/check_paths.py
 python3 scripts/check_docs.py
+# No function over 120 lines in cli/, runtime/, rendezvous/, ssh/, common/ but the listed tables
+# and state machines (prints the 10 longest).
+python3 scripts/long_functions.py
 # The spark and ray suites run in the engines venv (pinned pyspark and ray from PyPI; made once
 # per machine, then a no-op). Without PyPI they skip (77) rather than stop the run.
 bash scripts/venv.sh engines >/dev/null ||
