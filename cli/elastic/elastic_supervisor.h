@@ -64,7 +64,9 @@ class ElasticHosts {
 };
 
 struct ElasticConfig {
-  SupervisorConfig base;  // command, cwd, bind_address, facts, graces (host_network unused)
+  // command, cwd, facts, graces, as a fixed job's (cli/launch/job_config.h); bind_address: where
+  // a round of this machine's workers alone listens. Each host's network: ElasticHosts::network.
+  SupervisorConfig base;
   ElasticOptions options;
   int np = 1;                                          // round 0's ranks
   std::vector<HostSpec> hosts;                         // the hosts known at the start, in order

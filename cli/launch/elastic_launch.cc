@@ -3,6 +3,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -15,13 +16,16 @@
 #include "cli/elastic/elastic_supervisor.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
+#include "cli/launch/job_config.h"
 #include "cli/launch/job_hosts.h"
+#include "cli/launch/job_network.h"
+#include "cli/network/choice.h"
+#include "cli/network/spec.h"
 #include "cli/output/log.h"
 #include "cli/output/log_sink.h"
 #include "cli/output/output.h"
 #include "cli/remote/remote_hosts.h"
 #include "cli/spawn/agent_rank_process.h"
-#include "cli/spawn/env_forwarding.h"
 #include "common/write_all.h"
 
 namespace hora::cli {
@@ -38,10 +42,12 @@ constexpr std::size_t kLookupThreads = 64;
 // Hosts through the agents: the ones prepared at the start, and the ones the supervisor finds.
 class AgentElasticHosts : public ElasticHosts {
  public:
+  // `networks`: the first hosts' network as the launch chose it (this machine's with an empty
+  // rendezvous_host: each round's server decides).
   AgentElasticHosts(asio::io_context& io, const LocalHost& local, RemoteOptions ro,
                     std::vector<HostSpec> hosts, RemotePlan plan, std::string local_guard,
-                    bool loopback)
-      : io_(io), local_(local), ro_(std::move(ro)), loopback_(loopback) {
+                    std::map<std::string, HostNetwork> networks)
+      : io_(io), local_(local), ro_(std::move(ro)), networks_(std::move(networks)) {
     for (const auto& [index, host] : plan.hosts) {
       address_[hosts[static_cast<std::size_t>(index)].name] = host.launcher_address;
     }
@@ -97,14 +103,14 @@ class AgentElasticHosts : public ElasticHosts {
   }
 
   HostNetwork network(const std::string& host) const override {
+    const auto chosen = networks_.find(host);
+    if (chosen != networks_.end()) return chosen->second;
+    // A host found later: its ranks reach the launcher where its SSH connection came from and
+    // take the interface their route to it goes through. This machine's workers: rendezvous_host
+    // stays empty, the round's server decides.
     HostNetwork net;
     const auto it = address_.find(host);
-    if (it != address_.end()) {
-      net.rendezvous_host = it->second;
-    } else if (loopback_) {
-      net.iface = "lo";
-    }
-    // This machine's workers: rendezvous_host stays empty, the round's server decides.
+    if (it != address_.end()) net.rendezvous_host = it->second;
     return net;
   }
 
@@ -131,7 +137,7 @@ class AgentElasticHosts : public ElasticHosts {
   asio::io_context& io_;
   const LocalHost& local_;
   RemoteOptions ro_;
-  bool loopback_;
+  std::map<std::string, HostNetwork> networks_;  // the first hosts', by name
   std::unique_ptr<AgentRankProcessFactory> factory_;
   std::set<std::string> prepared_;
   std::map<std::string, std::string> address_;  // remote host -> launcher address it sees
@@ -240,6 +246,102 @@ std::vector<HostSpec> without_unresolvable(const std::vector<HostSpec>& hosts,
   return out;
 }
 
+// The job's configuration and network as a fixed job's (cli/launch/job_config.h): the interface
+// choice over the hosts known at the start that have slots (probes, --network-interfaces), the
+// launcher's address, MASTER_ADDR, and JobFacts for the first round's layout. `networks` gets
+// each of those hosts' network by name. Two differences, both because hosts may join later:
+// this machine's ranks follow each round's server address (an empty rendezvous_host), and a job
+// with a discovery script that starts on this machine alone does not pin loopback (its ranks
+// take the interface their route goes through, as the ranks of hosts found later do).
+SupervisorConfig first_network(const Options& options, const LaunchContext& ctx,
+                               const std::vector<HostSpec>& hosts, RemotePlan& plan,
+                               std::map<std::string, HostNetwork>& networks) {
+  const bool discovery = !options.elastic.discovery_script.empty();
+  const NetworkSpec spec = parse_network_spec(options.network_interfaces);
+  // The hosts with slots, and the plan's remote hosts renumbered to them for the choice.
+  std::vector<HostSpec> with_slots;
+  std::vector<int> index_of;  // position in with_slots -> index in hosts
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].slots <= 0) continue;
+    with_slots.push_back(hosts[i]);
+    index_of.push_back(static_cast<int>(i));
+  }
+  const int np = std::max(1, *options.num_proc);
+  if (with_slots.empty()) {
+    // A listing with no slot yet (`localhost:0`) is a wait for hosts like any other below
+    // --min-np (the supervisor says so); its hosts get the network of hosts found later.
+    SupervisorConfig config =
+        job_config(options, ctx, RankTable({HostSpec{{}, "localhost", 1}}, 1));
+    config.bind_address = "127.0.0.1";
+    config.iface.clear();
+    config.master_addr = "127.0.0.1";
+    return config;
+  }
+  if (!discovery) {
+    std::vector<std::string> names;
+    for (const HostSpec& h : with_slots) names.push_back(h.name);
+    check_spec_hosts(spec, names);
+  }
+  const int slots =
+      static_cast<int>(std::min<long long>(total_slots(with_slots), RankTable::kMaxRanks));
+  const RankTable all(with_slots, slots);
+  // JobFacts for the first round's layout (OMP_NUM_THREADS' default).
+  SupervisorConfig config = job_config(options, ctx, RankTable(with_slots, std::min(slots, np)));
+  // (Past RankTable::kMaxRanks slots the table leaves the last hosts out: they are treated as
+  // hosts found later.)
+  const std::size_t n = all.hosts().size();
+  RemotePlan chosen;
+  for (std::size_t j = 0; j < n; ++j) {
+    auto it = plan.hosts.find(index_of[j]);
+    if (it == plan.hosts.end()) continue;
+    it->second.index = static_cast<int>(j);
+    chosen.hosts.emplace(static_cast<int>(j), std::move(it->second));
+    plan.hosts.erase(it);
+  }
+  const JobNetwork network = choose_job_network(all, chosen, spec, options.start_timeout);
+  if ((options.dry_run || options.verbose) && network.reach) {
+    hora::write_all(ctx.stdout_fd, "network: reachability measured by the probes:\n" +
+                                       format_reachability_table(network.probed, *network.reach));
+  }
+  if (options.dry_run || options.verbose) {
+    hora::write_all(ctx.stdout_fd, describe_choice(network.choice));
+  }
+  apply_job_network(network, all, chosen, config);
+  bool this_machine = false;
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto remote = chosen.hosts.find(static_cast<int>(j));
+    HostNetwork net = config.host_network.empty()
+                          ? HostNetwork{"", config.iface, config.nccl_ifnames}
+                          : config.host_network.at(j);
+    if (remote == chosen.hosts.end()) {
+      this_machine = true;
+      net.rendezvous_host.clear();
+      if (discovery && !chosen.any() && spec.empty()) {
+        net.iface.clear();
+        net.nccl_ifnames.clear();
+        if (options.dry_run || options.verbose) {
+          hora::write_all(ctx.stdout_fd,
+                          "network: hosts may join (--host-discovery-script): this machine's "
+                          "ranks take the interface their route goes through, not loopback\n");
+        }
+      }
+    } else {
+      launcher_log()->info("{}: reaches the launcher at {}", remote->second.describe(),
+                           net.rendezvous_host);
+    }
+    networks[with_slots[j].name] = std::move(net);
+  }
+  // The remote hosts go back to the plan under their own index.
+  for (auto& [j, host] : chosen.hosts) {
+    host.index = index_of[static_cast<std::size_t>(j)];
+    plan.hosts.emplace(host.index, std::move(host));
+  }
+  // A round of this machine alone listens where the choice put this machine's ranks: loopback
+  // when every host is this machine; when none is, loopback too.
+  if (!this_machine) config.bind_address = "127.0.0.1";
+  return config;
+}
+
 }  // namespace
 
 int launch_elastic(const Options& options, const LaunchContext& ctx) {
@@ -253,7 +355,6 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
   }
   const std::map<int, ssh::Target> remote = resolve_remote_hosts(hosts, local, ro);
   check_local_host_once(hosts, remote);
-  const bool loopback = remote.empty() && !discovery;
   if (options.dry_run || options.verbose) {
     std::string text =
         fmt::format("elastic job: -np {}, --min-np {}{}\n", *options.num_proc,
@@ -266,37 +367,22 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
     }
     hora::write_all(ctx.stdout_fd, text);
   }
+  // Steps 3 and 4 as in a fixed job: the preflight, then the interface choice.
   RemotePlan plan = prepare_remote_hosts(remote, ro);
+  std::map<std::string, HostNetwork> networks;
+  SupervisorConfig base = first_network(options, ctx, hosts, plan, networks);
   if (options.dry_run) return 0;
 
   ElasticConfig config;
   config.options = options.elastic;
   config.np = *options.num_proc;
   config.hosts = hosts;
-  SupervisorConfig& base = config.base;
-  base.command = options.command;
-  base.cwd = ctx.cwd;
-  base.verbose = options.verbose;
-  // A round of this machine's workers only listens on loopback; with remote hosts, where they
-  // reach this machine (ElasticSupervisor's round_bind_address).
-  base.bind_address = "127.0.0.1";
-  base.iface = loopback ? "lo" : "";
-  base.master_addr = "127.0.0.1";
-  base.facts.start_timeout = options.start_timeout;
-  base.facts.log_level = options.log_level;
-  base.facts.tcp = options.tcp;
-  base.facts.tuning = options.tuning;
-  base.facts.forwarded = options.env_forward;
+  config.base = std::move(base);
   const int slots = static_cast<int>(std::min<long long>(total_slots(hosts), RankTable::kMaxRanks));
-  // The first round's layout, for the OMP_NUM_THREADS default. A listing with no slot yet
-  // (`localhost:0`) is a wait for hosts like any other below --min-np: the supervisor says so.
-  apply_launcher_environment(ctx.env, options,
-                             slots > 0 ? RankTable(hosts, std::min(slots, config.np))
-                                       : RankTable({HostSpec{{}, "localhost", 1}}, 1),
-                             base.facts);
 
   asio::io_context io;
-  AgentElasticHosts agents(io, local, ro, hosts, std::move(plan), ctx.local_guard, loopback);
+  AgentElasticHosts agents(io, local, ro, hosts, std::move(plan), ctx.local_guard,
+                           std::move(networks));
   // --output-filename keeps a folder per rank: as many as the job may have.
   const int most = options.elastic.max_np.value_or(std::max(config.np, slots));
   Output output(OutputOptions{options.prefix_timestamp, options.output_filename, options.tag_output,

@@ -8,11 +8,12 @@
 // second name is ignored, and hosts whose address cannot be resolved are left out while the
 // others have --min-np slots (each with a warning).
 //
-// The network: ranks reach the launcher at the address their host's SSH connection came from;
-// each round's server listens where its hosts reach it, as a fixed job's does (loopback for a
-// round of this machine only, the remote hosts' common address, or every address when they
-// differ), and interfaces are chosen by route (HORA_IFACE unset) unless --network-interfaces
-// names one.
+// The network and the configuration are a fixed job's (cli/launch/job_config.h): the interface
+// choice runs over the hosts known at the start (--network-interfaces checked, or the probes),
+// and each round's server listens where its hosts reach this machine, as a fixed job's does
+// (loopback for a round of this machine only, the address the remote hosts reach, or every
+// address when they reach it at different ones). Hosts found later reach the launcher where their
+// SSH connection came from and take the interface their route goes through.
 #pragma once
 
 #include "cli/launch/launcher.h"

@@ -29,6 +29,7 @@
 #include "cli/hosts/rank_table.h"
 #include "cli/hosts/slurm_allocation.h"
 #include "cli/launch/elastic_launch.h"
+#include "cli/launch/job_config.h"
 #include "cli/launch/job_hosts.h"
 #include "cli/launch/job_network.h"
 #include "cli/network/choice.h"
@@ -41,11 +42,9 @@
 #include "cli/remote/remote_hosts.h"
 #include "cli/remote/slurm_agents.h"
 #include "cli/spawn/agent_rank_process.h"
-#include "cli/spawn/env_forwarding.h"
 #include "cli/spawn/supervisor.h"
 #include "common/duration.h"
 #include "common/fd_limit.h"
-#include "common/job_environment.h"
 #include "common/unique_fd.h"
 #include "common/write_all.h"
 #include "ssh/known_hosts.h"
@@ -117,57 +116,6 @@ std::string describe_hosts(const RankTable& table, const LocalHost& local,
                        h.slots == 1 ? "" : "s", how);
   }
   return out;
-}
-
-// The stall settings the ranks will see: -x NAME=V, else the flags (tuning), else horarun's own
-// environment, which local ranks inherit.
-SupervisorConfig::StallCheck stall_check(const JobFacts& facts, const Environment& env) {
-  auto setting = [&](const char* name) -> std::optional<double> {
-    for (const EnvBlock* block : {&facts.forwarded, &facts.tuning}) {
-      for (const auto& [k, v] : *block) {
-        if (k == name) return std::strtod(v.c_str(), nullptr);
-      }
-    }
-    if (const auto it = env.find(name); it != env.end()) {
-      return std::strtod(it->second.c_str(), nullptr);
-    }
-    return std::nullopt;
-  };
-  SupervisorConfig::StallCheck stall;
-  stall.enabled = setting(job_env::kStallCheckDisable).value_or(0) == 0;
-  stall.warning_seconds = setting(job_env::kStallCheckSeconds).value_or(stall.warning_seconds);
-  stall.shutdown_seconds = setting(job_env::kStallShutdownSeconds).value_or(0);
-  if (!(stall.warning_seconds > 0)) stall.enabled = false;
-  return stall;
-}
-
-// Step 5: what the supervisor needs besides the rank table, from the options and the network.
-SupervisorConfig supervisor_config(const Options& options, const LaunchContext& ctx,
-                                   const RankTable& table, const JobNetwork& network,
-                                   const RemotePlan& plan) {
-  SupervisorConfig config;
-  config.command = options.command;
-  config.cwd = ctx.cwd;
-  config.verbose = options.verbose;
-  config.facts.start_timeout = options.start_timeout;
-  config.facts.log_level = options.log_level;
-  config.facts.tcp = options.tcp;
-  config.facts.tuning = options.tuning;
-  config.facts.forwarded = options.env_forward;
-  config.horovod_rendezvous = options.horovod_rendezvous;
-  apply_launcher_environment(ctx.env, options, table, config.facts);
-  config.stall = stall_check(config.facts, ctx.env);
-  for (const auto& [name, value] : options.env_forward) {
-    if (is_contract_variable(name)) {
-      launcher_log()->warn("-x {} overrides the value horarun sets for every rank", name);
-    }
-  }
-  apply_job_network(network, table, plan, config);
-  for (const auto& [index, host] : plan.hosts) {
-    launcher_log()->info("{}: reaches the launcher at {}", host.describe(),
-                         config.host_network.at(static_cast<std::size_t>(index)).rendezvous_host);
-  }
-  return config;
 }
 
 // The time of day with milliseconds, for the restart line ("14:03:07.412").
@@ -308,7 +256,6 @@ int launch(const Options& options, const LaunchContext& ctx) {
 
   // Step 5: rendezvous, spawn, supervise.
   SupervisorConfig config = supervisor_config(options, ctx, table, network, plan);
-  config.facts.max_restarts = options.max_restarts;
   boost::asio::io_context io;
   // Declared before the supervisor: it owns the SSH sessions and agents the rank processes use.
   AgentRankProcessFactory factory(io, table.hosts(), std::move(plan.hosts), ctx.local_guard);

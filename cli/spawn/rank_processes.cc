@@ -59,7 +59,8 @@ void RankProcesses::start(int id, std::unique_ptr<RankProcess> process, const Gu
 
 void RankProcesses::set_output_rank(int id, int rank) {
   io_thread_.assert_held();
-  at(id).output_rank = rank;
+  const auto it = entries_.find(id);
+  if (it != entries_.end()) it->second.output_rank = rank;
 }
 
 bool RankProcesses::started(int id) const {

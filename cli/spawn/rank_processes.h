@@ -65,7 +65,7 @@ class RankProcesses {
   // before the failure).
   void start(int id, std::unique_ptr<RankProcess> process, const GuardRequest& request,
              int output_rank);
-  // From now on `id`'s output goes out under `rank`'s prefix.
+  // From now on `id`'s output goes out under `rank`'s prefix (no effect on an id never started).
   void set_output_rank(int id, int rank);
 
   bool started(int id) const;

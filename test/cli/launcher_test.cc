@@ -1,7 +1,11 @@
-// The launch pipeline driven directly (cli/launch/launcher.h): whole local jobs of real
-// processes, their rank output and verdict captured through the context's descriptors. Local
-// guards are the built horarun ($HORARUN), since this test program is not one.
+// The launch pipeline driven directly (cli/launch/launcher.h): whole local jobs
+// of real processes, their rank output and verdict captured through the
+// context's descriptors. Local guards are the built horarun ($HORARUN), since
+// this test program is not one.
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,7 +86,9 @@ TEST_CASE("--dry-run prints the rank table and starts nothing") {
   CHECK(::access((job.dir + "/started").c_str(), F_OK) != 0);
 }
 
-TEST_CASE("bad input is a UsageError before anything starts; --check-build needs no command") {
+TEST_CASE(
+    "bad input is a UsageError before anything starts; --check-build "
+    "needs no command") {
   Job job({"-np", "2", "-H", "localhost:1", "true"});
   CHECK_THROWS_AS(run_launcher(job.ctx), UsageError);
   Job cb({"-cb"});
@@ -103,7 +109,9 @@ TEST_CASE("this machine under two names is a usage error naming both") {
   CHECK(run_launcher(one.ctx) == 0);
 }
 
-TEST_CASE("a rank whose command cannot run says why: missing #! interpreter, a directory") {
+TEST_CASE(
+    "a rank whose command cannot run says why: missing #! interpreter, a "
+    "directory") {
   Job script({"-np", "1", "./train.sh"});
   { std::ofstream(script.dir + "/train.sh") << "#!/nonexistent/python9\n"; }
   REQUIRE(::chmod((script.dir + "/train.sh").c_str(), 0755) == 0);
@@ -113,4 +121,69 @@ TEST_CASE("a rank whose command cannot run says why: missing #! interpreter, a d
   Job dir({"-np", "1", "/tmp"});
   CHECK(run_launcher(dir.ctx) == 126);
   CHECK_THAT(dir.err(), Contains("/tmp is a directory"));
+}
+
+// An elastic job takes the fixed job's launch steps: the interface choice (and
+// its
+// --network-interfaces check) and the supervisor's configuration
+// (cli/launch/job_config.h).
+TEST_CASE(
+    "an elastic job chooses its network and configuration as a fixed job "
+    "does") {
+  const std::vector<std::string> elastic = {"--min-np", "1", "-np", "1", "-H", "localhost:1"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  // --dry-run prints the same choice for both.
+  Job fixed_plan(
+      {"--dry-run", "-np", "1", "-H", "localhost:1", "--network-interfaces", "lo", "true"});
+  REQUIRE(run_launcher(fixed_plan.ctx) == 0);
+  Job elastic_plan(with(elastic, {"--dry-run", "--network-interfaces", "lo", "true"}));
+  REQUIRE(run_launcher(elastic_plan.ctx) == 0);
+  const std::string choice = "network: interfaces from --network-interfaces:\n  localhost: lo ";
+  CHECK_THAT(fixed_plan.out(), Contains(choice));
+  CHECK_THAT(elastic_plan.out(), Contains(choice));
+
+  // An interface no host has is the same usage error, before anything starts.
+  Job fixed_bad({"-np", "1", "-H", "localhost:1", "--network-interfaces", "nosuch0", "sh", "-c",
+                 "touch started"});
+  Job elastic_bad(with(elastic, {"--network-interfaces", "nosuch0", "sh", "-c", "touch started"}));
+  std::string fixed_error, elastic_error;
+  try {
+    run_launcher(fixed_bad.ctx);
+  } catch (const UsageError& e) {
+    fixed_error = e.what();
+  }
+  try {
+    run_launcher(elastic_bad.ctx);
+  } catch (const UsageError& e) {
+    elastic_error = e.what();
+  }
+  CHECK_THAT(fixed_error, Contains("nosuch0"));
+  CHECK(elastic_error == fixed_error);
+  CHECK(::access((elastic_bad.dir + "/started").c_str(), F_OK) != 0);
+
+  // The chosen interface reaches the rank (an elastic job of this machine alone
+  // used to get loopback whatever --network-interfaces said): one with an IPv4
+  // address other than loopback.
+  std::string nic;
+  ifaddrs* list = nullptr;
+  REQUIRE(::getifaddrs(&list) == 0);
+  for (ifaddrs* a = list; a != nullptr && nic.empty(); a = a->ifa_next) {
+    if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET &&
+        (a->ifa_flags & IFF_UP) != 0 && (a->ifa_flags & IFF_LOOPBACK) == 0) {
+      nic = a->ifa_name;
+    }
+  }
+  ::freeifaddrs(list);
+  if (nic.empty()) {
+    WARN(
+        "no interface but loopback has an IPv4 address: not checked with a "
+        "job");
+    return;
+  }
+  Job run(with(elastic, {"--network-interfaces", nic, "sh", "-c", "echo iface=$HORA_IFACE"}));
+  REQUIRE(run_launcher(run.ctx) == 0);
+  CHECK_THAT(run.out(), Contains("iface=" + nic + "\n"));
 }
