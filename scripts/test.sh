@@ -29,6 +29,8 @@ python3 scripts/check_docs.py
 # No function over 120 lines in cli/, runtime/, rendezvous/, ssh/, common/ but the listed tables
 # and state machines (prints the 10 longest).
 python3 scripts/long_functions.py
+# No import circle among hora's Python modules.
+python3 scripts/check_imports.py
 # The spark and ray suites run in the engines venv (pinned pyspark and ray from PyPI; made once
 # per machine, then a no-op). Without PyPI they skip (77) rather than stop the run.
 bash scripts/venv.sh engines >/dev/null ||

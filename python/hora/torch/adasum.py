@@ -17,7 +17,7 @@ combines each tensor with its own coefficients.
 
 import torch
 
-from hora.torch import mpi_ops as _ops
+from hora.torch import _core as _ops
 
 # What Horovod's Adasum reduces (its DispatchComputeDotAndNormSqrds: float16, float32, float64).
 _FLOAT_TYPES = (torch.float16, torch.float32, torch.float64)

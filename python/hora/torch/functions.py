@@ -63,7 +63,7 @@ def _initialize_optimizer_state(optimizer, model):
                 if isinstance(optimizer, torch.optim.SparseAdam) or \
                         (isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
                     p.grad = p.grad.to_sparse()
-    if type(optimizer).__module__ in ('hora.torch.optimizer', 'hora.torch.adasum_optimizer'):
+    if type(optimizer).__module__ == 'hora.torch.optimizer':
         super(type(optimizer), optimizer).step()
     else:
         optimizer.step()

@@ -19,6 +19,9 @@ import torch
 
 from hora.common.exceptions import HorovodInternalError  # noqa: F401 (hora.torch exports it)
 from hora.torch import _hora_torch as _C
+# The handles and op names in flight live in _core, which adasum imports instead of this module.
+from hora.torch._core import (_Pending, _auto_name, _handle_counter, _lock,  # noqa: F401
+                              _name_counters, _pending, _register, _set_size, _tls)
 from hora.torch import process_sets as _ps
 from hora.torch.compression import Compression
 from hora.torch.process_sets import (ProcessSet, add_process_set, global_process_set,  # noqa: F401
@@ -174,20 +177,6 @@ def shutdown():
 
 # --- Handles --------------------------------------------------------------------------------
 
-class _Pending(object):
-    """What a Python handle stands for: engine handles and how to build the result."""
-    __slots__ = ('ids', 'finish', 'describe')
-
-    def __init__(self, ids, finish, describe):
-        self.ids = ids            # _hora_torch handle ids
-        self.finish = finish      # list of engine results -> the value synchronize() returns
-        self.describe = describe  # "allreduce 'name' of shape [..] float32 on rank r" for errors
-
-
-_pending = {}
-_handle_counter = itertools.count(1)
-_name_counters = {}
-_lock = threading.Lock()
 
 
 def _forget_ops():
@@ -212,7 +201,6 @@ def _forget_ops():
 # engine fails it on every rank with HoraMismatchError. Either way each rank raises, and a
 # program that catches the errors continues in step. The placeholders are released once they
 # complete (_sweep_placeholders) or at shutdown.
-_tls = threading.local()
 _placeholders = []
 # What the checks before submission raise (HoraUsageError is a ValueError).
 _REFUSALS = (ValueError, TypeError, NotImplementedError)
@@ -302,27 +290,6 @@ def _keep_in_step(kind, grouped, signature, args, kwargs, names, submitted):
     _submit_placeholders(kind, [n for n in names if n not in submitted], ps_id)
 
 
-def _auto_name(op, name, ps_id=0):
-    """The engine's name of an op: ``<op>.<name>`` (as Horovod names them, so the same name may
-    be used by ops of different kinds, and timelines show Horovod's names), or without a name
-    the next ``<op>.noname.<n>`` (``<op>.noname.set<id>.<n>`` on a process set): numbered per op
-    and per set, so unnamed ops on a set need the same order only on its members."""
-    names = getattr(_tls, 'names', None)
-    if name is not None:
-        name = '%s.%s' % (op, name)
-        if names is not None:
-            names.append(name)
-        return name
-    key = (op, ps_id) if ps_id else op  # the global set's keys as before sets existed
-    with _lock:
-        n = _name_counters.get(key, 0)
-        _name_counters[key] = n + 1
-    name = '%s.noname.set%d.%d' % (op, ps_id, n) if ps_id else '%s.noname.%d' % (op, n)
-    if names is not None:
-        names.append(name)
-    return name
-
-
 def _describe(op, name, tensor):
     try:
         r = rank()
@@ -332,20 +299,10 @@ def _describe(op, name, tensor):
                                                  str(tensor.dtype).replace('torch.', ''), r)
 
 
-def _register(ids, finish, describe):
-    handle = next(_handle_counter)
-    _pending[handle] = _Pending(ids, finish, describe)
-    return handle
-
-
 def _check_process_set(process_set, what='op'):
     """The libhora id of the set an op runs on (0: global); ValueError as Horovod's for a set
     that is not registered or that this rank is not in."""
     return _ps.resolve(process_set, what)
-
-
-def _set_size(ps_id):
-    return size() if ps_id == 0 else _C.process_set_size(ps_id)
 
 
 def _set_rank(ps_id):
