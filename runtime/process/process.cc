@@ -80,7 +80,10 @@ void Process::init() {
                                      world.hostname.empty() ? "this host" : world.hostname,
                                      static_cast<long>(::getpid())));
     try {
-      runtime = std::make_shared<Runtime>(std::move(world));
+      // The launcher's RESET frames go to the process-wide elastic session.
+      runtime = std::make_shared<Runtime>(std::move(world), [](const rdv::wire::Reset& reset) {
+        ElasticSession::instance().announce(reset);
+      });
     } catch (const UsageError&) {
       throw;
     } catch (const Error&) {

@@ -22,7 +22,6 @@
 #include "runtime/gloo/mesh.h"
 #include "runtime/gloo/set_mesh.h"
 #include "runtime/nccl/backend.h"
-#include "runtime/process/elastic_session.h"
 #include "runtime/process/hierarchical_allreduce.h"
 #include "runtime/shm/engine_transport.h"
 #include "runtime/shm/form_group.h"
@@ -51,7 +50,7 @@ std::size_t sum(const WorldInfo& world, const char* what, const char* name,
 
 }  // namespace
 
-Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
+Runtime::Runtime(WorldInfo world, ResetHandler on_reset) : world_(std::move(world)) {
   if (!world_.launched()) {
     log().debug("{}: no HORA_RANK: running as a world of one", who(world_));
     nccl_ = std::make_shared<nccl::Backend>(world_, world_.timeout);
@@ -72,10 +71,9 @@ Runtime::Runtime(WorldInfo world) : world_(std::move(world)) {
   } catch (...) {
     rethrow_translated(world_, "init(): connecting to the rendezvous server", abort_, start_hint);
   }
-  // RESET frames (elastic jobs) go to the process-wide session before an interrupting one
-  // aborts this runtime through the abort handler (rendezvous/client.h).
-  client_->set_reset_handler(
-      [](const rdv::wire::Reset& reset) { ElasticSession::instance().announce(reset); });
+  // RESET frames (elastic jobs) reach the caller's handler before an interrupting one aborts
+  // this runtime through the abort handler (rendezvous/client.h).
+  if (on_reset) client_->set_reset_handler(std::move(on_reset));
   client_->set_abort_handler([this](const std::string& reason) { abort(reason); });
   // This rank's first PeerFailure tells the launcher whom it blames (runtime/core/peer_loss.h).
   // Not after an abort: the launcher has decided already, and the peers it stops are no cause.

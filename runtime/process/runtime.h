@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -38,7 +39,10 @@
 
 namespace hora::rdv {
 class Client;
+namespace wire {
+struct Reset;
 }
+}  // namespace hora::rdv
 
 namespace hora::detail {
 
@@ -66,8 +70,11 @@ class Runtime {
   // world.start_timeout) and forms the global, local and cross Gloo contexts. A world that was
   // not launched (no rendezvous) is a world of one: no connections, collectives are copies.
   // The NCCL backend is made too; it forms communicators on the first GPU collective.
-  // Throws hora::Error subclasses naming the step that failed.
-  explicit Runtime(WorldInfo world);
+  // Throws hora::Error subclasses naming the step that failed. `on_reset` gets the launcher's
+  // RESET frames (elastic jobs), before an interrupting one aborts this runtime: the Process
+  // hands them to its elastic session (process.h); a Runtime itself knows nothing of rounds.
+  using ResetHandler = std::function<void(const rdv::wire::Reset&)>;
+  explicit Runtime(WorldInfo world, ResetHandler on_reset = {});
   // A process set's Runtime (<hora/process_set.h>), on a member of set `set_id` (members: global
   // ranks, ascending): Gloo contexts of the set's own on `job`'s device and, when every member
   // is on this host, shared-memory groups of its own, formed through `job`'s rendezvous
