@@ -235,6 +235,19 @@ inline constexpr char kAgentTimeoutSeconds[] =
 
 inline constexpr std::string_view kLauncherSettings[] = {kAllowSrunStep, kAgentTimeoutSeconds};
 
+// Set and read by hora's Python side and its build, never by horarun or libhora
+// (docs/environment.md, "Set and read by hora's Python tools and build"): named here so that the
+// page and this header list the same variables.
+inline constexpr char kRunPort[] = "HORA_RUN_PORT";    // hora.run: the caller's port
+inline constexpr char kRunToken[] = "HORA_RUN_TOKEN";  // hora.run: the job's token
+inline constexpr char kVenvRoot[] = "HORA_VENV_ROOT";  // scripts/venv.sh: where venvs live
+inline constexpr char kTfPython[] = "HORA_TF_PYTHON";  // the build: TensorFlow's python
+// hora.torch: "1" gives the gradients of the sum of the ranks' losses
+inline constexpr char kTorchSumGradients[] = "HORA_TORCH_SUM_GRADIENTS";
+
+inline constexpr std::string_view kToolSettings[] = {kRunPort, kRunToken, kVenvRoot, kTfPython,
+                                                     kTorchSumGradients};
+
 inline constexpr std::string_view kHorovodSettings[] = {
     kHorovodLogLevel,
     kHorovodLogHideTime,

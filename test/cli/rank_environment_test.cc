@@ -90,6 +90,7 @@ std::set<std::string> header_names() {
   for (std::string_view name : job_env::kHorovodSettings) add(name);
   for (std::string_view name : job_env::kElasticContract) add(name);
   for (std::string_view name : job_env::kLauncherSettings) add(name);
+  for (std::string_view name : job_env::kToolSettings) add(name);
   return names;
 }
 
