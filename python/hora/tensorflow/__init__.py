@@ -17,10 +17,6 @@ except ImportError as e:  # say which package, and how to get it
         '(scripts/setup.sh does it) and run your program with its python: '
         '.venv-tf/bin/python (docs/tensorflow.md)' % (_sys.executable, e)) from e
 
-import functools
-import os
-import warnings
-
 from hora.tensorflow.compression import Compression
 from hora.tensorflow import mpi_ops
 from hora.tensorflow.mpi_ops import (
@@ -37,8 +33,8 @@ from hora.tensorflow.mpi_ops import (
     allgather, grouped_allgather, broadcast, broadcast_, alltoall, join, barrier,
     _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter,
 )
-from hora.tensorflow.util import (_executing_eagerly, _make_subgraph, _cache, vars_to_refs,
-                                  refs_to_vars, _tf_var, _var_key)
+from hora.tensorflow.util import (  # noqa: F401
+    _executing_eagerly, vars_to_refs, refs_to_vars, _tf_var, _var_key)
 from hora.tensorflow.functions import (allgather_object, broadcast_object, broadcast_object_fn,
                                        broadcast_variables)
 from hora.tensorflow.gradient_aggregation import LocalGradientAggregationHelper

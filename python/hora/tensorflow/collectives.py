@@ -6,33 +6,18 @@ gradients. hora.tensorflow exports every name here; the Keras optimizer
 package can hand Keras optimizers to it without an import circle.
 """
 
-import tensorflow as tf
-
 import functools
 import os
 import warnings
 
+import tensorflow as tf
+
 from hora.tensorflow.compression import Compression
-from hora.tensorflow import mpi_ops
 from hora.tensorflow.mpi_ops import (
-    Average, Sum, Adasum, Min, Max, Product,
-    HoraError, HoraUsageError, HoraConnectionError, HoraTimeoutError, HoraPeerFailure,
-    HoraMismatchError, HoraAbortedError, HorovodInternalError,
-    init, shutdown, is_initialized, start_timeline, stop_timeline,
-    size, local_size, cross_size, rank, local_rank, cross_rank, is_homogeneous,
-    rank_op, local_rank_op, size_op, local_size_op, process_set_included_op,
-    mpi_threads_supported, mpi_enabled, mpi_built, gloo_enabled, gloo_built,
-    nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
-    ProcessSet, global_process_set, add_process_set, remove_process_set,
-    handle_average_backwards_compatibility, check_num_rank_power_of_2,
-    allgather, grouped_allgather, broadcast, broadcast_, alltoall, join, barrier,
-    _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter,
-)
+    Average, Sum, Adasum, global_process_set, handle_average_backwards_compatibility, size_op,
+    allgather, _allreduce, _grouped_allreduce, _reducescatter, _grouped_reducescatter)
 from hora.tensorflow.util import (_executing_eagerly, _make_subgraph, _cache, vars_to_refs,
-                                  refs_to_vars, _tf_var, _var_key)
-from hora.tensorflow.functions import (allgather_object, broadcast_object, broadcast_object_fn,
-                                       broadcast_variables)
-from hora.tensorflow.gradient_aggregation import LocalGradientAggregationHelper
+                                  refs_to_vars, _var_key)
 from hora.tensorflow import adasum as _adasum
 
 
