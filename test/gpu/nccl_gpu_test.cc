@@ -33,7 +33,7 @@
 
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
-#include "test/gpu/test_server.h"
+#include "test/support/test_server.h"
 
 namespace nccl = hora::detail::nccl;
 using hora::DataType;
@@ -359,7 +359,7 @@ TEST_CASE("after abort() every collective throws AbortedError with the reason") 
 
 TEST_CASE("a peer that never joins ends in TimeoutError at the deadline, not a hang") {
   TestServer server(2);
-  auto client = server.connect(0, 2);
+  auto client = server.connect(0);
   const auto timeout = 3s;
   nccl::Backend backend(world_of_two(0), *client, timeout);
   DeviceMemory a(64);
@@ -384,8 +384,8 @@ TEST_CASE("a peer that never joins ends in TimeoutError at the deadline, not a h
 
 TEST_CASE("the launcher's abort ends a collective that waits for a missing peer") {
   TestServer server(2);
-  auto client0 = server.connect(0, 2);
-  auto client1 = server.connect(1, 2);  // stands in for rank 1, which never calls NCCL
+  auto client0 = server.connect(0);
+  auto client1 = server.connect(1);  // stands in for rank 1, which never calls NCCL
   nccl::Backend backend(world_of_two(0), *client0, 120s);
   DeviceMemory a(64);
   auto waiting = std::async(std::launch::async, [&] {
@@ -411,7 +411,7 @@ TEST_CASE("two ranks on one GPU is a usage error telling each rank to use its ow
   std::vector<std::future<std::string>> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(std::async(std::launch::async, [&server, r]() -> std::string {
-      auto client = server.connect(r, 2);
+      auto client = server.connect(r);
       nccl::Backend backend(world_of_two(r), *client, 60s);  // both local rank 0: GPU 0
       DeviceMemory a(64);
       try {

@@ -20,7 +20,7 @@
 #include "rendezvous/client.h"
 #include "rendezvous/server.h"
 #include "runtime/nccl/unique_id.h"
-#include "test/gpu/test_server.h"
+#include "test/support/test_server.h"
 
 namespace nccl = hora::detail::nccl;
 using hora::Scope;
@@ -31,17 +31,7 @@ namespace {
 
 constexpr auto kLongDeadline = 20s;  // never reached when the test passes
 
-hora::rdv::Secret secret() {
-  hora::rdv::Secret s{};
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::uint8_t>(i * 7 + 1);
-  return s;
-}
-
-// A server that checks the secret above.
-class TestServer : public hora::test::TestServer {
- public:
-  explicit TestServer(int size) : hora::test::TestServer(size, secret()) {}
-};
+using hora::test::TestServer;
 
 // Rank r of a job of `size` ranks on `hosts` hosts with size / hosts ranks each, filled in order
 // (horarun's rank table).
@@ -112,7 +102,7 @@ TEST_CASE("every rank of the global communicator gets rank 0's id; only rank 0 m
   std::vector<std::future<nccl::UniqueId>> results;
   for (int r = 0; r < size; ++r) {
     results.push_back(std::async(std::launch::async, [&, r] {
-      auto client = server.connect(r, size);
+      auto client = server.connect(r);
       WorldInfo w = world_of(r, size, 1);
       return nccl::exchange_unique_id(
           client.get(), w, nccl::comm_group(w, Scope::kGlobal),
@@ -137,7 +127,7 @@ TEST_CASE("local and cross communicators of different groups get different ids")
   std::vector<std::future<std::pair<int, nccl::UniqueId>>> results;
   for (int r = 0; r < size; ++r) {
     results.push_back(std::async(std::launch::async, [&, r] {
-      auto client = server.connect(r, size);
+      auto client = server.connect(r);
       WorldInfo w = world_of(r, size, hosts);
       nccl::CommGroup g = nccl::comm_group(w, scope);
       nccl::UniqueId id = nccl::exchange_unique_id(
@@ -160,9 +150,9 @@ TEST_CASE("local and cross communicators of different groups get different ids")
 
 TEST_CASE("ranks that ask before rank 0 publishes wait for it; late ranks find it stored") {
   TestServer server(3);
-  auto c0 = server.connect(0, 3);
-  auto c1 = server.connect(1, 3);
-  auto c2 = server.connect(2, 3);
+  auto c0 = server.connect(0);
+  auto c1 = server.connect(1);
+  auto c2 = server.connect(2);
   std::promise<void> waiter_started;
   auto early = std::async(std::launch::async, [&] {
     WorldInfo w = world_of(1, 3, 1);
@@ -185,7 +175,7 @@ TEST_CASE("ranks that ask before rank 0 publishes wait for it; late ranks find i
 
 TEST_CASE("a rank whose root never publishes times out at its deadline, naming the key") {
   TestServer server(2);
-  auto c1 = server.connect(1, 2);
+  auto c1 = server.connect(1);
   WorldInfo w = world_of(1, 2, 2);  // 2 hosts x 1: rank 1 is local rank 0 of host 1, cross rank 1
   const auto deadline = 400ms;
   const auto start = std::chrono::steady_clock::now();
@@ -210,8 +200,8 @@ TEST_CASE("a rank whose root never publishes times out at its deadline, naming t
 
 TEST_CASE("a stored value that is not 128 bytes is a mismatch") {
   TestServer server(2);
-  auto c0 = server.connect(0, 2);
-  auto c1 = server.connect(1, 2);
+  auto c0 = server.connect(0);
+  auto c1 = server.connect(1);
   c0->set("nccl/global/0/uid", hora::rdv::Bytes(5, 1), 5s);
   WorldInfo w = world_of(1, 2, 1);
   try {
@@ -226,7 +216,7 @@ TEST_CASE("a stored value that is not 128 bytes is a mismatch") {
 
 TEST_CASE("the launcher's abort ends a rank waiting for the id, with the launcher's reason") {
   TestServer server(2);
-  auto c1 = server.connect(1, 2);
+  auto c1 = server.connect(1);
   WorldInfo w = world_of(1, 2, 1);
   auto waiting = std::async(std::launch::async, [&] {
     return nccl::exchange_unique_id(

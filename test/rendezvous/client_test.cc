@@ -118,7 +118,7 @@ TEST_CASE("bad options are refused before connecting", "[client]") {
 
 TEST_CASE("connect keeps retrying until the server comes up", "[client]") {
   ReservedPort port;
-  auto options = test_options(1);
+  auto options = server_options(1);
   options.port = port.port();
   ClientOptions o;
   o.host = "127.0.0.1";
@@ -139,7 +139,7 @@ TEST_CASE("connect keeps retrying until the server comes up", "[client]") {
 }
 
 TEST_CASE("abort_all reaches every client and fails blocked and later calls", "[client]") {
-  TestServer ts(test_options(3));
+  TestServer ts(server_options(3));
   std::vector<std::unique_ptr<Client>> clients;
   AbortLog logs[3];
   for (int r = 0; r < 3; ++r) {
@@ -167,7 +167,7 @@ TEST_CASE("abort_all reaches every client and fails blocked and later calls", "[
 }
 
 TEST_CASE("a rank connecting after the abort is told right after authenticating", "[client]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   ts.server().abort_all("rank 0 failed");
   ts.stats();  // the posted abort has run
   auto c = ts.connect(1);
@@ -180,7 +180,7 @@ TEST_CASE("a rank connecting after the abort is told right after authenticating"
 
 TEST_CASE("requests answered ABORTED when they race with the abort", "[client]") {
   // A raw peer sees the server's side: after the abort, requests get status ABORTED.
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   RawPeer p(ts.port());
   p.authenticate(0, 1, ts.options().secret);
   ts.server().abort_all("stop now");
@@ -198,7 +198,7 @@ TEST_CASE("requests answered ABORTED when they race with the abort", "[client]")
 }
 
 TEST_CASE("goodbye is a clean disconnect, a drop is not", "[client]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto a = ts.connect(0);
   auto b = ts.connect(1);
   AbortLog log;
@@ -224,7 +224,7 @@ TEST_CASE("goodbye is a clean disconnect, a drop is not", "[client]") {
 }
 
 TEST_CASE("the server going away calls the abort handler and fails calls", "[client]") {
-  auto ts = std::make_unique<TestServer>(test_options(1));
+  auto ts = std::make_unique<TestServer>(server_options(1));
   auto c = ts->connect(0);
   AbortLog log;
   c->set_abort_handler(log.handler());
@@ -241,7 +241,7 @@ TEST_CASE("the server going away calls the abort handler and fails calls", "[cli
 }
 
 TEST_CASE("concurrent requests on one client are matched to their answers", "[client]") {
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto c = ts.connect(0);
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
@@ -297,7 +297,7 @@ wire::Reset reset_for(std::uint32_t round, bool interrupt, int rank, int size) {
 }  // namespace
 
 TEST_CASE("RESET without interrupt reaches the handler and the connection goes on", "[client]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto c0 = ts.connect(0);
   auto c1 = ts.connect(1);
   ResetLog log;
@@ -322,7 +322,7 @@ TEST_CASE("RESET without interrupt reaches the handler and the connection goes o
 }
 
 TEST_CASE("RESET with interrupt fails calls as an abort does, naming the round", "[client]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto c0 = ts.connect(0);
   ResetLog log;
   AbortLog aborts;
@@ -340,7 +340,7 @@ TEST_CASE("RESET with interrupt fails calls as an abort does, naming the round",
 
 TEST_CASE("a rank authenticating after a RESET gets it right away, even before a handler",
           "[client]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   ts.server().reset_rank(1, reset_for(5, false, 0, 3));
   ts.stats();  // the posted reset has run
   auto c1 = ts.connect(1);

@@ -1,151 +1,31 @@
-// Test scaffolding for the rendezvous tests: a real Server on 127.0.0.1:0 driven by its own io
-// thread, a recorder for its events, and a raw socket peer that speaks (or abuses) the wire
-// format by hand. Waits are condition variables or deadline-bounded checks, never sleeps.
+// Test scaffolding for the rendezvous tests: the shared TestServer (test/support/test_server.h: a
+// real Server on 127.0.0.1:0 driven by its own io thread, with a record of its events), and a raw
+// socket peer that speaks (or abuses) the wire format by hand.
 #pragma once
 
+#include <array>
 #include <chrono>
-#include <condition_variable>
-#include <future>
-#include <memory>
-#include <mutex>
+#include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
-#include <thread>
-#include <tuple>
-#include <vector>
+#include <utility>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-
-#include "rendezvous/client.h"
+#include "common/unique_fd.h"
 #include "rendezvous/hmac.h"
 #include "rendezvous/secret.h"
-#include "rendezvous/server.h"
 #include "rendezvous/socket.h"
 #include "rendezvous/wire.h"
+#include "test/support/test_server.h"
 
 namespace hora::rdv::test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Everything the server reported, filled on the io thread, read by the test thread.
-struct Recorded {
-  std::vector<std::pair<int, std::string>> connected;
-  std::vector<std::tuple<int, bool, std::string>> disconnected;
-  std::vector<std::pair<std::string, std::string>> rejected;
-};
-
-inline ServerOptions test_options(int size) {
-  ServerOptions o;
-  o.bind_address = "127.0.0.1";
-  o.port = 0;
-  o.size = size;
-  o.secret = generate_secret();
-  return o;
-}
-
-class TestServer {
- public:
-  explicit TestServer(ServerOptions options) : options_(std::move(options)) {
-    ServerEvents ev;
-    ev.on_connected = [this](int rank, const std::string& peer) {
-      record([&](Recorded& r) { r.connected.emplace_back(rank, peer); });
-    };
-    ev.on_disconnected = [this](int rank, bool clean, const std::string& reason) {
-      record([&](Recorded& r) { r.disconnected.emplace_back(rank, clean, reason); });
-    };
-    ev.on_rejected = [this](const std::string& peer, const std::string& reason) {
-      record([&](Recorded& r) { r.rejected.emplace_back(peer, reason); });
-    };
-    server_ = std::make_unique<Server>(io_, options_, std::move(ev));
-    thread_ = std::thread([this] { io_.run(); });
-  }
-
-  ~TestServer() {
-    work_.reset();
-    io_.stop();
-    thread_.join();
-    server_.reset();  // io is stopped: the server closes everything synchronously
-  }
-
-  Server& server() { return *server_; }
-  std::uint16_t port() const { return server_->port(); }
-  const ServerOptions& options() const { return options_; }
-
-  ClientOptions client_options(int rank) const {
-    ClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = server_->port();
-    o.rank = rank;
-    o.size = options_.size;
-    o.secret = options_.secret;
-    o.connect_timeout = 10s;
-    return o;
-  }
-
-  std::unique_ptr<Client> connect(int rank) { return Client::connect(client_options(rank)); }
-
-  // Runs f on the io thread (where server methods must be called) and returns its result.
-  template <typename F>
-  auto on_io(F f) -> decltype(f()) {
-    std::packaged_task<decltype(f())()> task(std::move(f));
-    auto result = task.get_future();
-    boost::asio::post(io_, [&task] { task(); });
-    if (result.wait_for(10s) != std::future_status::ready) {
-      throw std::runtime_error("io thread did not run the posted task within 10 s");
-    }
-    return result.get();
-  }
-
-  Server::Stats stats() {
-    return on_io([this] { return server_->stats(); });
-  }
-
-  // Waits until pred(Recorded) holds; false if it still does not after `timeout`.
-  template <typename Pred>
-  bool wait_events(Pred pred, std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return pred(recorded_); });
-  }
-
-  // Waits until pred(Stats) holds, checking on the io thread each time the server may have
-  // changed; false after `timeout`.
-  template <typename Pred>
-  bool wait_stats(Pred pred, std::chrono::milliseconds timeout = 10s) {
-    auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      if (pred(stats())) return true;
-      // Polling interval only: the outcome depends on the condition, checked up to the deadline.
-      std::this_thread::sleep_for(2ms);
-    }
-    return pred(stats());
-  }
-
-  Recorded recorded() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return recorded_;
-  }
-
- private:
-  template <typename F>
-  void record(F f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    f(recorded_);
-    cv_.notify_all();
-  }
-
-  ServerOptions options_;
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
-      boost::asio::make_work_guard(io_);
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Recorded recorded_;
-};
+using hora::test::Recorded;
+using hora::test::server_options;
+using hora::test::TestServer;
 
 struct Frame {
   wire::Header header;

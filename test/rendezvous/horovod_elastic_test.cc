@@ -4,9 +4,6 @@
 // GETs answered when the launcher releases them, "-1,..." for a removed slot (never 404), the
 // hooks, and stop() with requests held.
 #include <algorithm>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <future>
@@ -17,6 +14,7 @@
 #include "rendezvous/horovod/pickle.h"
 #include "test/rendezvous/horovod_http_client.h"
 #include "test/rendezvous/horovod_plans.h"
+#include "test/support/server_thread.h"
 
 using namespace hora::rdv::horovod;
 using namespace hora::rdv::horovod::test;
@@ -41,47 +39,40 @@ struct Events {
   }
 };
 
-// An elastic server on its own io thread; `on_asked` runs on that thread for every held GET.
+// An elastic server on its own io thread (test/support/server_thread.h); `on_asked` runs on that
+// thread for every held GET.
 class ElasticServer {
  public:
   explicit ElasticServer(ScopePlan plan, bool elastic = true,
                          std::chrono::milliseconds io_timeout = 30s,
-                         std::function<void(HttpServer&, const std::string&)> on_asked = {}) {
-    HttpServerOptions o;
-    o.elastic = elastic;
-    o.io_timeout = io_timeout;
-    HttpServerEvents ev;
-    ev.on_rank_and_size = [this, on_asked](const std::string& slot, const std::string&) {
-      note([&] { events_.asked.push_back(slot); });
-      if (on_asked) on_asked(*server_, slot);
-    };
-    ev.on_worker_addresses = [this](const std::string& slot, const std::string& body,
-                                    const std::string&) {
-      note([&] { events_.addresses.emplace_back(slot, body); });
-    };
-    ev.on_rank_seen = [this](int rank, const std::string&) {
-      note([&] { events_.seen.push_back(rank); });
-    };
-    server_ = std::make_unique<HttpServer>(io_, std::move(plan), o, std::move(ev));
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~ElasticServer() {
-    boost::asio::post(io_, [this] { server_->stop(); });
-    work_.reset();
-    thread_.join();
-  }
+                         std::function<void(HttpServer&, const std::string&)> on_asked = {})
+      : served_([&](boost::asio::io_context& io) {
+          HttpServerOptions o;
+          o.elastic = elastic;
+          o.io_timeout = io_timeout;
+          HttpServerEvents ev;
+          ev.on_rank_and_size = [this, on_asked](const std::string& slot, const std::string&) {
+            note([&] { events_.asked.push_back(slot); });
+            if (on_asked) on_asked(served_.server(), slot);
+          };
+          ev.on_worker_addresses = [this](const std::string& slot, const std::string& body,
+                                          const std::string&) {
+            note([&] { events_.addresses.emplace_back(slot, body); });
+          };
+          ev.on_rank_seen = [this](int rank, const std::string&) {
+            note([&] { events_.seen.push_back(rank); });
+          };
+          return std::make_unique<HttpServer>(io, std::move(plan), o, std::move(ev));
+        }) {}
 
-  HorovodHttpClient client() const { return HorovodHttpClient("127.0.0.1", server_->port(), 20s); }
+  HorovodHttpClient client() const {
+    return HorovodHttpClient("127.0.0.1", served_.server().port(), 20s);
+  }
   Events& events() { return events_; }
 
   template <typename F>
   auto on_io(F f) -> decltype(f(std::declval<HttpServer&>())) {
-    using R = decltype(f(std::declval<HttpServer&>()));
-    std::packaged_task<R()> task([&] { return f(*server_); });
-    auto result = task.get_future();
-    boost::asio::post(io_, [&task] { task(); });
-    REQUIRE(result.wait_for(10s) == std::future_status::ready);
-    return result.get();
+    return served_.on_io([&] { return f(served_.server()); });
   }
 
  private:
@@ -94,12 +85,8 @@ class ElasticServer {
     events_.cv.notify_all();
   }
 
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
-      io_.get_executor()};
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
   Events events_;
+  hora::test::ServerThread<HttpServer> served_;  // last: stopped before what its events fill
 };
 
 // GET /rank_and_size/<slot> on a thread of its own (it may be held).

@@ -10,9 +10,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 #include <future>
 #include <mutex>
@@ -22,6 +19,7 @@
 #include "rendezvous/horovod/http_server.h"
 #include "test/rendezvous/horovod_http_client.h"
 #include "test/rendezvous/horovod_plans.h"
+#include "test/support/server_thread.h"
 
 using namespace hora::rdv::horovod;
 using namespace hora::rdv::horovod::test;
@@ -29,29 +27,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// HttpServer on its own io thread (test/support/server_thread.h), with what it reported.
 class TestHttpServer {
  public:
-  explicit TestHttpServer(ScopePlan plan, HttpServerOptions options = {}) {
-    HttpServerEvents ev;
-    ev.on_rejected = [this](const std::string& peer, const std::string& reason) {
-      std::lock_guard<std::mutex> lock(mu_);
-      rejected_.push_back(peer + ": " + reason);
-    };
-    ev.on_rank_seen = [this](int rank, const std::string&) {
-      std::lock_guard<std::mutex> lock(mu_);
-      seen_.push_back(rank);
-    };
-    server_ = std::make_unique<HttpServer>(io_, std::move(plan), options, std::move(ev));
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~TestHttpServer() {
-    work_.reset();
-    io_.stop();
-    thread_.join();
-    server_.reset();
-  }
+  explicit TestHttpServer(ScopePlan plan, HttpServerOptions options = {})
+      : served_([&](boost::asio::io_context& io) {
+          HttpServerEvents ev;
+          ev.on_rejected = [this](const std::string& peer, const std::string& reason) {
+            std::lock_guard<std::mutex> lock(mu_);
+            rejected_.push_back(peer + ": " + reason);
+          };
+          ev.on_rank_seen = [this](int rank, const std::string&) {
+            std::lock_guard<std::mutex> lock(mu_);
+            seen_.push_back(rank);
+          };
+          return std::make_unique<HttpServer>(io, std::move(plan), options, std::move(ev));
+        }) {}
 
-  std::uint16_t port() const { return server_->port(); }
+  std::uint16_t port() const { return served_.server().port(); }
   HorovodHttpClient client() const { return HorovodHttpClient("127.0.0.1", port(), 20s); }
   std::vector<std::string> rejected() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,27 +54,15 @@ class TestHttpServer {
     std::lock_guard<std::mutex> lock(mu_);
     return seen_;
   }
-  template <typename F>
-  auto on_io(F f) -> decltype(f()) {
-    std::packaged_task<decltype(f())()> task(std::move(f));
-    auto result = task.get_future();
-    boost::asio::post(io_, [&task] { task(); });
-    REQUIRE(result.wait_for(10s) == std::future_status::ready);
-    return result.get();
-  }
   bool closed(const std::string& scope) {
-    return on_io([&] { return server_->store().closed(scope); });
+    return served_.on_io([&] { return served_.server().store().closed(scope); });
   }
 
  private:
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
-      io_.get_executor()};
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
   std::mutex mu_;
   std::vector<std::string> rejected_;
   std::vector<int> seen_;
+  hora::test::ServerThread<HttpServer> served_;  // last: stopped before what its events fill
 };
 
 // What Horovod's GlooContext::Initialize + InitializeForProcessSet do for one rank, with the

@@ -77,7 +77,7 @@ int raw_connect(std::uint16_t port) {
 
 TEST_CASE("a flood of rejected connections costs one line per second, with a count", "[limits]") {
   log_sink();
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   constexpr int kFlood = 200;
   for (int i = 0; i < kFlood; ++i) {
     RawPeer p(ts.port());
@@ -112,7 +112,7 @@ TEST_CASE("a flood of rejected connections costs one line per second, with a cou
 
 TEST_CASE("a job's ranks may all wait to authenticate at once, past the cap", "[limits]") {
   log_sink();
-  auto o = test_options(8);
+  auto o = server_options(8);
   o.max_unauthenticated = 4;
   o.auth_timeout = 60s;
   TestServer ts(o);
@@ -152,7 +152,7 @@ TEST_CASE("under a tight descriptor limit a job's ranks may still all wait to au
   low.rlim_cur = static_cast<rlim_t>(highest + 2 * n + 40);
   REQUIRE(low.rlim_cur < static_cast<rlim_t>(64 + 4 * n));
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
-  auto o = test_options(n);
+  auto o = server_options(n);
   o.auth_timeout = 60s;
   std::optional<TestServer> ts;
   ts.emplace(o);  // the cap is fixed when the server starts
@@ -170,7 +170,7 @@ TEST_CASE("under a tight descriptor limit a job's ranks may still all wait to au
 
 TEST_CASE("connections waiting to authenticate are capped, the oldest dropped first", "[limits]") {
   log_sink();
-  auto o = test_options(1);
+  auto o = server_options(1);
   o.max_unauthenticated = 4;
   o.auth_timeout = 60s;
   TestServer ts(o);
@@ -193,7 +193,7 @@ TEST_CASE("connections waiting to authenticate are capped, the oldest dropped fi
 TEST_CASE("out of descriptors: accept failure is said at the default level, serving goes on",
           "[limits]") {
   log_sink();
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   rlimit saved{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
   // Use up every descriptor under a low soft limit, then free one for our own socket: the
@@ -233,7 +233,7 @@ TEST_CASE("out of descriptors: accept failure is said at the default level, serv
 }
 
 TEST_CASE("no rendezvous socket leaks into a child process", "[limits]") {
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto c = ts.connect(0);  // a client socket here, an accepted one in the server
   c->set("k", {}, 5s);
   pid_t pid = 0;

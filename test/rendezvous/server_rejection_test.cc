@@ -17,7 +17,7 @@ struct Fixture {
   Fixture() : ts(make_options()), good(ts.connect(0)) { good->set("before", bytes_of("ok"), 5s); }
 
   static ServerOptions make_options() {
-    auto o = test_options(2);
+    auto o = server_options(2);
     o.max_frame_bytes = 4096;
     o.auth_timeout = 500ms;
     return o;
@@ -246,7 +246,7 @@ TEST_CASE_METHOD(Fixture, "a request carrying a status is rejected", "[rejection
 
 TEST_CASE("a header alone does not make the server allocate its declared payload",
           "[rejection][memory]") {
-  auto o = test_options(2);
+  auto o = server_options(2);
   o.max_frame_bytes = 64u << 20;
   TestServer ts(o);
   RawPeer p(ts.port());
@@ -259,7 +259,7 @@ TEST_CASE("a header alone does not make the server allocate its declared payload
 }
 
 TEST_CASE("a payload that arrives in pieces is assembled whole", "[rejection][memory]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   RawPeer p(ts.port());
   p.authenticate(1, 2, ts.options().secret);
   const std::string key = "big";
@@ -278,10 +278,10 @@ TEST_CASE("a payload that arrives in pieces is assembled whole", "[rejection][me
 }
 
 TEST_CASE("a frame limit of 4 GiB or more is refused by server and client", "[rejection]") {
-  auto o = test_options(1);
+  auto o = server_options(1);
   o.max_frame_bytes = std::size_t{4} << 30;
   CHECK_THROWS_WITH(TestServer(o), Catch::Contains("below 4 GiB"));
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto co = ts.client_options(0);
   co.max_frame_bytes = std::size_t{4} << 30;
   CHECK_THROWS_WITH(Client::connect(co), Catch::Contains("below 4 GiB"));

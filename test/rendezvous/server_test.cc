@@ -45,7 +45,7 @@ void on_threads(int n, F f) {
 }  // namespace
 
 TEST_CASE("set then get returns the value; set overwrites", "[server]") {
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto c = ts.connect(0);
   c->set("k", bytes_of("one"), 5s);
   CHECK(c->get("k", 5s) == bytes_of("one"));
@@ -56,7 +56,7 @@ TEST_CASE("set then get returns the value; set overwrites", "[server]") {
 }
 
 TEST_CASE("a blocking get is satisfied by a later set from another rank", "[server]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto a = ts.connect(0);
   auto b = ts.connect(1);
   auto got = std::async(std::launch::async, [&] { return a->get("addr/0", 10s); });
@@ -70,7 +70,7 @@ TEST_CASE("a blocking get is satisfied by a later set from another rank", "[serv
 }
 
 TEST_CASE("several getters of one key are all woken, by set or by add", "[server]") {
-  TestServer ts(test_options(4));
+  TestServer ts(server_options(4));
   auto clients = connect_all(ts, 4);
   std::vector<std::future<Bytes>> gets;
   for (int r = 1; r < 4; ++r) {
@@ -82,7 +82,7 @@ TEST_CASE("several getters of one key are all woken, by set or by add", "[server
 }
 
 TEST_CASE("get times out naming the key", "[server]") {
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto c = ts.connect(0);
   auto start = Clock::now();
   CHECK_THROWS_MATCHES(c->get("gloo/rank/3", 300ms), TimeoutError,
@@ -99,7 +99,7 @@ TEST_CASE("get times out naming the key", "[server]") {
 }
 
 TEST_CASE("add keeps a 64-bit counter", "[server]") {
-  TestServer ts(test_options(4));
+  TestServer ts(server_options(4));
   auto clients = connect_all(ts, 4);
   CHECK(clients[0]->add("n", 5, 5s) == 5);
   CHECK(clients[1]->add("n", -2, 5s) == 3);
@@ -115,7 +115,7 @@ TEST_CASE("add keeps a 64-bit counter", "[server]") {
 }
 
 TEST_CASE("add on a key that is not a counter is refused, the connection survives", "[server]") {
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto c = ts.connect(0);
   c->set("name", bytes_of("text"), 5s);
   CHECK_THROWS_WITH(c->add("name", 1, 5s), Catch::Contains("not a counter"));
@@ -123,7 +123,7 @@ TEST_CASE("add on a key that is not a counter is refused, the connection survive
 }
 
 TEST_CASE("del removes a key", "[server]") {
-  TestServer ts(test_options(1));
+  TestServer ts(server_options(1));
   auto c = ts.connect(0);
   c->set("k", bytes_of("v"), 5s);
   CHECK(ts.stats().keys == 1);
@@ -137,7 +137,7 @@ TEST_CASE("del removes a key", "[server]") {
 
 TEST_CASE("barrier releases all ranks together and can be reused", "[server]") {
   const int n = GENERATE(1, 2, 3, 8);
-  TestServer ts(test_options(n));
+  TestServer ts(server_options(n));
   auto clients = connect_all(ts, n);
   std::atomic<int> entered{0};
   // Nobody leaves round k before everyone has entered it. Counted here and checked after the
@@ -157,7 +157,7 @@ TEST_CASE("barrier releases all ranks together and can be reused", "[server]") {
 }
 
 TEST_CASE("barrier timeout names the missing ranks", "[server]") {
-  TestServer ts(test_options(4));
+  TestServer ts(server_options(4));
   auto clients = connect_all(ts, 4);
   std::string messages[2];
   on_threads(2, [&](int r) {
@@ -181,7 +181,7 @@ TEST_CASE("barrier timeout names the missing ranks", "[server]") {
 }
 
 TEST_CASE("a rank entering a barrier it already waits in is refused", "[server]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto c = ts.connect(0);
   auto first = std::async(std::launch::async, [&] { c->barrier("b", 60s); });
   REQUIRE(ts.wait_stats([](const Server::Stats& s) { return s.waits == 1; }));
@@ -193,7 +193,7 @@ TEST_CASE("a rank entering a barrier it already waits in is refused", "[server]"
 
 TEST_CASE("exchange hands every rank its column", "[server]") {
   const int n = GENERATE(1, 2, 3, 8);
-  TestServer ts(test_options(n));
+  TestServer ts(server_options(n));
   auto clients = connect_all(ts, n);
   // Slice lengths vary (including empty) so misplaced slices cannot look right by accident.
   auto slice = [](int from, int to) {
@@ -233,7 +233,7 @@ TEST_CASE("exchange hands every rank its column", "[server]") {
 TEST_CASE("gather hands every rank every record and its column", "[server]") {
   const int n = GENERATE(1, 2, 3, 8);
   const std::size_t width = GENERATE(0, 1, 3);
-  TestServer ts(test_options(n));
+  TestServer ts(server_options(n));
   auto clients = connect_all(ts, n);
   // Record sizes vary (including empty); slice bytes encode sender and recipient.
   auto record = [](int r) {
@@ -266,7 +266,7 @@ TEST_CASE("gather hands every rank every record and its column", "[server]") {
 }
 
 TEST_CASE("gather with a width other ranks do not use is refused by the server", "[server]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto clients = connect_all(ts, 2);
   std::string first_error;
   auto waiting =
@@ -284,7 +284,7 @@ TEST_CASE("gather with a width other ranks do not use is refused by the server",
 }
 
 TEST_CASE("gather with the wrong amount of slice bytes is refused before sending", "[server]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto c = ts.connect(0);
   CHECK_THROWS_WITH(c->gather("g", {}, 2, Bytes(3), 1s),
                     Catch::Contains("needs one 2-byte slice per rank (4 bytes), got 3"));
@@ -292,7 +292,7 @@ TEST_CASE("gather with the wrong amount of slice bytes is refused before sending
 }
 
 TEST_CASE("exchange timeout names the missing ranks and drops the upload", "[server]") {
-  TestServer ts(test_options(3));
+  TestServer ts(server_options(3));
   auto clients = connect_all(ts, 3);
   std::vector<Bytes> row(3, bytes_of("x"));
   CHECK_THROWS_MATCHES(clients[1]->exchange("gloo", row, 300ms), TimeoutError,
@@ -302,14 +302,14 @@ TEST_CASE("exchange timeout names the missing ranks and drops the upload", "[ser
 }
 
 TEST_CASE("exchange with the wrong number of slices is refused before sending", "[server]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto c = ts.connect(0);
   CHECK_THROWS_WITH(c->exchange("e", {bytes_of("only one")}, 1s),
                     Catch::Contains("needs one slice per rank (2), got 1"));
 }
 
 TEST_CASE("a rank that disconnects leaves its barrier", "[server]") {
-  TestServer ts(test_options(2));
+  TestServer ts(server_options(2));
   auto a = ts.connect(0);
   {
     RawPeer b(ts.port());
@@ -324,7 +324,7 @@ TEST_CASE("a rank that disconnects leaves its barrier", "[server]") {
 }
 
 TEST_CASE("ranks seen and connected are tracked", "[server]") {
-  TestServer ts(test_options(3));
+  TestServer ts(server_options(3));
   auto a = ts.connect(0);
   auto c = ts.connect(2);
   REQUIRE(ts.wait_events([](const Recorded& r) { return r.connected.size() == 2; }));

@@ -3,48 +3,11 @@
 #include <stdlib.h>
 
 #include <fstream>
-#include <future>
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <boost/asio/post.hpp>
 
 namespace hora::test {
-
-TestServer::TestServer(int size, rdv::ServerEvents events) {
-  for (std::size_t i = 0; i < secret_.size(); ++i)
-    secret_[i] = static_cast<std::uint8_t>(i * 7 + 3);
-  rdv::ServerOptions options;
-  options.bind_address = "127.0.0.1";
-  options.port = 0;
-  options.size = size;
-  options.secret = secret_;
-  server_ = std::make_unique<rdv::Server>(io_, options, std::move(events));
-  port_ = server_->port();
-  thread_ = std::thread([this] { io_.run(); });
-}
-
-TestServer::~TestServer() {
-  // stop() must run on the io thread; then let run() return.
-  boost::asio::post(io_, [this] {
-    server_->stop();
-    io_.stop();
-  });
-  thread_.join();
-  server_.reset();
-}
-
-void TestServer::abort_all(const std::string& reason) { server_->abort_all(reason); }
-
-std::size_t TestServer::waits() {
-  std::promise<std::size_t> result;
-  auto future = result.get_future();
-  boost::asio::post(io_, [&] { result.set_value(server_->stats().waits); });
-  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    throw std::runtime_error("the test rendezvous server's io thread did not answer in 10 s");
-  }
-  return future.get();
-}
 
 std::vector<int> one_host(int n) { return std::vector<int>(static_cast<std::size_t>(n), 0); }
 

@@ -1,6 +1,6 @@
-// A hora job inside one test process: a real rendezvous server (rdv::Server on 127.0.0.1, port
-// 0, its own io thread) and one thread per rank, each with its own hora::detail::Runtime built
-// from a WorldInfo, as a launched rank would build it from its environment.
+// A hora job inside one test process: a real rendezvous server (TestServer,
+// test/support/test_server.h) and one thread per rank, each with its own hora::detail::Runtime
+// built from a WorldInfo, as a launched rank would build it from its environment.
 #pragma once
 
 #include <sys/types.h>
@@ -14,34 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
-#include "rendezvous/server.h"
 #include "runtime/core/world.h"
 #include "runtime/process/runtime.h"
+#include "test/support/test_server.h"
 
 namespace hora::test {
-
-// The rendezvous server of one test job.
-class TestServer {
- public:
-  explicit TestServer(int size, rdv::ServerEvents events = {});
-  ~TestServer();  // stops the server and joins its thread
-  std::uint16_t port() const { return port_; }
-  const rdv::Secret& secret() const { return secret_; }
-  // Posted to the io thread, like the launcher's abort.
-  void abort_all(const std::string& reason);
-  // Requests parked at the server right now (a get, barrier or exchange waiting for others),
-  // read on the io thread.
-  std::size_t waits();
-
- private:
-  boost::asio::io_context io_;
-  rdv::Secret secret_{};
-  std::unique_ptr<rdv::Server> server_;
-  std::uint16_t port_ = 0;
-  std::thread thread_;
-};
 
 // Horovod's layout for ranks placed on hosts in order: hosts[r] is rank r's host index
 // (non-decreasing). Host h is named "host<h>".
