@@ -19,8 +19,10 @@
 #include "cli/agent/process_state.h"
 #include "cli/base/errors.h"
 #include "cli/output/log.h"
+#include "cli/spawn/failure_verdict.h"
 #include "cli/spawn/horovod_rendezvous.h"
 #include "cli/spawn/rank_processes.h"
+#include "cli/spawn/stall_watch.h"
 #include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/log_throttle.h"
@@ -55,10 +57,6 @@ std::uint16_t free_port(asio::io_context& io, const std::string& address) {
 std::string bracketed(const std::string& address) {
   return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
 }
-
-// A local rank stopped (state T) or held by a debugger (t) this long is named in a warning (the
-// stall check looks once a second, so within 3-4 s).
-constexpr std::chrono::seconds kStoppedNamedAfter{2};
 
 // A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
 constexpr std::chrono::milliseconds kRepeatedSignal{1000};
@@ -96,49 +94,19 @@ struct Supervisor::Impl {
   asio::steady_timer start_timer HORA_GUARDED_BY(io_thread_){io};
   asio::steady_timer stall_timer HORA_GUARDED_BY(io_thread_){
       io};  // the launcher's stall check of local ranks
-  // Since when each rank's process has been stuck (stopped, traced, D), and whether that was
-  // warned about.
-  std::map<int, std::pair<Clock::time_point, bool>> stuck_since HORA_GUARDED_BY(io_thread_);
-  // Ranks named as stopped or traced since they were last seen running (kStoppedNamedAfter).
-  std::set<int> stopped_named HORA_GUARDED_BY(io_thread_);
+  // The launcher's stall check of local ranks (stall_watch.h).
+  StallWatch stall HORA_GUARDED_BY(io_thread_){config.stall};
   hora::LogThrottle throttle
       HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
   asio::steady_timer throttle_timer HORA_GUARDED_BY(io_thread_){io};
   bool throttle_armed HORA_GUARDED_BY(io_thread_) = false;
   bool ending HORA_GUARDED_BY(io_thread_) = false;
-  // The first rank that exited 0 while others were still running (-1: none), and whether it had
-  // reached the rendezvous.
-  int early_exit HORA_GUARDED_BY(io_thread_) = -1;
-  bool early_exit_reached_rendezvous HORA_GUARDED_BY(io_thread_) = false;
-  // Ranks that dropped their rendezvous connection uncleanly, ranks that had exited included;
-  // when they left, among all leaves, is in leave_order.
-  std::set<int> dropped HORA_GUARDED_BY(io_thread_);
-  // The order in which ranks left the rendezvous at all: a drop, or a goodbye (from
-  // hora::shutdown() or from libhora's exit handler). A rank that said goodbye and then exits
-  // non-zero (exit(1) after init runs the exit handler) left before the peers it takes down, so
-  // it is their cause: a goodbye orders a rank as a drop does, and its exit code decides.
-  std::map<int, int> leave_order HORA_GUARDED_BY(io_thread_);
-  // Ranks that said goodbye from the exit handler: their process is ending, so a verdict waits
-  // for their exit code as for a rank that dropped (bounded by await_timer).
-  std::set<int> leaving_at_exit HORA_GUARDED_BY(io_thread_);
-  // Running ranks awaited that long (drop_grace) without exiting: no longer awaited.
-  std::set<int> no_longer_awaited HORA_GUARDED_BY(io_thread_);
-  asio::steady_timer await_timer HORA_GUARDED_BY(io_thread_){io};
-  // A failure's verdict waits a moment (config.verdict_settle) while other ranks still run:
-  // what happened in one order can be heard in another (an agent reports the exits it reaped
-  // together; a socket already readable is read first), and the cause is the rank that dropped
-  // its rendezvous connection first, not the peer whose exit was heard first (seen under
-  // load: a victim's exit was read before the culprit's). The failures heard so far, in that order:
-  struct Failure {
-    int rank;
-    ExitStatus status;
-  };
-  std::vector<Failure> failures HORA_GUARDED_BY(io_thread_);  // not empty: the verdict is settling
+  // Who caused a failure (failure_verdict.h): what the rendezvous and the exits said, in the
+  // order heard. Its verdict waits a moment (config.verdict_settle) while other ranks still run.
+  FailureVerdict verdict HORA_GUARDED_BY(io_thread_);
   asio::steady_timer settle_timer HORA_GUARDED_BY(io_thread_){io};
-  bool settled HORA_GUARDED_BY(io_thread_) =
-      false;  // verdict_settle has passed since the first failure
-  int awaited HORA_GUARDED_BY(io_thread_) =
-      -1;  // a running rank that dropped before every failed one: its exit decides
+  // Bounds the wait for a rank the verdict awaits (drop_grace).
+  asio::steady_timer await_timer HORA_GUARDED_BY(io_thread_){io};
   bool finished HORA_GUARDED_BY(io_thread_) = false;
   std::string cause HORA_GUARDED_BY(io_thread_);  // printed at the end; empty on success
   int exit_code HORA_GUARDED_BY(io_thread_) = 0;
@@ -196,9 +164,7 @@ struct Supervisor::Impl {
     events.on_connected = [this](int rank, const std::string& peer) {
       io_thread_.assert_held();
       log->info("rank {} reached the rendezvous from {}", rank, peer);
-      // A rank that left and joins again (init() after shutdown()) has not left any more.
-      leave_order.erase(rank);
-      leaving_at_exit.erase(rank);
+      verdict.connected(rank);
     };
     events.on_disconnected = [this](int rank, bool clean, const std::string& reason) {
       io_thread_.assert_held();
@@ -280,32 +246,28 @@ struct Supervisor::Impl {
   void on_exit(int r, const ExitStatus& status) HORA_REQUIRES(io_thread_) {
     if (const auto& drop = drop_timers.at(static_cast<std::size_t>(r))) drop->cancel();
     log->info("{} {}", who(r), status.describe());
-    if (status.success() && !ending && early_exit < 0) {
+    if (status.success() && !ending && !verdict.has_early_exit()) {
       for (int o = 0; o < table.size(); ++o) {
         if (o != r && running(o)) {
           // Not a failure by itself (plain commands end at different times), but if the job
           // fails now, this rank is the likely cause: the others lost a peer.
-          early_exit = r;
-          early_exit_reached_rendezvous = ranks_seen().count(r) != 0;
+          verdict.exited_early(r, ranks_seen().count(r) != 0);
           break;
         }
       }
     }
-    if (!status.success() && !ending) {
-      failures.push_back(Failure{r, status});
-      if (failures.size() == 1) {
-        settle_timer.expires_after(config.verdict_settle);
-        settle_timer.async_wait([this](const boost::system::error_code& ec) {
+    if (!status.success() && !ending && verdict.failed(r, status)) {
+      settle_timer.expires_after(config.verdict_settle);
+      settle_timer.async_wait([this](const boost::system::error_code& ec) {
+        io_thread_.assert_held();
+        if (ec) return;
+        verdict.settle();
+        // Posted: events read in the same wake-up as the timer are handled first.
+        asio::post(io, [this] {
           io_thread_.assert_held();
-          if (ec) return;
-          settled = true;
-          // Posted: events read in the same wake-up as the timer are handled first.
-          asio::post(io, [this] {
-            io_thread_.assert_held();
-            decide();
-          });
+          decide();
         });
-      }
+      });
     }
     decide();
     maybe_finish();
@@ -317,7 +279,7 @@ struct Supervisor::Impl {
   std::optional<std::pair<int, StuckProcess>> stuck_rank(int except) HORA_REQUIRES(io_thread_) {
     const auto stuck = stuck_ranks();
     for (const auto& [r, p] : stuck) {
-      if (r != except && (p.state != 'D' || stuck_since.count(r) != 0)) {
+      if (r != except && (p.state != 'D' || stall.stuck_before(r))) {
         return std::make_pair(r, p);
       }
     }
@@ -350,71 +312,10 @@ struct Supervisor::Impl {
   }
 
   void check_stalls() HORA_REQUIRES(io_thread_) {
-    const auto warn_after = std::chrono::duration<double>(config.stall.warning_seconds);
-    const double shutdown_s = config.stall.shutdown_seconds;
-    const auto now = Clock::now();
-    const std::map<int, StuckProcess> stuck_now = stuck_ranks();
-    for (int r = 0; r < table.size(); ++r) {
-      const auto found = stuck_now.find(r);
-      if (found == stuck_now.end()) {
-        stuck_since.erase(r);
-        stopped_named.erase(r);
-        continue;
-      }
-      const StuckProcess* stuck = &found->second;
-      const auto it = stuck_since.emplace(r, std::make_pair(now, false)).first;
-      const auto stalled = now - it->second.first;
-      if (shutdown_s > 0 && stalled >= std::chrono::duration<double>(shutdown_s)) {
-        end_job(fmt::format("{} stopped responding ({}) for {} "
-                            "(--stall-check-shutdown-time-seconds); the others cannot go on "
-                            "without it",
-                            who(r), stuck->describe(),
-                            hora::format_duration(
-                                std::chrono::duration_cast<std::chrono::milliseconds>(stalled))),
-                1);
-        return;
-      }
-      // A stopped or traced process makes no progress until someone resumes it, whatever the
-      // load: it is named within seconds, not after the warning time meant for slow ranks (a
-      // rank in a long computation or on a loaded host is running or sleeping, never T).
-      const bool stopped = stuck->state == 'T' || stuck->state == 't';
-      if (stopped && stalled >= kStoppedNamedAfter && stopped_named.insert(r).second) {
-        log->warn(
-            "{} is {} (pid {}) for {}; the other ranks wait for it: resume it (kill -CONT {}) "
-            "or end the job",
-            who(r), stuck->describe(), stuck->pid,
-            hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(stalled)),
-            stuck->pid);
-      }
-      if (!it->second.second && stalled >= warn_after) {
-        it->second.second = true;
-        log->warn(
-            "stall check: {} stopped responding ({}) {} ago; the other ranks wait for it "
-            "(--stall-check-warning-time-seconds)",
-            who(r), stuck->describe(),
-            hora::format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(stalled)));
-      }
-    }
-  }
-
-  // "; rank 2 on h2 had already exited with code 0 ..." when a rank of a job that uses hora
-  // left early and another rank (`failed`) then failed; empty otherwise.
-  std::string early_exit_note(int failed) const HORA_REQUIRES(io_thread_) {
-    if (early_exit < 0 || early_exit == failed || ranks_seen().empty()) return "";
-    return fmt::format(
-        "; {} had already exited with code 0 {}, and the others still needed it: a rank that "
-        "ends early leaves them without a peer",
-        who(early_exit),
-        early_exit_reached_rendezvous ? "while the job was running"
-                                      : "without reaching hora::init()");
-  }
-
-  // Whether rank a left the rendezvous (a drop or a goodbye) before rank b did (or b did not).
-  bool left_before(int a, int b) const HORA_REQUIRES(io_thread_) {
-    const auto da = leave_order.find(a);
-    if (da == leave_order.end()) return false;
-    const auto db = leave_order.find(b);
-    return db == leave_order.end() || da->second < db->second;
+    const StallWatch::Findings found =
+        stall.look(Clock::now(), stuck_ranks(), [this](int r) { return who(r); });
+    for (const std::string& line : found.warnings) log->warn("{}", line);
+    if (found.shutdown) end_job(*found.shutdown, 1);
   }
 
   // The rank `r` blames for its failure (its first PeerFailure's peer, stored at the
@@ -430,80 +331,36 @@ struct Supervisor::Impl {
     return b < table.size() && b != r ? b : -1;
   }
 
-  // Waits (drop_grace at most) for running rank q's exit before the verdict on `cause`.
-  void await_rank(int q, const Failure& cause, const char* why) HORA_REQUIRES(io_thread_) {
-    if (awaited == q) return;
-    awaited = q;
-    log->info("{} {}; waiting for {}, which {}", who(cause.rank), cause.status.describe(), who(q),
-              why);
-    await_timer.expires_after(config.drop_grace);
-    await_timer.async_wait([this, q](const boost::system::error_code& ec) {
-      io_thread_.assert_held();
-      if (ec || ending) return;
-      no_longer_awaited.insert(q);
-      decide();
-    });
-  }
-
-  // Whether a running rank's exit must be awaited before a verdict: it dropped its connection
-  // (its drop timer bounds that) or said goodbye from its exit handler, and it has not been
-  // awaited for drop_grace already.
-  bool awaitable(int q) const HORA_REQUIRES(io_thread_) {
-    return (dropped.count(q) != 0 || leaving_at_exit.count(q) != 0) &&
-           no_longer_awaited.count(q) == 0;
-  }
-
-  // The verdict on the failures heard, once verdict_settle has passed or no other rank runs:
-  // the failed rank that left the rendezvous first (a drop or a goodbye; one that did not leave
-  // comes after one that did; among equals, the one heard first). A rank still running that
-  // dropped, or said goodbye from its exit handler, before it is awaited instead: its exit
-  // decides (for drop_grace at most).
+  // The verdict on the failures heard (failure_verdict.h), once verdict_settle has passed or no
+  // other rank runs; a rank it awaits gets drop_grace at most to exit.
   void decide() HORA_REQUIRES(io_thread_) {
-    if (failures.empty() || ending) return;
-    bool others_running = false;
-    for (int q = 0; q < table.size(); ++q) others_running |= running(q);
-    // A host's agent that ended (a signal, killed, silent) is the cause, not the ranks it took
-    // with it nor the peers that lost them (docs/errors.md: 255); no need to settle, nor to wait
-    // for a settle timer that a loop busy with the others' output may serve late.
-    for (const Failure& f : failures) {
-      if (f.status.agent_failure.empty()) continue;
-      end_job(fmt::format("{}; {} {} with it", f.status.agent_failure, who(f.rank),
-                          f.status.success() ? "ended" : f.status.describe()),
-              kAgentFailureCode);
-      return;
-    }
-    if (!settled && others_running) return;
-    const Failure* cause = &failures.front();
-    for (const Failure& f : failures) {
-      if (left_before(f.rank, cause->rank)) cause = &f;
-    }
-    for (int q = 0; q < table.size(); ++q) {
-      if (running(q) && awaitable(q) && left_before(q, cause->rank)) {
-        await_rank(q, *cause,
-                   leaving_at_exit.count(q) ? "left the rendezvous first, from its exit handler"
-                                            : "lost its rendezvous connection first");
+    if (ending) return;
+    FailureVerdict::Ranks ranks;
+    ranks.size = table.size();
+    ranks.running = [this](int q) {
+      io_thread_.assert_held();
+      return running(q);
+    };
+    ranks.blamed_by = [this](int q) {
+      io_thread_.assert_held();
+      return blamed_by(q);
+    };
+    const FailureVerdict::Decision d = verdict.decide(ranks);
+    const FailureVerdict::Failure& f = d.cause;
+    switch (d.kind) {
+      case FailureVerdict::Decision::Kind::kNone: return;
+      case FailureVerdict::Decision::Kind::kAwait:
+        if (d.newly_awaited) await_rank(d.awaited, f, d.why);
         return;
-      }
-    }
-    // Connections that close at nearly the same moment are read in any order, but a rank whose
-    // collective failed for a lost peer said which peer (runtime/core/peer_loss.h): follow that
-    // to the rank that failed first, waiting for it if it still runs.
-    std::set<int> visited{cause->rank};
-    for (int b = blamed_by(cause->rank); b >= 0 && visited.insert(b).second;
-         b = blamed_by(cause->rank)) {
-      const auto found = std::find_if(failures.begin(), failures.end(),
-                                      [b](const Failure& f) { return f.rank == b; });
-      if (found != failures.end()) {
-        cause = &*found;
-        continue;
-      }
-      if (running(b) && no_longer_awaited.count(b) == 0) {
-        await_rank(b, *cause, "its peer failed because of it");
+      case FailureVerdict::Decision::Kind::kAgent:
+        // A host's agent that ended (a signal, killed, silent) is the cause, not the ranks it
+        // took with it nor the peers that lost them (docs/errors.md: 255).
+        end_job(fmt::format("{}; {} {} with it", f.status.agent_failure, who(f.rank),
+                            f.status.success() ? "ended" : f.status.describe()),
+                kAgentFailureCode);
         return;
-      }
-      break;  // it exited 0 (early_exit_note says so) or never started
+      case FailureVerdict::Decision::Kind::kVerdict: break;
     }
-    const Failure f = *cause;
     // A rank that times out waiting usually waited for a peer that stopped: name that one.
     if (const auto stuck = stuck_rank(f.rank)) {
       end_job(fmt::format("{} stopped responding ({}); {} then {}, most likely timing out "
@@ -512,20 +369,31 @@ struct Supervisor::Impl {
                           f.status.describe()),
               f.status.exit_code());
     } else {
-      end_job(fmt::format("{} {}{}", who(f.rank), f.status.describe(), early_exit_note(f.rank)),
+      end_job(fmt::format("{} {}{}", who(f.rank), f.status.describe(),
+                          verdict.early_exit_note(f.rank, !ranks_seen().empty(),
+                                                  [this](int q) { return who(q); })),
               f.status.exit_code());
     }
   }
 
+  // Waits (drop_grace at most) for running rank q's exit before the verdict on `cause`.
+  void await_rank(int q, const FailureVerdict::Failure& cause, const std::string& why)
+      HORA_REQUIRES(io_thread_) {
+    log->info("{} {}; waiting for {}, which {}", who(cause.rank), cause.status.describe(), who(q),
+              why);
+    await_timer.expires_after(config.drop_grace);
+    await_timer.async_wait([this, q](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
+      if (ec || ending) return;
+      verdict.stop_awaiting(q);
+      decide();
+    });
+  }
+
   void on_disconnected(int r, bool clean, const std::string& reason) HORA_REQUIRES(io_thread_) {
     if (r < 0 || r >= table.size() || ending) return;
-    leave_order.emplace(r, static_cast<int>(leave_order.size()));
-    if (clean) {
-      if (reason == rdv::wire::kGoodbyeAtExitReason) leaving_at_exit.insert(r);
-      return;
-    }
-    dropped.insert(r);
-    if (!running(r)) return;
+    verdict.left(r, clean, clean && reason == rdv::wire::kGoodbyeAtExitReason);
+    if (clean || !running(r)) return;
     log->info("{} lost its rendezvous connection ({}); waiting {} for it to exit", who(r), reason,
               hora::format_duration(config.drop_grace));
     auto& drop = drop_timers.at(static_cast<std::size_t>(r));
@@ -569,27 +437,15 @@ struct Supervisor::Impl {
 
   void on_start_timeout() HORA_REQUIRES(io_thread_) {
     if (ending) return;
-    const std::set<int> seen = ranks_seen();
-    // A command that never calls hora::init() (a shell script, `hostname`) is a plain job: with
-    // no rank at the rendezvous there is nobody waiting for the missing ones.
-    if (seen.empty()) {
-      log->info(
-          "no rank reached the rendezvous within {}; not enforcing --start-timeout "
-          "(the command does not seem to use hora)",
-          hora::format_duration(config.facts.start_timeout));
-      return;
-    }
-    std::vector<std::string> missing;
+    std::vector<int> live;
     for (int r = 0; r < table.size(); ++r) {
-      if (running(r) && seen.count(r) == 0) missing.push_back(who(r));
+      if (running(r)) live.push_back(r);
     }
-    if (missing.empty()) return;
-    end_job(fmt::format("{} did not reach the rendezvous within {} ({} of {} ranks did); the "
-                        "rank never called hora::init() (nor hvd.init()), or it needs longer to "
-                        "start: raise --start-timeout",
-                        fmt::join(missing, ", "), hora::format_duration(config.facts.start_timeout),
-                        seen.size(), table.size()),
-            1);
+    const StartTimeoutFinding found =
+        start_timeout_finding(ranks_seen(), live, table.size(), config.facts.start_timeout,
+                              [this](int r) { return who(r); });
+    if (!found.not_enforced.empty()) log->info("{}", found.not_enforced);
+    if (!found.failure.empty()) end_job(found.failure, 1);
   }
 
   void on_signal(int sig) HORA_REQUIRES(io_thread_) {

@@ -34,6 +34,7 @@
 #include "cli/output/output.h"
 #include "cli/spawn/rank_environment.h"
 #include "cli/spawn/rank_process.h"
+#include "cli/spawn/stall_watch.h"
 
 namespace hora::cli {
 
@@ -77,11 +78,7 @@ struct SupervisorConfig {
   bool verbose = false;
   // The launcher's stall check of local ranks (docs/launcher.md, "Failure policy"): the ranks'
   // own HORA_STALL_* settings, as -x, the flags or horarun's environment give them.
-  struct StallCheck {
-    bool enabled = true;
-    double warning_seconds = 60;
-    double shutdown_seconds = 0;  // 0: never
-  };
+  using StallCheck = StallSettings;
   StallCheck stall;
   // Serve Horovod's Gloo HTTP rendezvous (cli/spawn/horovod_rendezvous.h); --no-horovod-rendezvous.
   bool horovod_rendezvous = true;

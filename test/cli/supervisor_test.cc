@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +22,8 @@
 
 #include "cli/base/errors.h"
 #include "cli/output/log.h"
+#include "cli/spawn/failure_verdict.h"
+#include "cli/spawn/stall_watch.h"
 #include "cli/spawn/supervisor.h"
 #include "common/endpoint.h"
 #include "rendezvous/client.h"
@@ -447,4 +451,154 @@ TEST_CASE("a rank lost with its host's agent: the verdict names the agent, exit 
   CHECK(job.run() == 255);
   CHECK_THAT(job.err, EndsWith("horarun: the agent on h2 was terminated by signal 15 (SIGTERM); "
                                "rank 1 on localhost was killed by signal 15 (SIGTERM) with it\n"));
+}
+
+// ---- the failure policy's parts, by themselves -----------------------------------------------
+
+namespace {
+
+FailureVerdict::Ranks ranks_of(int size, std::set<int> running, std::map<int, int> blames = {}) {
+  FailureVerdict::Ranks r;
+  r.size = size;
+  r.running = [running](int q) { return running.count(q) != 0; };
+  r.blamed_by = [blames](int q) {
+    const auto it = blames.find(q);
+    return it == blames.end() ? -1 : it->second;
+  };
+  return r;
+}
+
+using Kind = FailureVerdict::Decision::Kind;
+
+}  // namespace
+
+TEST_CASE("verdict: settles while others run, then names the rank that left first") {
+  FailureVerdict v;
+  v.left(1, /*clean=*/false, false);  // rank 1 dropped first...
+  v.left(2, false, false);
+  CHECK(v.failed(2, ExitStatus{false, 1, 0}));  // ...but rank 2's exit was heard first
+  CHECK_FALSE(v.failed(1, ExitStatus{false, 3, 0}));
+  CHECK(v.decide(ranks_of(3, {0})).kind == Kind::kNone);  // rank 0 still runs: settling
+  v.settle();
+  const auto d = v.decide(ranks_of(3, {0}));
+  CHECK(d.kind == Kind::kVerdict);
+  CHECK(d.cause.rank == 1);
+  CHECK(d.cause.status.code == 3);
+}
+
+TEST_CASE("verdict: a running rank that dropped before the failed one is awaited, once") {
+  FailureVerdict v;
+  v.left(0, false, false);
+  v.left(1, false, false);
+  v.failed(1, ExitStatus{false, 1, 0});
+  v.settle();
+  auto d = v.decide(ranks_of(2, {0}));
+  CHECK(d.kind == Kind::kAwait);
+  CHECK(d.awaited == 0);
+  CHECK(d.newly_awaited);
+  CHECK_THAT(d.why, Contains("lost its rendezvous connection first"));
+  CHECK_FALSE(v.decide(ranks_of(2, {0})).newly_awaited);
+  v.stop_awaiting(0);  // it outlived the drop grace
+  d = v.decide(ranks_of(2, {0}));
+  CHECK(d.kind == Kind::kVerdict);
+  CHECK(d.cause.rank == 1);
+}
+
+TEST_CASE("verdict: a goodbye from the exit handler orders a rank as a drop does") {
+  FailureVerdict v;
+  v.left(1, /*clean=*/true, /*at_exit=*/true);
+  v.left(0, false, false);
+  v.failed(0, ExitStatus{false, 1, 0});
+  v.settle();
+  auto d = v.decide(ranks_of(2, {1}));
+  CHECK(d.kind == Kind::kAwait);
+  CHECK(d.awaited == 1);
+  CHECK_THAT(d.why, Contains("from its exit handler"));
+  v.failed(1, ExitStatus{false, 7, 0});
+  d = v.decide(ranks_of(2, {}));
+  CHECK(d.kind == Kind::kVerdict);
+  CHECK(d.cause.rank == 1);
+}
+
+TEST_CASE("verdict: the blame a failed rank stored leads to the peer that failed first") {
+  FailureVerdict v;
+  v.failed(0, ExitStatus{false, 1, 0});
+  v.failed(2, ExitStatus{false, 1, 0});
+  const auto d = v.decide(ranks_of(3, {}, {{0, 2}}));
+  CHECK(d.kind == Kind::kVerdict);
+  CHECK(d.cause.rank == 2);
+  FailureVerdict w;
+  w.failed(0, ExitStatus{false, 1, 0});
+  w.settle();
+  const auto a = w.decide(ranks_of(3, {1, 2}, {{0, 1}}));  // rank 1 still runs: await it
+  CHECK(a.kind == Kind::kAwait);
+  CHECK(a.awaited == 1);
+  CHECK_THAT(a.why, Contains("its peer failed because of it"));
+}
+
+TEST_CASE("verdict: a host's agent that ended is the cause at once") {
+  FailureVerdict v;
+  v.left(0, false, false);
+  v.failed(0, ExitStatus{false, 1, 0});
+  ExitStatus lost{true, 0, SIGKILL};
+  lost.agent_failure = "the agent on h2 was killed";
+  v.failed(1, lost);
+  const auto d = v.decide(ranks_of(3, {2}));  // not settled, rank 2 runs: no matter
+  CHECK(d.kind == Kind::kAgent);
+  CHECK(d.cause.rank == 1);
+}
+
+TEST_CASE("verdict: a rank that exited 0 early is named after the failure it caused") {
+  FailureVerdict v;
+  v.exited_early(2, /*reached_rendezvous=*/true);
+  v.exited_early(0, false);  // only the first is kept
+  auto who = [](int r) { return "rank " + std::to_string(r); };
+  CHECK_THAT(v.early_exit_note(1, true, who),
+             Contains("rank 2 had already exited with code 0 while the job was running"));
+  CHECK(v.early_exit_note(2, true, who).empty());
+  CHECK(v.early_exit_note(1, /*uses_rendezvous=*/false, who).empty());
+}
+
+TEST_CASE("stall watch: a stopped rank is named within seconds, a stuck one at the warning time") {
+  StallWatch w(StallSettings{true, 10, 0});
+  const auto t0 = StallWatch::Clock::now();
+  auto who = [](int r) { return "rank " + std::to_string(r); };
+  const std::map<int, StuckProcess> stuck{{1, StuckProcess{42, 'T'}}, {2, StuckProcess{43, 'D'}}};
+  CHECK(w.look(t0, stuck, who).warnings.empty());
+  auto f = w.look(t0 + 3s, stuck, who);
+  REQUIRE(f.warnings.size() == 1);
+  CHECK_THAT(f.warnings[0], Contains("rank 1 is state T") && Contains("kill -CONT 42"));
+  CHECK(w.look(t0 + 4s, stuck, who).warnings.empty());  // named once
+  CHECK(w.stuck_before(2));
+  f = w.look(t0 + 11s, stuck, who);
+  CHECK(f.warnings.size() == 2);
+  CHECK_THAT(f.warnings[1], Contains("stall check: rank 2 stopped responding"));
+  CHECK_FALSE(f.shutdown);
+  w.look(t0 + 12s, {}, who);  // running again: forgotten
+  CHECK_FALSE(w.stuck_before(2));
+}
+
+TEST_CASE("stall watch: a rank stuck for the shutdown time ends the job") {
+  StallWatch w(StallSettings{true, 60, 5});
+  const auto t0 = StallWatch::Clock::now();
+  auto who = [](int r) { return "rank " + std::to_string(r); };
+  const std::map<int, StuckProcess> stuck{{0, StuckProcess{7, 'D'}}};
+  CHECK_FALSE(w.look(t0, stuck, who).shutdown);
+  const auto f = w.look(t0 + 6s, stuck, who);
+  REQUIRE(f.shutdown);
+  CHECK_THAT(*f.shutdown, Contains("rank 0 stopped responding") &&
+                              Contains("--stall-check-shutdown-time-seconds"));
+}
+
+TEST_CASE(
+    "start timeout: not enforced without any rank at the rendezvous, else names the missing") {
+  auto who = [](int r) { return "rank " + std::to_string(r); };
+  auto f = start_timeout_finding({}, {0, 1}, 2, 5000ms, who);
+  CHECK_THAT(f.not_enforced, Contains("not enforcing --start-timeout"));
+  CHECK(f.failure.empty());
+  f = start_timeout_finding({0, 2}, {0, 1, 2, 3}, 4, 5000ms, who);
+  CHECK(f.not_enforced.empty());
+  CHECK_THAT(f.failure, Contains("rank 1, rank 3 did not reach the rendezvous") &&
+                            Contains("(2 of 4 ranks did)"));
+  CHECK(start_timeout_finding({0, 1}, {0, 1}, 2, 5000ms, who).failure.empty());
 }
