@@ -1,5 +1,6 @@
 #include "cli/elastic/elastic_supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -23,15 +25,21 @@
 #include "cli/elastic/round_plan.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/output/log.h"
+#include "cli/spawn/fixed_failure_policy.h"
+#include "cli/spawn/horovod_rendezvous.h"
 #include "cli/spawn/rank_environment.h"
 #include "cli/spawn/rank_processes.h"
 #include "common/duration.h"
+#include "common/endpoint.h"
 #include "common/job_environment.h"
+#include "common/log_throttle.h"
+#include "common/text.h"
 #include "common/thread_annotations.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/hmac.h"
 #include "rendezvous/secret.h"
 #include "rendezvous/server.h"
+#include "rendezvous/wire.h"
 
 namespace hora::cli {
 namespace {
@@ -60,6 +68,78 @@ constexpr std::chrono::seconds kDiscoveryDeadline{10};
 constexpr std::chrono::seconds kFormationLook{1};
 
 bool is_wildcard(const std::string& address) { return address == "0.0.0.0" || address == "::"; }
+
+// A second SIGINT/SIGTERM at least this long after the first kills every rank at once.
+constexpr std::chrono::milliseconds kRepeatedSignal{1000};
+
+// A port that is free on `address` right now (torch.distributed binds MASTER_PORT on rank 0;
+// hora itself never uses it). Someone else may take it before the rank does; that is the same
+// contract torchrun offers.
+std::uint16_t free_port(asio::io_context& io, const std::string& address) {
+  asio::ip::tcp::acceptor acceptor(io);
+  const asio::ip::tcp::endpoint ep(asio::ip::make_address(address), 0);
+  acceptor.open(ep.protocol());
+  // Asio opens sockets without SOCK_CLOEXEC; this one is closed before any guard starts, but
+  // every descriptor horarun opens is close-on-exec, so no rank or guard inherits one.
+  ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
+  acceptor.bind(ep);
+  return acceptor.local_endpoint().port();
+}
+
+// A fixed-size job's hosts: every one prepared by the launch, its ranks' processes from the
+// launch's factory, each host's network as the launch chose it.
+class FixedHosts : public ElasticHosts {
+ public:
+  FixedHosts(const RankTable& table, const SupervisorConfig& config, RankProcessFactory& factory)
+      : hosts_(table.hosts()),
+        networks_(config.host_network),
+        all_local_{config.bind_address, config.iface, config.nccl_ifnames},
+        factory_(factory) {}
+  bool prepared(const std::string&) const override { return true; }
+  void prepare(const std::vector<HostSpec>& hosts,
+               std::function<void(const std::string&, const std::string&)> done) override {
+    for (const HostSpec& h : hosts) done(h.name, "a fixed-size job takes no new host");
+  }
+  std::unique_ptr<RankProcess> create(int worker, const HostSpec& host) override {
+    return factory_.create(worker, host);
+  }
+  // By host index: SupervisorConfig::host_network, or every rank's when it is empty.
+  HostNetwork network(std::size_t host_index) const {
+    return networks_.empty() ? all_local_ : networks_.at(host_index);
+  }
+  HostNetwork network(const std::string& host) const override {
+    for (std::size_t i = 0; i < hosts_.size(); ++i) {
+      if (hosts_[i].name == host) return network(i);
+    }
+    return all_local_;
+  }
+  bool is_this_machine(const HostSpec&) override { return false; }
+
+ private:
+  const std::vector<HostSpec> hosts_;
+  const std::vector<HostNetwork> networks_;
+  const HostNetwork all_local_;
+  RankProcessFactory& factory_;
+};
+
+// A fixed-size job's one round: the rank table's ranks, every one a new worker whose id is its
+// rank.
+RoundPlan fixed_plan(const RankTable& table) {
+  RoundPlan plan;
+  plan.hosts = table.hosts();
+  for (int r = 0; r < table.size(); ++r) {
+    PlannedRank p;
+    p.info = table.rank(r);
+    p.worker_id = r;
+    p.is_new = true;
+    p.local_slot = p.info.local_rank;
+    plan.ranks.push_back(p);
+    plan.started.push_back(r);
+  }
+  plan.size = table.size();
+  plan.enough = true;
+  return plan;
+}
 
 }  // namespace
 
@@ -101,6 +181,8 @@ struct ElasticSupervisor::Impl {
   ElasticConfig config;
   ElasticHosts& hosts;
   Output& output;
+  // A fixed-size job's rank table (its one round); null for an elastic job.
+  const RankTable* const fixed_table;
   std::shared_ptr<spdlog::logger> log = launcher_log();
 
   const rdv::Secret secret = rdv::generate_secret();
@@ -148,17 +230,30 @@ struct ElasticSupervisor::Impl {
   Clock::time_point reset_event_time HORA_GUARDED_BY(io_thread_);
   std::optional<Clock::time_point> waiting_since HORA_GUARDED_BY(io_thread_);  // below --min-np
 
+  // A fixed-size job's: Horovod's Gloo HTTP rendezvous (on by default), and the fixed failure
+  // policy, which decides what the ranks' events mean (cli/spawn/fixed_failure_policy.h).
+  std::unique_ptr<HorovodRendezvous> horovod HORA_GUARDED_BY(io_thread_);
+  std::unique_ptr<FixedFailurePolicy> policy HORA_GUARDED_BY(io_thread_);
+
+  hora::LogThrottle throttle
+      HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
+  asio::steady_timer throttle_timer HORA_GUARDED_BY(io_thread_){io};
+  bool throttle_armed HORA_GUARDED_BY(io_thread_) = false;
+
   bool ending HORA_GUARDED_BY(io_thread_) = false;
   bool finished HORA_GUARDED_BY(io_thread_) = false;
   std::string cause HORA_GUARDED_BY(io_thread_);
   int exit_code HORA_GUARDED_BY(io_thread_) = 0;
   std::optional<int> first_failure_code HORA_GUARDED_BY(io_thread_);
+  std::optional<Clock::time_point> first_signal HORA_GUARDED_BY(io_thread_);
 
-  Impl(asio::io_context& io_, ElasticConfig config_, ElasticHosts& hosts_, Output& output_)
+  Impl(asio::io_context& io_, ElasticConfig config_, ElasticHosts& hosts_, Output& output_,
+       const RankTable* fixed_table_ = nullptr)
       : io(io_),
         config(std::move(config_)),
         hosts(hosts_),
         output(output_),
+        fixed_table(fixed_table_),
         procs(io_, output_,
               ProcessGraces{config.base.abort_grace, config.base.kill_grace,
                             config.base.guard_slack, config.base.drain_timeout},
@@ -176,9 +271,12 @@ struct ElasticSupervisor::Impl {
                                    }}),
         blacklist(config.options.blacklist_cooldown) {
     listed = config.hosts;
+    if (fixed_table != nullptr) policy = make_policy();
   }
 
   std::string who(const Worker& w) const HORA_REQUIRES(io_thread_) {
+    // A fixed-size job's ranks are named as ranks: their rank is their worker id.
+    if (fixed_table != nullptr) return rank_name(w.id, w.host.address_for_display());
     const auto r = w.rank_in.find(current);
     if (r != w.rank_in.end()) {
       return fmt::format("worker {} (rank {}) on {}", w.id, r->second,
@@ -463,32 +561,177 @@ struct ElasticSupervisor::Impl {
     return seen.begin()->find(':') != std::string::npos ? "::" : "0.0.0.0";
   }
 
+  // A round's rendezvous server. A fixed-size job's listens where the launch chose, with the
+  // job's secret (its ranks know no rounds); an elastic round's where its hosts reach this
+  // machine (round_bind_address()), with the round's secret.
   void start_server(Round& round) HORA_REQUIRES(io_thread_) {
-    round.bind_address = round_bind_address(round.plan);
+    round.bind_address =
+        fixed_table != nullptr ? config.base.bind_address : round_bind_address(round.plan);
     rdv::ServerOptions options;
     options.bind_address = round.bind_address;
     options.port = 0;
     options.size = round.plan.size;
-    options.secret = rdv::round_secret(secret, static_cast<std::uint32_t>(round.number));
+    options.secret = fixed_table != nullptr
+                         ? secret
+                         : rdv::round_secret(secret, static_cast<std::uint32_t>(round.number));
+    // A rank that connected answers the server's challenge at once unless the machine is
+    // swamped (128 ranks starting on 2 busy cores under a sanitizer took over 10 s): it gets as
+    // long as it had to start, --start-timeout. Junk connections stay bounded by
+    // max_unauthenticated, not by this wait.
     options.auth_timeout =
         std::max<std::chrono::milliseconds>(rdv::ServerOptions::kDefaultAuthTimeout,
                                             config.base.facts.start_timeout);
     rdv::ServerEvents events;
     const int number = round.number;
-    events.on_connected = [this, number](int rank, const std::string&) {
+    events.on_connected = [this, number](int rank, const std::string& peer) {
       io_thread_.assert_held();
-      on_connected(number, rank);
+      on_connected(number, rank, peer);
     };
     events.on_disconnected = [this, number](int rank, bool clean, const std::string& why) {
       io_thread_.assert_held();
       on_disconnected(number, rank, clean, why);
     };
+    events.on_rejected = [this](const std::string& peer, const std::string& reason) {
+      io_thread_.assert_held();
+      on_rejected(peer, reason);
+    };
     try {
       round.server = std::make_unique<rdv::Server>(io, options, std::move(events));
     } catch (const rdv::Error& e) {
-      throw Error(fmt::format("cannot start the rendezvous server of round {} on {}: {}", number,
-                              round.bind_address, e.what()));
+      throw Error(fixed_table != nullptr
+                      ? fmt::format("cannot start the rendezvous server on {}: {}",
+                                    round.bind_address, e.what())
+                      : fmt::format("cannot start the rendezvous server of round {} on {}: {}",
+                                    number, round.bind_address, e.what()));
     }
+  }
+
+  // ---- a fixed-size job's round ------------------------------------------------------------
+
+  // The one round of a fixed-size job: its server, Horovod's, and every rank of the table
+  // started as a worker whose id is its rank; then the failure policy's timers.
+  void begin_fixed_round() HORA_REQUIRES(io_thread_) {
+    const RankTable& table = *fixed_table;
+    Round& round = rounds[0];
+    round.plan = fixed_plan(table);
+    round.event = round.began = Clock::now();
+    round.reason = "start";
+    current = 0;
+    next_worker_id = table.size();
+    start_server(round);
+    JobFacts facts = fixed_facts(round);
+    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+      io_thread_.assert_held();
+      if (!ec) on_signal(sig);
+    });
+    for (int r = 0; r < table.size(); ++r) {
+      if (ending) break;  // a signal or an earlier spawn failure
+      start_fixed_rank(round, r, facts);
+    }
+    policy->start();
+    maybe_finish();
+  }
+
+  // What every rank of a fixed-size job is told; each host's network is applied per rank.
+  JobFacts fixed_facts(const Round& round) HORA_REQUIRES(io_thread_) {
+    JobFacts facts = config.base.facts;
+    const std::string& bind = config.base.bind_address;
+    if (config.base.horovod_rendezvous) {
+      horovod = std::make_unique<HorovodRendezvous>(io, *fixed_table, config.base);
+      facts.horovod_addr = bind;
+      facts.horovod_port = horovod->port();
+    }
+    facts.rendezvous = fmt::format("{}:{}", bracketed(bind), round.server->port());
+    facts.iface = config.base.iface;
+    facts.nccl_ifnames = config.base.nccl_ifnames;
+    facts.master_addr = config.base.master_addr;
+    facts.master_port = free_port(io, config.base.master_port_probe_address.empty()
+                                          ? config.base.master_addr
+                                          : config.base.master_port_probe_address);
+    facts.secret_hex = rdv::secret_to_hex(secret);
+    // The server logs "rendezvous server listening on ADDRESS:PORT" itself (--verbose).
+    return facts;
+  }
+
+  void start_fixed_rank(const Round& round, int r, JobFacts& facts) HORA_REQUIRES(io_thread_) {
+    const RankTable& table = *fixed_table;
+    Worker& w = workers[r];
+    w.id = r;
+    w.host = table.host_of(r);
+    w.slot = table.rank(r).local_rank;
+    w.rank_in[0] = r;
+    if (!config.base.host_network.empty()) {
+      const HostNetwork& net =
+          config.base.host_network.at(static_cast<std::size_t>(table.rank(r).host_index));
+      facts.rendezvous = fmt::format("{}:{}", bracketed(net.rendezvous_host), round.server->port());
+      facts.horovod_addr = net.rendezvous_host;
+      facts.iface = net.iface;
+      facts.nccl_ifnames = net.nccl_ifnames;
+    }
+    GuardRequest request;
+    request.cwd = config.base.cwd;
+    request.env = rank_environment(table, r, facts);
+    request.argv = config.base.command;
+    request.grace = config.base.kill_grace;
+    try {
+      procs.start(r, hosts.create(r, w.host), request, r);
+      log->info("started {}", who(w));
+    } catch (const std::exception& e) {
+      // A guard that was spawned before the failure is not started: the RankProcess's
+      // destructor kills it when the supervisor goes away.
+      end_job(fmt::format("could not start {}: {}", who(w), e.what()), 1);
+    }
+  }
+
+  // The fixed failure policy's view of the job (cli/spawn/fixed_failure_policy.h).
+  std::unique_ptr<FixedFailurePolicy> make_policy() {
+    FixedFailurePolicy::Settings settings;
+    settings.drop_grace = config.base.drop_grace;
+    settings.verdict_settle = config.base.verdict_settle;
+    settings.start_timeout = config.base.facts.start_timeout;
+    settings.stall = config.base.stall;
+    FixedFailurePolicy::Job job;
+    job.size = fixed_table->size();
+    job.who = [this](int r) {
+      io_thread_.assert_held();
+      return who(workers.at(r));
+    };
+    job.running = [this](int r) {
+      io_thread_.assert_held();
+      return procs.running(r);
+    };
+    job.ending = [this] {
+      io_thread_.assert_held();
+      return ending;
+    };
+    job.ranks_seen = [this] {
+      io_thread_.assert_held();
+      return ranks_seen();
+    };
+    job.rendezvous_value = [this](const std::string& key) -> std::optional<std::string> {
+      io_thread_.assert_held();
+      const auto it = rounds.find(0);
+      if (it == rounds.end() || !it->second.server) return std::nullopt;
+      return it->second.server->value(key);
+    };
+    job.stuck = [this](const std::vector<int>& ranks) {
+      io_thread_.assert_held();
+      return procs.stuck(ranks);
+    };
+    job.end_job = [this](std::string why, int code) {
+      io_thread_.assert_held();
+      end_job(std::move(why), code);
+    };
+    return std::make_unique<FixedFailurePolicy>(io, settings, std::move(job));
+  }
+
+  // The ranks that reached hora's rendezvous (hora::init()) or Horovod's (hvd.init()).
+  std::set<int> ranks_seen() const HORA_REQUIRES(io_thread_) {
+    const auto it = rounds.find(current);
+    std::set<int> seen =
+        it != rounds.end() && it->second.server ? it->second.server->ranks_seen() : std::set<int>{};
+    if (horovod) seen.insert(horovod->ranks_seen().begin(), horovod->ranks_seen().end());
+    return seen;
   }
 
   void start_worker(const Round& round, const PlannedRank& p) HORA_REQUIRES(io_thread_) {
@@ -538,7 +781,11 @@ struct ElasticSupervisor::Impl {
 
   // ---- events ----------------------------------------------------------------------------
 
-  void on_connected(int round, int rank) HORA_REQUIRES(io_thread_) {
+  void on_connected(int round, int rank, const std::string& peer) HORA_REQUIRES(io_thread_) {
+    if (policy) {
+      log->info("rank {} reached the rendezvous from {}", rank, peer);
+      policy->connected(rank);
+    }
     Round& rd = rounds.at(round);
     rd.connected.insert(rank);
     for (auto& [id, w] : workers) {
@@ -579,6 +826,10 @@ struct ElasticSupervisor::Impl {
 
   void on_disconnected(int round, int rank, bool clean, const std::string& why)
       HORA_REQUIRES(io_thread_) {
+    if (policy) {
+      policy->disconnected(rank, clean, why);
+      return;
+    }
     if (clean || ending) return;
     Worker* w = worker_of(round, rank);
     // A worker told of a newer round leaves this one's server: without a goodbye when the reset
@@ -630,7 +881,9 @@ struct ElasticSupervisor::Impl {
     Worker& w = workers.at(id);
     if (w.drop_timer) w.drop_timer->cancel();
     log->info("{} {}", who(w), status.describe());
-    if (!ending && !w.stopping && !status.success()) {
+    if (policy) {
+      policy->exited(id, status);
+    } else if (!ending && !w.stopping && !status.success()) {
       lost_worker(w, fmt::format("{} {}", who(w), status.describe()));
     } else {
       plan_when_settled();
@@ -642,14 +895,48 @@ struct ElasticSupervisor::Impl {
     const char* abbrev = ::sigabbrev_np(sig);
     const std::string name =
         abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+    const auto now = Clock::now();
     if (!ending) {
+      first_signal = now;
       end_job(fmt::format("interrupted by {}; ended the job", name), 128 + sig);
+    } else if (first_signal && now - *first_signal < kRepeatedSignal) {
+      // The same interrupt delivered twice (e.g. `timeout` signals its child and then its
+      // process group); only a deliberate second interrupt skips the grace periods.
     } else {
+      // Again, or the first one while the job was already ending (a failure).
+      log->warn("{}{}: killing every rank now", name, first_signal ? " again" : "");
       kill_all();
     }
     signals.async_wait([this](const boost::system::error_code& ec, int s) {
       io_thread_.assert_held();
       if (!ec) on_signal(s);
+    });
+  }
+
+  // A flood of junk connections costs one line per host per second, with a count.
+  void on_rejected(const std::string& peer, const std::string& reason) HORA_REQUIRES(io_thread_) {
+    const std::string host = hora::endpoint_host(peer);
+    if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
+          return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s", n,
+                             host);
+        })) {
+      log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
+    }
+    arm_throttle();
+  }
+
+  // Summaries of throttled warnings are written when their window ends.
+  void arm_throttle() HORA_REQUIRES(io_thread_) {
+    const auto next = throttle.next_flush();
+    if (throttle_armed || !next) return;
+    throttle_armed = true;
+    throttle_timer.expires_at(*next);
+    throttle_timer.async_wait([this](const boost::system::error_code& ec) {
+      io_thread_.assert_held();
+      throttle_armed = false;
+      if (ec) return;
+      for (const std::string& line : throttle.flush(Clock::now())) log->warn("{}", line);
+      arm_throttle();
     });
   }
 
@@ -1015,8 +1302,16 @@ struct ElasticSupervisor::Impl {
     for (auto& [n, rd] : rounds) {
       if (rd.server) rd.server->abort_all(cause);
     }
-    // No abort grace: every worker is asked to end now (SIGTERM through its guard).
-    procs.end_all({}, std::chrono::milliseconds(0));
+    if (fixed_table != nullptr) {
+      // Ranks connected to the rendezvous get the abort notice and abort_grace to exit by
+      // themselves (printing why); the others cannot hear it and are terminated now.
+      const Round& rd = rounds.at(0);
+      procs.end_all(rd.server ? rd.server->ranks_connected() : std::set<int>{},
+                    config.base.abort_grace);
+    } else {
+      // No abort grace: every worker is asked to end now (SIGTERM through its guard).
+      procs.end_all({}, std::chrono::milliseconds(0));
+    }
     maybe_finish();
   }
 
@@ -1024,8 +1319,16 @@ struct ElasticSupervisor::Impl {
 
   void maybe_finish() HORA_REQUIRES(io_thread_) {
     if (finished) return;
+    // A fixed-size job's ranks not started yet (still spawning in begin_fixed_round()) keep the
+    // job alive; once all started, every one that exited by itself exited 0 (a failure ends
+    // the job through the policy).
+    if (fixed_table != nullptr && !ending) {
+      for (int r = 0; r < fixed_table->size(); ++r) {
+        if (!procs.started(r)) return;
+      }
+    }
     if (!procs.all_exited()) return;
-    if (!ending) {
+    if (!ending && fixed_table == nullptr) {
       // Every worker ended by itself: success when the last round's workers all exited 0.
       if (reset_due || waiting_since || !preparing.empty()) return;
       bool all_ok = current >= 0;
@@ -1052,24 +1355,31 @@ struct ElasticSupervisor::Impl {
     for (auto& [n, rd] : rounds) {
       if (rd.formation_timer) rd.formation_timer->cancel();
     }
+    throttle_timer.cancel();
+    if (policy) policy->cancel();
     boost::system::error_code ignored;
     signals.cancel(ignored);
     for (auto& [n, rd] : rounds) {
       if (rd.server) rd.server->stop();
     }
+    if (horovod) horovod->stop();
     io.stop();
   }
 
   int run() HORA_REQUIRES(io_thread_) {
-    signals.async_wait([this](const boost::system::error_code& ec, int sig) {
-      io_thread_.assert_held();
-      if (!ec) on_signal(sig);
-    });
-    reset_due = true;
-    reset_events.push_back("start");
-    plan_next_round();
-    arm_discovery();
-    arm_stopped_look();
+    if (fixed_table != nullptr) {
+      begin_fixed_round();
+    } else {
+      signals.async_wait([this](const boost::system::error_code& ec, int sig) {
+        io_thread_.assert_held();
+        if (!ec) on_signal(sig);
+      });
+      reset_due = true;
+      reset_events.push_back("start");
+      plan_next_round();
+      arm_discovery();
+      arm_stopped_look();
+    }
     if (!finished) io.run();
     if (discovery_thread.joinable()) discovery_thread.join();
     hosts.finish();
@@ -1082,11 +1392,29 @@ ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, ElasticConfig 
                                      ElasticHosts& hosts, Output& output)
     : impl_(std::make_unique<Impl>(io, std::move(config), hosts, output)) {}
 
+ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, const RankTable& table,
+                                     SupervisorConfig config, RankProcessFactory& factory,
+                                     Output& output)
+    : fixed_hosts_(std::make_unique<FixedHosts>(table, config, factory)) {
+  ElasticConfig elastic;
+  elastic.np = table.size();
+  elastic.options.min_np = table.size();
+  elastic.options.max_np = table.size();
+  elastic.hosts = table.hosts();
+  elastic.base = std::move(config);
+  impl_ = std::make_unique<Impl>(io, std::move(elastic), *fixed_hosts_, output, &table);
+}
+
 ElasticSupervisor::~ElasticSupervisor() = default;
 
 int ElasticSupervisor::run() {
   impl_->io_thread_.assert_held();  // run()'s caller's thread is the io thread from now on
   return impl_->run();
+}
+
+const std::string& ElasticSupervisor::cause() const {
+  impl_->io_thread_.assert_held();
+  return impl_->cause;
 }
 
 }  // namespace hora::cli

@@ -31,6 +31,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "cli/hosts/host_list.h"
+#include "cli/hosts/rank_table.h"
 #include "cli/options/options.h"
 #include "cli/output/output.h"
 #include "cli/spawn/rank_process.h"
@@ -78,15 +79,29 @@ struct ElasticConfig {
 
 class ElasticSupervisor {
  public:
+  // An elastic job: rounds on the hosts that `hosts` prepares.
   ElasticSupervisor(boost::asio::io_context& io, ElasticConfig config, ElasticHosts& hosts,
                     Output& output);
+  // A fixed-size job: one round of `table`'s ranks (min = max = -np), never re-planned, no
+  // discovery; its ranks come from `factory`. What its users see is the fixed job's: the rank
+  // table's numbers, the job's secret and no HORA_ELASTIC* variables, Horovod's Gloo HTTP
+  // rendezvous (config.horovod_rendezvous), MASTER_PORT, and the fixed failure policy
+  // (cli/spawn/fixed_failure_policy.h): the first failing rank is the cause and its code the
+  // exit code, 130/143 after SIGINT/SIGTERM, 1 for a start timeout, a lost rank or a launch
+  // failure, 255 for a lost agent.
+  ElasticSupervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
+                    RankProcessFactory& factory, Output& output);
   ~ElasticSupervisor();
 
   // Runs the job to its end; returns horarun's exit code. Throws Error if a rendezvous server
   // cannot start before anything was launched.
   int run();
 
+  // Why the job ended (what run() printed last); empty when it succeeded.
+  const std::string& cause() const;
+
  private:
+  std::unique_ptr<ElasticHosts> fixed_hosts_;  // a fixed job's hosts: its factory and network
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -21,6 +21,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "cli/base/errors.h"
+#include "cli/elastic/elastic_supervisor.h"
 #include "cli/output/log.h"
 #include "cli/spawn/failure_verdict.h"
 #include "cli/spawn/stall_watch.h"
@@ -224,7 +225,7 @@ struct Job {
     auto logger = launcher_log();
     auto saved = logger->sinks();
     logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_st>(log)};
-    Supervisor s(io, table, config, factory, output);
+    ElasticSupervisor s(io, table, config, factory, output);
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = s.run();
     logger->sinks() = saved;
