@@ -10,35 +10,23 @@
 set -u
 CASE=${1:?usage: elastic_test.sh CASE}
 
-WORK=$(mktemp -d /tmp/elastic_test.XXXXXX)
-INDEX=""
-PID=""
-CONFIG=""
-LEFT=""  # pids a case started outside horarun (killed on exit)
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
-  [ -n "$LEFT" ] && kill -KILL $LEFT 2>/dev/null
-  [ -n "$INDEX" ] && "$TESTHOSTS" down --index "$INDEX" >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-cd "$WORK"
-
-# fail, ok, wait_for, gone
+# fail, ok, wait_for, gone, begin_work, hosts_up
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+PID=""
+LEFT=""  # pids a case started outside horarun (killed on exit)
+cleanup_case() {
+  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+  [ -n "$LEFT" ] && kill -KILL $LEFT 2>/dev/null
+  return 0
+}
+begin_work elastic_test
 
+# up N: N test hosts h1..hN (skipped without root, `ip netns` or sshd); sets INDEX and CONFIG.
 up() {
-  [ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
-  ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
-  command -v /usr/sbin/sshd >/dev/null || { echo "skip: no sshd"; exit 77; }
-  local vars
-  vars=$("$TESTHOSTS" up --index auto --hosts "$1" 2>"$WORK/testhosts.log") ||
-    { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
-  eval "$vars"
-  INDEX=$HORA_TESTHOSTS_INDEX
-  CONFIG=$HORA_TESTHOSTS_SSH_CONFIG
-  unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG
+  need_netns
+  need_sshd
+  hosts_up "$TESTHOSTS" "$1"
 }
 
 # hosts LINE...: what the discovery script prints from now on (no line: prints nothing).

@@ -15,16 +15,9 @@ set -u
 LANG_=${1:?usage: culprit_test.sh LANG MODE CODE NP WHERE}
 MODE=$2 CODE=$3 NP=$4 WHERE=$5
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-WORK=$(mktemp -d /tmp/culprit_test.XXXXXX)
-INDEX=""
-cleanup() {
-  [ -n "$INDEX" ] && "$TESTHOSTS" down --index "$INDEX" >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-cd "$WORK"
 # shellcheck source=test/lib.sh
 source "$HERE/../lib.sh"
+begin_work culprit_test
 
 # Under a sanitizer build (the ThreadSanitizer stage of scripts/test.sh runs this suite), the
 # sanitizer's own SIGSEGV handler would end a rank that raises SIGSEGV with its exit code:
@@ -42,13 +35,9 @@ fi
 
 HOSTS=(-H "localhost:$NP")
 if [ "$WHERE" = hosts ]; then
-  [ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
-  ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
-  vars=$("$TESTHOSTS" up --index auto --hosts 2 2>"$WORK/testhosts.log") ||
-    { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
-  eval "$vars"
-  INDEX=$HORA_TESTHOSTS_INDEX
-  HOSTS=(--ssh-config "$HORA_TESTHOSTS_SSH_CONFIG" -H "h1:$((NP / 2)),h2:$((NP / 2))")
+  need_netns
+  hosts_up "$TESTHOSTS" 2
+  HOSTS=(--ssh-config "$CONFIG" -H "h1:$((NP / 2)),h2:$((NP / 2))")
 fi
 
 run 180 -np "$NP" "${HOSTS[@]}" "${PROGRAM[@]}"

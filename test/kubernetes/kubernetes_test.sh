@@ -10,9 +10,12 @@
 set -u
 CASE=${1:?usage: kubernetes_test.sh CASE}
 
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network and mount namespaces)"; exit 77; }
-ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
-command -v /usr/sbin/sshd >/dev/null || { echo "skip: no sshd"; exit 77; }
+# fail, ok, check_collectives, need_netns, need_sshd, begin_work, hosts_up
+# shellcheck source=test/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+need_netns "network and mount namespaces"
+need_sshd
 { command -v unshare && command -v ssh-keygen; } >/dev/null ||
   { echo "skip: no unshare or ssh-keygen"; exit 77; }
 unshare -m --propagation private true 2>/dev/null || { echo "skip: unshare -m is not allowed"; exit 77; }
@@ -24,30 +27,10 @@ if [ ! -d /root/.ssh ]; then
   esac
 fi
 
-WORK=$(mktemp -d /tmp/kubernetes_test.XXXXXX)
-INDEX=""
-cleanup() {
-  [ -n "$INDEX" ] && "$TESTHOSTS" down --index "$INDEX" >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-cd "$WORK" || exit 1
-
-# fail, ok, check_collectives
-# shellcheck source=test/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+begin_work kubernetes_test
 
 # up N: N test hosts h1..hN; sets INDEX, STATE (their state dir) and NET (198.18.K).
-up() {
-  local vars
-  vars=$("$TESTHOSTS" up --index auto --hosts "$1" 2>"$WORK/testhosts.log") ||
-    { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
-  eval "$vars"
-  INDEX=$HORA_TESTHOSTS_INDEX
-  STATE=$HORA_TESTHOSTS_DIR
-  NET=198.18.$INDEX
-  unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG
-}
+up() { hosts_up "$TESTHOSTS" "$1"; }
 
 # pod JOB SLOTS [IMPLEMENTATION [POLICY]]: the launcher pod's files under $WORK/pod, as the
 # operator makes them for MPIJob JOB in namespace default with two workers (h1, h2):

@@ -6,16 +6,11 @@
 set -euo pipefail
 script="$1" test_bin="$2" probe_bin="$3"
 
-if [ "$(id -u)" -ne 0 ]; then echo "skipped: needs root" >&2; exit 77; fi
-probe="hora-iface-probe-$$"
-if ! ip netns add "$probe" 2>/dev/null; then echo "skipped: ip netns unavailable" >&2; exit 77; fi
-ip netns del "$probe"
-
-K=""
-cleanup() { [ -z "$K" ] || "$script" down --index "$K" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-out=$("$script" up --index auto --hosts 2 --second-network)
-eval "$out"
-K=$HORA_TESTHOSTS_INDEX
-export HORA_TESTHOSTS_DIR HORA_NETWORK_PROBE="$probe_bin"
+# need_netns, begin_work, hosts_up
+# shellcheck source=test/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+need_netns
+begin_work network_discovery_test
+hosts_up "$script" 2 --second-network
+export HORA_TESTHOSTS_DIR="$STATE" HORA_NETWORK_PROBE="$probe_bin"
 "$test_bin"

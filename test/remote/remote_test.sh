@@ -10,39 +10,19 @@
 set -u
 CASE=${1:?usage: remote_test.sh CASE}
 
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces)"; exit 77; }
-ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
-command -v /usr/sbin/sshd >/dev/null || { echo "skip: no sshd"; exit 77; }
-
-WORK=$(mktemp -d /tmp/remote_test.XXXXXX)
-INDEX=""
-BACKGROUND=()
-cleanup() {
-  [ ${#BACKGROUND[@]} -gt 0 ] && kill -KILL "${BACKGROUND[@]}" 2>/dev/null
-  [ -n "$INDEX" ] && "$TESTHOSTS" down --index "$INDEX" >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-cd "$WORK"
-
-# fail, ok, run, wait_for, gone, check_collectives
+# fail, ok, run, wait_for, gone, check_collectives, need_netns, need_sshd, begin_work, hosts_up
 # shellcheck source=test/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+need_netns
+need_sshd
+
+begin_work remote_test
 
 # up N [OPTIONS...]: N test hosts h1..hN (OPTIONS go to testhosts.sh up, e.g.
 # --second-network); sets INDEX, CONFIG (the alias file), STATE (the state dir), NET (the first
 # three octets of their network, e.g. 198.18.3).
-up() {
-  local vars n=$1; shift
-  vars=$("$TESTHOSTS" up --index auto --hosts "$n" "$@" 2>"$WORK/testhosts.log") ||
-    { cat "$WORK/testhosts.log" >&2; fail "testhosts.sh up failed"; }
-  eval "$vars"
-  INDEX=$HORA_TESTHOSTS_INDEX
-  CONFIG=$HORA_TESTHOSTS_SSH_CONFIG
-  STATE=$HORA_TESTHOSTS_DIR
-  NET=198.18.$INDEX
-  unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG
-}
+up() { hosts_up "$TESTHOSTS" "$@"; }
 
 # Processes in the test hosts' namespaces other than their sshd (listeners and session
 # processes); prints "namespace pid comm" lines.

@@ -8,8 +8,11 @@
 set -u
 CASE=${1:?usage: slurm_test.sh CASE}
 
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root (network namespaces, Slurm daemons)"; exit 77; }
-ip netns list >/dev/null 2>&1 || { echo "skip: ip netns is unavailable"; exit 77; }
+# fail, ok, wait_for, gone, need_netns, begin_work, hosts_up
+# shellcheck source=test/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+need_netns "network namespaces, Slurm daemons"
 PATH="$PATH:/usr/sbin:/sbin"
 for tool in srun sbatch salloc scancel squeue sinfo slurmctld slurmd munged; do
   command -v "$tool" >/dev/null || { echo "skip: no $tool (scripts/setup.sh installs Slurm)"; exit 77; }
@@ -18,34 +21,14 @@ done
 # A suite run inside a Slurm job must not hand that job's variables to the test cluster's clients.
 for v in $(compgen -e | grep '^SLURM_'); do unset "$v"; done
 
-WORK=$(mktemp -d /tmp/slurm_test.XXXXXX)
-INDEX=""
-BACKGROUND=()
 job="" job_state="" job_exit=""
-cleanup() {
-  [ ${#BACKGROUND[@]} -gt 0 ] && kill -KILL "${BACKGROUND[@]}" 2>/dev/null
-  [ -n "$INDEX" ] && "$TESTSLURM" down --index "$INDEX" >/dev/null 2>&1
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-cd "$WORK" || exit 1
-
-# fail, ok, wait_for, gone
-# shellcheck source=test/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+begin_work slurm_test
 
 # up N: a Slurm cluster of N nodes h1..hN with 4 CPUs each; sets INDEX, NET (198.18.K), SLURMDIR,
 # and exports SLURM_CONF (without it the clients would look for a controller in DNS).
 up() {
-  local vars
-  vars=$("$TESTSLURM" up --index auto --hosts "$1" 2>"$WORK/testslurm.log") ||
-    { cat "$WORK/testslurm.log" >&2; fail "testslurm.sh up failed"; }
-  eval "$vars"
-  INDEX=$HORA_TESTHOSTS_INDEX
-  NET=198.18.$INDEX
-  SLURMDIR=$HORA_TESTSLURM_DIR
+  hosts_up "$TESTSLURM" "$1"
   export SLURM_CONF
-  unset HORA_TESTHOSTS_INDEX HORA_TESTHOSTS_DIR HORA_TESTHOSTS_SSH_CONFIG HORA_TESTSLURM_DIR
 }
 
 # slurm SECONDS COMMAND...: a Slurm client with a deadline, output in ./out and ./err; sets rc.
