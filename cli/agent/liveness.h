@@ -18,8 +18,11 @@ inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 // of 1 s; a remote agent gets this many missed heartbeats. HORA_AGENT_TIMEOUT_SECONDS changes it.
 inline constexpr std::chrono::milliseconds kDefaultAgentTimeout{15000};
 // How long the launcher waits for `kill -KILL` of an agent that stopped answering (its event
-// loop waits meanwhile; the job is ending).
-inline constexpr std::chrono::milliseconds kAgentKillTimeout{5000};
+// loop waits meanwhile; the job is ending). The kill is a new exec over SSH (through the relaying
+// agent for a relayed host), so it pays the user's login shell on that host: 0.65 s for root on
+// the test hosts when the machine is quiet, over 5 s at load 12 on 2 cores, where a 5 s bound
+// left stopped agents behind.
+inline constexpr std::chrono::milliseconds kAgentKillTimeout{15000};
 inline constexpr const char* kAgentTimeoutVariable = job_env::kAgentTimeoutSeconds;
 
 // The agent timeout from `value` (HORA_AGENT_TIMEOUT_SECONDS; null or empty: the default).

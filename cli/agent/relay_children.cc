@@ -20,8 +20,9 @@ namespace {
 constexpr std::size_t kMaxReadyOutput = 256u << 10;
 constexpr std::size_t kMaxReadyError = 16u << 10;
 // How long a closed host's session stays for a RELAY_KILL (the launcher sends it right after the
-// RELAY_CLOSE of an agent that stopped answering, and waits kAgentKillTimeout for the answer).
-constexpr auto kCloseLinger = std::chrono::seconds(10);
+// RELAY_CLOSE of an agent that stopped answering, and waits kAgentKillTimeout for the answer):
+// longer than that wait, so the kill still has its way there when it comes late.
+constexpr auto kCloseLinger = std::chrono::seconds(20);
 
 std::string capped(const std::string& s, std::size_t max) {
   return s.size() <= max ? s : s.substr(0, max) + "\n[... cut by the relaying agent]";
