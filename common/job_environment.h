@@ -2,7 +2,7 @@
 // and libhora (or the guard that starts a rank) reads, written once for both sides. The launcher
 // (cli/spawn/rank_environment.cc, cli/options/) sets them, the runtime (runtime/core/env.h and
 // the getenv() calls it lists) reads them; docs/environment.md describes each, and
-// test/cli/rank_environment_test.cc fails when the page and the lists below differ.
+// test/cli/spawn/rank_environment_test.cc fails when the page and the lists below differ.
 // A new variable is a constant here, an entry in one of the lists, and a row on that page.
 #pragma once
 

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Soak: many short jobs ended in mixed ways, checking that each leaves nothing behind
 # (docs/shm.md, "Lifetime"). Not part of the default test suite (it takes minutes);
-# test/shm/meson.build runs a 10-job version as `shm_soak_short`.
+# test/runtime/shm/meson.build runs a 10-job version as `shm_soak_short`.
 #
 #   scripts/soak.sh [--local N] [--remote N] [--build DIR] [--seed S]
 #
-# Each job is `horarun -np 4` of test/shm/shm_lifetime_child (N allreduces of 1 MiB over shared
+# Each job is `horarun -np 4` of test/runtime/shm/shm_lifetime_child (N allreduces of 1 MiB over shared
 # memory), on this host (--local, default 100) or on two namespace test hosts of
 # scripts/testhosts.sh (--remote, default 20; needs root, else skipped), ended by one of:
 #   clean        runs to its end
 #   rank_kill    SIGKILL to a random rank after a random 0.1-1.5 s
 #   horarun_kill SIGKILL to horarun after a random 0.1-1.5 s
 #   sigint       SIGINT to horarun after a random 0.1-1.5 s
-# Half the jobs hold a local rank's first shm_open back by 2 s (test/shm/shm_open_shim.cc), so
+# Half the jobs hold a local rank's first shm_open back by 2 s (test/runtime/shm/shm_open_shim.cc), so
 # the kill often lands while a segment still has its name. After each job (deadlines: horarun
 # 60 s, its processes 30 s after it) it checks: no process of the job is left (horarun's
 # descendants at the kill, and every process started with the job's environment), none of the
@@ -39,8 +39,8 @@ while [ $# -gt 0 ]; do
 done
 RANDOM=$SEED
 HORARUN=$BUILD/cli/horarun
-CHILD=$BUILD/test/shm/shm_lifetime_child
-SHIM=$BUILD/test/shm/libshm_open_shim.so
+CHILD=$BUILD/test/runtime/shm/shm_lifetime_child
+SHIM=$BUILD/test/runtime/shm/libshm_open_shim.so
 TESTHOSTS=$ROOT/scripts/testhosts.sh
 for f in "$HORARUN" "$CHILD" "$SHIM"; do
   [ -x "$f" ] || [ -f "$f" ] || { echo "soak: $f is missing: build first (ninja -C $BUILD)" >&2; exit 1; }

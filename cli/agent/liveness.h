@@ -2,7 +2,7 @@
 // kHeartbeatInterval; the launcher counts any byte from the agent as a sign of life and ends a
 // link silent for its agent timeout (a SIGSTOPped or hung agent, a host gone without a FIN).
 // Pure logic on time points, so the decisions are unit-tested without processes
-// (test/cli/agent_test.cc).
+// (test/cli/agent/agent_test.cc).
 #pragma once
 
 #include <chrono>

@@ -1,8 +1,8 @@
 // The environment block of one rank: the contract of docs/environment.md (HORA_*, Horovod's and
 // torchrun's names), plus variables from -x and --tcp, then the launcher's own forwarded
 // environment (cli/spawn/env_forwarding.h) for names still unset. The guard sets these on top of
-// the environment it was started with (docs/launcher.md); test/cli/rank_environment_test.cc holds
-// this file to docs/environment.md.
+// the environment it was started with (docs/launcher.md); test/cli/spawn/rank_environment_test.cc
+// holds this file to docs/environment.md.
 #pragma once
 
 #include <chrono>

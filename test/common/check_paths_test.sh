@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check_paths.py, the check that comments and docs name paths that exist: in a small git
 # repo laid out like this one, every way of naming a path that exists passes (a :line suffix,
-# punctuation, placeholders, globs, braces, build outputs, runtime paths, a cli/ subfolder,
-# ../shared); each stale reference then fails, named with its file and line. (scripts/test.sh
+# punctuation, placeholders, globs, braces, build outputs, runtime paths, a cli/ subfolder, a
+# test folder's own subfolder, ../shared); each stale reference then fails, named with its file and line. (scripts/test.sh
 # runs the check on the real tree.) The paths below are the made-up tree's, so the real tree's
 # check skips this file: check_paths: fixture
 set -euo pipefail
@@ -12,13 +12,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 repo="$tmp/repo"
 
-mkdir -p "$repo"/{cli/spawn,cli/network,docs,fuzz/corpus/wire,bench,test/cli} "$tmp/shared/horovod"
+mkdir -p "$repo"/{cli/spawn,cli/network,docs,fuzz/corpus/wire,bench,test/cli/spawn} "$tmp/shared/horovod"
 touch "$tmp/shared/horovod/x.tar.xz"
 cd "$repo"
 git init -q .
 printf '/build*/\n/fuzz/corpus/*/crash-*\n' >.gitignore
 touch cli/spawn/supervisor.h cli/spawn/supervisor.cc cli/network/probe.h docs/errors.md \
-  fuzz/wire_fuzz.cc fuzz/corpus/wire/hello README.md test/cli/supervisor_test.cc
+  fuzz/wire_fuzz.cc fuzz/corpus/wire/hello README.md test/cli/supervisor_test.cc \
+  test/cli/spawn/guard_test.cc
 printf "executable('rendezvous_bench', 'rendezvous_bench.cc')\n" >bench/meson.build
 printf "foreach name : ['wire']\n  executable(name + '_fuzz', name + '_fuzz.cc')\nendforeach\n" \
   >fuzz/meson.build
@@ -34,6 +35,8 @@ Made up, on purpose: cli/none/x.h (check_paths: ignore).
 END
 printf '// The guard (spawn/supervisor.h, network/probe.h).\n' >cli/spawn/guard.h
 printf '// As spawn/supervisor.h says.\n' >test/cli/guard_test.cc
+# A test folder mirrors its source folder: its meson.build names its own subfolders.
+printf "executable('guard_test', 'spawn/guard_test.cc')\n" >test/cli/meson.build
 git add -A
 git -c user.name=test -c user.email=test@localhost commit -qm base
 python3 "$check" "$repo" >"$tmp/out" 2>&1 ||
@@ -57,4 +60,6 @@ expect docs/good.md 9 'Unpack ../shared/horovod/y.tar.xz' ../shared/horovod/y.ta
 expect cli/spawn/guard.h 2 '// see network/choice.h' 'network/choice.h (cli/network/choice.h)'
 expect test/cli/guard_test.cc 2 '// see spawn/guard_request.h' \
   'spawn/guard_request.h (cli/spawn/guard_request.h)'
+expect test/cli/meson.build 2 "executable('env_test', 'spawn/env_test.cc')" \
+  'spawn/env_test.cc (cli/spawn/env_test.cc)'
 echo "ok: check_paths passes a clean tree and names each stale path"

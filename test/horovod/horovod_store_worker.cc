@@ -1,5 +1,5 @@
 // A rank that rendezvouses through horarun's Horovod HTTP store exactly as Horovod 0.28.1's
-// worker does (test/rendezvous/horovod_http_client.h), reading the same variables:
+// worker does (test/rendezvous/horovod/horovod_http_client.h), reading the same variables:
 // HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT, HOROVOD_RANK/SIZE, HOROVOD_LOCAL_RANK/SIZE,
 // HOROVOD_CROSS_RANK/SIZE and HOROVOD_HOSTNAME. It forms the global, local and cross contexts,
 // then the global process set's (scope suffix `_process_set_hash_<std::hash of "0,1,...,">`),
@@ -20,7 +20,7 @@
 #include <sstream>
 #include <string>
 
-#include "test/rendezvous/horovod_http_client.h"
+#include "test/rendezvous/horovod/horovod_http_client.h"
 
 using hora::rdv::horovod::test::HorovodHttpClient;
 

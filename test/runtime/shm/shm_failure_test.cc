@@ -16,7 +16,7 @@
 
 #include "runtime/shm/segment.h"
 #include "runtime/shm/shm_group.h"
-#include "test/shm/shm_job.h"
+#include "test/runtime/shm/shm_job.h"
 
 using hora::DataType;
 using hora::ReduceOp;

@@ -8,7 +8,7 @@ script="$1" test_bin="$2" probe_bin="$3"
 
 # need_netns, begin_work, hosts_up
 # shellcheck source=test/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"
 need_netns
 begin_work network_discovery_test
 hosts_up "$script" 2 --second-network

@@ -12,8 +12,8 @@
 
 #include "rendezvous/horovod/http_server.h"
 #include "rendezvous/horovod/pickle.h"
-#include "test/rendezvous/horovod_http_client.h"
-#include "test/rendezvous/horovod_plans.h"
+#include "test/rendezvous/horovod/horovod_http_client.h"
+#include "test/rendezvous/horovod/horovod_plans.h"
 #include "test/support/server_thread.h"
 
 using namespace hora::rdv::horovod;

@@ -10,7 +10,7 @@ test/meson.build's horovod_archive option, run by Debian's python3):
 - rendezvous/horovod/notify.h's client delivers HostsUpdatedRequest to that real service
   (its handler sees the timestamp and flag), and fails when framed with another key.
 
-Usage: horovod_pickle_real_test.py TOOL (test/rendezvous/horovod_pickle_tool.cc), with
+Usage: horovod_pickle_real_test.py TOOL (test/rendezvous/horovod/horovod_pickle_tool.cc), with
 HOROVOD_ARCHIVE set. Exits 77 (skipped) without the archive, cloudpickle or psutil.
 """
 import base64

@@ -1,4 +1,4 @@
-// A rank program for test/shm/shm_lifetime_test.sh and scripts/soak.sh (public API only):
+// A rank program for test/runtime/shm/shm_lifetime_test.sh and scripts/soak.sh (public API only):
 // hora::init(), ITERATIONS allreduces of 256 Ki floats (checked), hora::shutdown(). Rank 0
 // prints "shm_lifetime_child: N ranks, ITERATIONS allreduces ok".
 #include <hora/hora.h>

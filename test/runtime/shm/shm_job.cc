@@ -1,4 +1,4 @@
-#include "test/shm/shm_job.h"
+#include "test/runtime/shm/shm_job.h"
 
 #include <dirent.h>
 #include <hora/error.h>

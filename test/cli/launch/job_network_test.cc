@@ -1,6 +1,6 @@
 // apply_job_network(): where the rendezvous server listens, what each host is told, and the
 // interface variables per host, from a given choice (cli/launch/job_network.h). The choice itself
-// and discovery are tested in test/network and test/remote.
+// and discovery are tested in test/cli/network and test/remote.
 #include <catch2/catch.hpp>
 
 #include "cli/launch/job_network.h"

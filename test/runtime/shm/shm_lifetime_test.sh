@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Shared-memory segments never outlive their job (docs/shm.md, "Lifetime").
 # One case per run: shm_lifetime_test.sh CASE. Local rank 1's first shm_open is held back by the
-# LD_PRELOAD shim ($SHIM, test/shm/shm_open_shim.cc), so local rank 0's segment still has its
+# LD_PRELOAD shim ($SHIM, test/runtime/shm/shm_open_shim.cc), so local rank 0's segment still has its
 # name in /dev/shm when the job is ended:
 #   delayed_open    rank 1 joins after the start timeout: the job fails, nothing is left
 #   sigint_horarun  SIGINT to horarun (local rank 0 also ends its wait on the abort itself)
 #   sigkill_horarun SIGKILL to horarun (the guards must clean up)
 #   sigkill_rank0   SIGKILL to local rank 0, the segment's creator
 # The shim logs the names this job's ranks create, so the check sees this job's segments only.
-# Needs HORARUN, CHILD (shm_lifetime_child) and SHIM from the environment (test/shm/meson.build).
+# Needs HORARUN, CHILD (shm_lifetime_child) and SHIM from the environment (test/runtime/shm/meson.build).
 set -u
 CASE=${1:?usage: shm_lifetime_test.sh CASE}
-LIB=$(cd "$(dirname "$0")/.." && pwd)/lib.sh
+LIB=$(cd "$(dirname "$0")/../.." && pwd)/lib.sh
 WORK=$(mktemp -d /tmp/hora-shm-lifetime.XXXXXX)
 HPID=
 cleanup() {

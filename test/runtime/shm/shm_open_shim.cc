@@ -1,5 +1,5 @@
-// An LD_PRELOAD shim for test/shm/shm_lifetime_test.sh and scripts/soak.sh: wraps shm_open so a
-// test can name the segments of its own job and hold a rank back from mapping them.
+// An LD_PRELOAD shim for test/runtime/shm/shm_lifetime_test.sh and scripts/soak.sh: wraps shm_open
+// so a test can name the segments of its own job and hold a rank back from mapping them.
 //   HORA_TEST_SHM_LOG=FILE     appends "create NAME" or "open NAME" for every "/hora-" name
 //   HORA_TEST_SHM_DELAY=SECS   sleeps that long before an open without O_CREAT (a local rank
 //                              other than 0 joining its host's segment)

@@ -181,7 +181,8 @@ TEST_CASE("horovodrun's engine flags become the runtime's variables") {
                      "--stall-check-shutdown-time-seconds", "0", "--gloo-timeout-seconds", "45",
                      "x"},
                     {});
-  // hora's names first; Horovod's for the same settings follow (test/cli/horovod_flags_test.cc).
+  // hora's names first; Horovod's for the same settings follow
+  // (test/cli/options/horovod_flags_test.cc).
   const Tuning hora_names(o.tuning.begin(),
                           o.tuning.begin() + std::min<std::size_t>(9, o.tuning.size()));
   CHECK(hora_names == Tuning{{"HORA_TIMELINE", "tl.json"},
