@@ -13,7 +13,7 @@
 
 #include "cli/base/errors.h"
 #include "cli/elastic/discovery_script.h"
-#include "cli/elastic/elastic_supervisor.h"
+#include "cli/elastic/supervisor.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/launch/job_config.h"
@@ -389,7 +389,7 @@ int launch_elastic(const Options& options, const LaunchContext& ctx) {
                               options.merge_stderr},
                 most, ctx.stdout_fd, ctx.stderr_fd, &io);
   const LogSinkAttachment log_to_output(output);
-  ElasticSupervisor supervisor(io, std::move(config), agents, output);
+  Supervisor supervisor(io, std::move(config), agents, output);
   const int rc = supervisor.run();
   output.flush(rc == 130 || rc == 143 ? std::chrono::milliseconds(2000) : Output::kStalledReader);
   return rc;

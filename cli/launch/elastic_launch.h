@@ -2,7 +2,7 @@
 // --host-discovery-script (run once now, then by the supervisor about once a second) or from
 // -H/--hostfile; the hosts known now are preflighted as in a fixed job, hosts found later by the
 // supervisor through ElasticHosts (their preflight runs on a thread of its own); then
-// ElasticSupervisor runs the rounds (cli/elastic/elastic_supervisor.h).
+// the Supervisor runs the rounds (cli/elastic/supervisor.h), as it runs a fixed job's one round.
 //
 // The first listing of a discovery script is treated as every later one: this machine under a
 // second name is ignored, and hosts whose address cannot be resolved are left out while the

@@ -11,7 +11,7 @@
 #include "cli/launch/launcher.h"
 #include "cli/options/options.h"
 #include "cli/remote/remote_hosts.h"
-#include "cli/spawn/supervisor.h"
+#include "cli/spawn/supervisor_config.h"
 
 namespace hora::cli {
 

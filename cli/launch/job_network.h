@@ -21,7 +21,7 @@
 #include "cli/network/choice.h"
 #include "cli/network/spec.h"
 #include "cli/remote/remote_hosts.h"
-#include "cli/spawn/supervisor.h"
+#include "cli/spawn/supervisor_config.h"
 
 namespace hora::cli {
 

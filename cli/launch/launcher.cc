@@ -24,6 +24,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "cli/base/errors.h"
+#include "cli/elastic/supervisor.h"
 #include "cli/hosts/host_list.h"
 #include "cli/hosts/local_host.h"
 #include "cli/hosts/rank_table.h"
@@ -42,7 +43,6 @@
 #include "cli/remote/remote_hosts.h"
 #include "cli/remote/slurm_agents.h"
 #include "cli/spawn/agent_rank_process.h"
-#include "cli/spawn/supervisor.h"
 #include "common/duration.h"
 #include "common/fd_limit.h"
 #include "common/unique_fd.h"

@@ -6,8 +6,9 @@
 //   3. preflight  every remote host over SSH (cli/remote/remote_hosts.h)
 //   4. network    choose each host's interface and the launcher's address
 //                 (cli/launch/job_network.h); --dry-run stops here
-//   5. rendezvous, spawn and supervise: the Supervisor runs the rendezvous server, starts every
-//                 rank's guard and ends the job (cli/spawn/supervisor.h)
+//   5. rendezvous, spawn and supervise: the Supervisor runs the job as one round: the
+//                 rendezvous server, every rank's guard, the fixed failure policy and the end
+//                 (cli/elastic/supervisor.h); an elastic job runs its rounds there too
 //
 // main.cc gathers argv, the environment and the working directory and maps exceptions to exit
 // codes; everything else happens here, so tests drive a whole job through run_launcher().

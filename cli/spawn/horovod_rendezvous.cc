@@ -6,7 +6,7 @@
 
 #include "cli/base/errors.h"
 #include "cli/output/log.h"
-#include "cli/spawn/supervisor.h"
+#include "cli/spawn/supervisor_config.h"
 #include "rendezvous/errors.h"
 #include "rendezvous/horovod/http_server.h"
 

@@ -1,8 +1,8 @@
-// The processes of a job's ranks, as both supervisors run them (the fixed job's, supervisor.h;
-// the elastic job's, cli/elastic/elastic_supervisor.h): each one started with its events, its
-// output split into lines and relayed under its rank's prefix, asked to end and killed when it
-// outlives the graces, and the answer to "has every one exited, with its output drained?". What
-// a failure means and when the job ends is the supervisor's business, not this one's.
+// The processes of a job's ranks, as the supervisor runs them for fixed-size and elastic jobs
+// (cli/elastic/supervisor.h): each one started with its events, its output split into lines and
+// relayed under its rank's prefix, asked to end and killed when it outlives the graces, and the
+// answer to "has every one exited, with its output drained?". What a failure means and when the job
+// ends is the supervisor's business, not this one's.
 //
 // Keyed by an id: the rank in a fixed job, the worker id in an elastic one, whose output prefix
 // (its rank) changes from round to round (set_output_rank()).

@@ -1,8 +1,8 @@
-// The rank-process core both supervisors share (cli/spawn/rank_processes.h), with fake
-// processes that record what they were asked and answer as scripted on the io_context: output
-// relayed line by line under the rank's prefix (which an elastic worker's new round changes),
-// the end of a job (terminate now or after the abort grace, kill after the graces), stop() of one
-// process, and "every one exited and drained" with the drain timeout.
+// The rank-process core of the supervisor, for fixed-size and elastic jobs
+// (cli/spawn/rank_processes.h), with fake processes that record what they were asked and answer as
+// scripted on the io_context: output relayed line by line under the rank's prefix (which an elastic
+// worker's new round changes), the end of a job (terminate now or after the abort grace, kill after
+// the graces), stop() of one process, and "every one exited and drained" with the drain timeout.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>

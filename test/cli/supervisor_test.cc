@@ -1,7 +1,9 @@
-// The supervisor's failure policy with fake rank processes (the real rendezvous server runs on
-// 127.0.0.1:0; a fake connects to it with a real client only when its script says so). Fakes
-// record what the supervisor asked and answer as scripted, posting their events on the
-// io_context like real processes do.
+// The supervisor running a fixed-size job (one round, cli/elastic/supervisor.h) under the fixed
+// failure policy, with fake rank processes through its RankProcessFactory seam (the real
+// rendezvous server runs on 127.0.0.1:0; a fake connects to it with a real client only when its
+// script says so). Fakes record what the supervisor asked and answer as scripted, posting their
+// events on the io_context like real processes do. Then the policy's parts by themselves
+// (cli/spawn/failure_verdict.h, cli/spawn/stall_watch.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,11 +23,10 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "cli/base/errors.h"
-#include "cli/elastic/elastic_supervisor.h"
+#include "cli/elastic/supervisor.h"
 #include "cli/output/log.h"
 #include "cli/spawn/failure_verdict.h"
 #include "cli/spawn/stall_watch.h"
-#include "cli/spawn/supervisor.h"
 #include "common/endpoint.h"
 #include "rendezvous/client.h"
 #include "rendezvous/secret.h"
@@ -225,7 +226,7 @@ struct Job {
     auto logger = launcher_log();
     auto saved = logger->sinks();
     logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_st>(log)};
-    ElasticSupervisor s(io, table, config, factory, output);
+    Supervisor s(io, table, config, factory, output);
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = s.run();
     logger->sinks() = saved;

@@ -1,26 +1,48 @@
-// Runs an elastic job (docs/elastic.md): rounds of workers, each round with its own rendezvous
-// server and secret; a lost worker blacklists its host and starts the next round on the hosts
-// left (RESET with interrupt to the survivors); a host found by discovery gets workers in the
-// next round (RESET without interrupt: the survivors join at their next commit). A worker that
-// has not reached its round's rendezvous --elastic-timeout after the round began is lost (a
+// Runs one job, fixed-size or elastic, as rounds of ranks (docs/launcher.md, "Failure policy";
+// docs/elastic.md): a fixed-size job is one round that is never re-planned, the way torchrun's
+// agent runs a fixed job as an elastic one with min = max.
+//
+// What both share: each round's rendezvous server, the ranks' processes (RankProcesses,
+// cli/spawn/rank_processes.h: started with their events, their output relayed line by line,
+// asked to end and killed after the graces, "all exited and drained"), the end of the job
+// (ABORT(reason) from the rendezvous to every rank, SIGTERM through each guard, SIGKILL after
+// kill_grace, guards still running after kill_grace + guard_slack killed), SIGINT/SIGTERM
+// (130/143; a second one a second or more later kills every rank at once), and the throttled
+// warnings about rejected rendezvous connections. run() returns once every guard has exited and
+// every output stream is drained (or drain_timeout passed after the last exit), then prints the
+// cause.
+//
+// A fixed-size job (the RankTable constructor): one round of the table's ranks, each a worker
+// whose id is its rank, with the job's secret, Horovod's Gloo HTTP rendezvous and MASTER_PORT;
+// what their events mean is the fixed failure policy's (cli/spawn/fixed_failure_policy.h): the
+// first failing rank is the cause and its code the exit code, ranks missing at --start-timeout,
+// a rank that lost its rendezvous connection and keeps running, or the stall check end the job
+// (exit 1), a lost host agent ends it with 255. Ranks connected to the rendezvous get
+// abort_grace to exit by themselves before SIGTERM.
+//
+// An elastic job (the ElasticHosts constructor): rounds of workers, each round with its own
+// rendezvous server and secret; a lost worker blacklists its host and starts the next round on
+// the hosts left (RESET with interrupt to the survivors); a host found by discovery gets workers
+// in the next round (RESET without interrupt: the survivors join at their next commit). A worker
+// that has not reached its round's rendezvous --elastic-timeout after the round began is lost (a
 // stopped or traced one on this machine is named with its state at once). A blacklisted host
 // comes back when its cooldown ends (a timer). A round's server stops once a newer round formed.
+// What the script lists is judged here (docs/elastic.md, "What horarun does with a listing"): a
+// second name for this machine is ignored, fewer slots stop a host's highest local ranks, and an
+// empty listing counts only once it lasted --elastic-timeout. Ending: every worker exited 0 ->
+// 0; below --min-np for --elastic-timeout, more resets than --reset-limit, no worker left to hand
+// on the state -> the first failed worker's code (1 when none failed).
 //
-// Threading: everything runs on the io_context of the thread that calls run(), as in the fixed
-// supervisor (cli/spawn/supervisor.h): workers' pipes and exits, the rounds' servers, timers,
-// signals. The state is that thread's role (hora::ThreadRole, common/thread_annotations.h), which
-// every handler asserts and every method requires; clang's -Wthread-safety checks it. Two kinds
-// of work leave that thread and post their answers back: the discovery script (one run at a
-// time) and preparing new hosts (ElasticHosts::prepare). The workers' processes are
-// RankProcesses (cli/spawn/rank_processes.h), as a fixed job's ranks are. What the script lists is
-// judged here (docs/elastic.md, "What horarun does with a listing"): a second name for this
-// machine is ignored, fewer slots stop a host's highest local ranks, and an empty listing counts
-// only once it lasted --elastic-timeout.
+// Where a later change serves Horovod's elastic rendezvous (docs/design/horovod-elastic-plan.md,
+// section 3): the round's start (begin_round), the round formed (on_connected), and a worker's
+// exit (on_exit) are the hooks; `horovod` is the job's Horovod server, today a fixed job's only.
 //
-// Ending: every worker exited 0 -> 0; below --min-np for --elastic-timeout, more resets than
-// --reset-limit, no worker left to hand on the state, or SIGINT/SIGTERM -> the job ends as the
-// fixed supervisor ends one (SIGTERM to every guard, SIGKILL after the grace), with the first
-// failed worker's code (1 when none failed; 128 + signal after a signal).
+// Threading: everything runs on the io_context of the thread that calls run(): workers' pipes
+// and exits, the rounds' servers, timers, signals. The state is that thread's role
+// (hora::ThreadRole, common/thread_annotations.h), which every handler asserts and every method
+// requires; clang's -Wthread-safety checks it in every clang build. Two kinds of work leave that
+// thread and post their answers back: the discovery script (one run at a time) and preparing
+// new hosts (ElasticHosts::prepare).
 #pragma once
 
 #include <functional>
@@ -35,7 +57,7 @@
 #include "cli/options/options.h"
 #include "cli/output/output.h"
 #include "cli/spawn/rank_process.h"
-#include "cli/spawn/supervisor.h"
+#include "cli/spawn/supervisor_config.h"
 
 namespace hora::cli {
 
@@ -77,11 +99,11 @@ struct ElasticConfig {
   std::chrono::milliseconds reset_settle{300};
 };
 
-class ElasticSupervisor {
+class Supervisor {
  public:
   // An elastic job: rounds on the hosts that `hosts` prepares.
-  ElasticSupervisor(boost::asio::io_context& io, ElasticConfig config, ElasticHosts& hosts,
-                    Output& output);
+  Supervisor(boost::asio::io_context& io, ElasticConfig config, ElasticHosts& hosts,
+             Output& output);
   // A fixed-size job: one round of `table`'s ranks (min = max = -np), never re-planned, no
   // discovery; its ranks come from `factory`. What its users see is the fixed job's: the rank
   // table's numbers, the job's secret and no HORA_ELASTIC* variables, Horovod's Gloo HTTP
@@ -89,9 +111,9 @@ class ElasticSupervisor {
   // (cli/spawn/fixed_failure_policy.h): the first failing rank is the cause and its code the
   // exit code, 130/143 after SIGINT/SIGTERM, 1 for a start timeout, a lost rank or a launch
   // failure, 255 for a lost agent.
-  ElasticSupervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
-                    RankProcessFactory& factory, Output& output);
-  ~ElasticSupervisor();
+  Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
+             RankProcessFactory& factory, Output& output);
+  ~Supervisor();
 
   // Runs the job to its end; returns horarun's exit code. Throws Error if a rendezvous server
   // cannot start before anything was launched.

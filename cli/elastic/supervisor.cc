@@ -1,4 +1,4 @@
-#include "cli/elastic/elastic_supervisor.h"
+#include "cli/elastic/supervisor.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -143,7 +143,7 @@ RoundPlan fixed_plan(const RankTable& table) {
 
 }  // namespace
 
-struct ElasticSupervisor::Impl {
+struct Supervisor::Impl {
   // Every member but the references, the configuration, the secret, the logger and procs (which
   // asserts the role itself) is the io thread's (the one that calls run()): handlers assert it,
   // methods require it (common/thread_annotations.h). The discovery script and the preparation
@@ -1291,13 +1291,7 @@ struct ElasticSupervisor::Impl {
     ending = true;
     cause = std::move(reason);
     exit_code = code;
-    settle_timer.cancel();
-    wait_timer.cancel();
-    discovery_timer.cancel();
-    cooldown_timer.cancel();
-    for (auto& [n, rd] : rounds) {
-      if (rd.formation_timer) rd.formation_timer->cancel();
-    }
+    stop_planning();
     log->info("ending the job: {}", cause);
     for (auto& [n, rd] : rounds) {
       if (rd.server) rd.server->abort_all(cause);
@@ -1316,6 +1310,18 @@ struct ElasticSupervisor::Impl {
   }
 
   void kill_all() HORA_REQUIRES(io_thread_) { procs.kill_all(); }
+
+  // No next round: the timers that plan one (the reset settle, the wait for hosts, discovery,
+  // the cooldowns, a round's formation) are cancelled.
+  void stop_planning() HORA_REQUIRES(io_thread_) {
+    settle_timer.cancel();
+    wait_timer.cancel();
+    discovery_timer.cancel();
+    cooldown_timer.cancel();
+    for (auto& [n, rd] : rounds) {
+      if (rd.formation_timer) rd.formation_timer->cancel();
+    }
+  }
 
   void maybe_finish() HORA_REQUIRES(io_thread_) {
     if (finished) return;
@@ -1341,20 +1347,13 @@ struct ElasticSupervisor::Impl {
       ending = true;
       exit_code = all_ok ? 0 : first_failure_code.value_or(1);
       if (!all_ok) cause = "elastic: the job ended without a successful last round";
-      discovery_timer.cancel();
-      settle_timer.cancel();
-      wait_timer.cancel();
-      cooldown_timer.cancel();
+      stop_planning();
     }
     if (!procs.exited_and_drained()) return;
     finished = true;
     procs.cancel_timers();
+    stop_planning();
     stopped_timer.cancel();
-    discovery_timer.cancel();
-    cooldown_timer.cancel();
-    for (auto& [n, rd] : rounds) {
-      if (rd.formation_timer) rd.formation_timer->cancel();
-    }
     throttle_timer.cancel();
     if (policy) policy->cancel();
     boost::system::error_code ignored;
@@ -1388,13 +1387,12 @@ struct ElasticSupervisor::Impl {
   }
 };
 
-ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, ElasticConfig config,
-                                     ElasticHosts& hosts, Output& output)
+Supervisor::Supervisor(boost::asio::io_context& io, ElasticConfig config, ElasticHosts& hosts,
+                       Output& output)
     : impl_(std::make_unique<Impl>(io, std::move(config), hosts, output)) {}
 
-ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, const RankTable& table,
-                                     SupervisorConfig config, RankProcessFactory& factory,
-                                     Output& output)
+Supervisor::Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
+                       RankProcessFactory& factory, Output& output)
     : fixed_hosts_(std::make_unique<FixedHosts>(table, config, factory)) {
   ElasticConfig elastic;
   elastic.np = table.size();
@@ -1405,14 +1403,14 @@ ElasticSupervisor::ElasticSupervisor(boost::asio::io_context& io, const RankTabl
   impl_ = std::make_unique<Impl>(io, std::move(elastic), *fixed_hosts_, output, &table);
 }
 
-ElasticSupervisor::~ElasticSupervisor() = default;
+Supervisor::~Supervisor() = default;
 
-int ElasticSupervisor::run() {
+int Supervisor::run() {
   impl_->io_thread_.assert_held();  // run()'s caller's thread is the io thread from now on
   return impl_->run();
 }
 
-const std::string& ElasticSupervisor::cause() const {
+const std::string& Supervisor::cause() const {
   impl_->io_thread_.assert_held();
   return impl_->cause;
 }

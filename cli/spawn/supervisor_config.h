@@ -1,39 +1,14 @@
-// Runs one job: the rendezvous server, every rank's guard, their output, and the failure policy
-// (docs/launcher.md, "Failure policy").
-//
-// Threading: everything happens on one Boost.Asio io_context, on the thread that calls run():
-// the rendezvous server's handlers, the ranks' pipes and exit watchers, the timers and the
-// SIGINT/SIGTERM signal_set. No locks: the state is guarded by the io thread's role
-// (hora::ThreadRole, common/thread_annotations.h), which every handler asserts and every method
-// requires; clang's -Wthread-safety checks it in every clang build.
-//
-// The ranks' processes themselves (started with their events, their output relayed line by line,
-// asked to end and killed after the graces, "all exited and drained") are RankProcesses
-// (rank_processes.h), which the elastic supervisor shares; this class decides what their events
-// mean for the job.
-//
-// Ending a job: the first rank to exit non-zero or die of a signal, a lost rendezvous
-// connection of a rank that keeps running, ranks missing at --start-timeout, or SIGINT/SIGTERM
-// to horarun start the same sequence: the rendezvous server sends ABORT(reason) to every rank;
-// guards of ranks not connected to the rendezvous are asked to terminate at once, the others
-// after abort_grace (SIGTERM to the rank's process group, SIGKILL after kill_grace); guards
-// still running after kill_grace + guard_slack are killed. run() returns once every guard has
-// exited and every output stream is drained (or drain_timeout passed after the last exit), then
-// prints the cause.
+// What a job's supervisor (cli/elastic/supervisor.h) is configured with: the command, the ranks'
+// working directory, JobFacts, the network of each host, the stall check, and the graces of the
+// failure policy (docs/launcher.md, "Failure policy"). cli/launch/job_config.h fills it for fixed
+// and elastic jobs alike.
 #pragma once
 
 #include <chrono>
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
-#include "cli/hosts/rank_table.h"
-#include "cli/output/output.h"
 #include "cli/spawn/rank_environment.h"
-#include "cli/spawn/rank_process.h"
 #include "cli/spawn/stall_watch.h"
 
 namespace hora::cli {
@@ -97,26 +72,6 @@ struct SupervisorConfig {
   // From the first failure heard (while other ranks run) to the verdict naming the cause:
   // time to hear the events that happened before it but were read after it.
   std::chrono::milliseconds verdict_settle = kDefaultVerdictSettle;
-};
-
-class Supervisor {
- public:
-  Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
-             RankProcessFactory& factory, Output& output);
-  ~Supervisor();
-
-  // Runs the job to its end. Returns horarun's exit code: 0 when every rank exited 0, the
-  // failing rank's code (128 + signal when killed), 130/143 after SIGINT/SIGTERM, 1 for a
-  // start timeout, a lost rank or a launch failure. Throws Error if the rendezvous server
-  // cannot start (nothing has been launched then).
-  int run();
-
-  // Why the job ended (what run() printed last); empty when every rank exited 0.
-  const std::string& cause() const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace hora::cli
