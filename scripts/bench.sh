@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 BENCHMARKS=(collectives compare training fusion torch torch_steps rendezvous scale launch remote_launch
-  discovery elastic_recovery spark_start)
+  discovery elastic_recovery spark_start step_limit)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -36,6 +36,9 @@ source bench/elastic_recovery.sh
 # bench_spark_start in bench/spark_start.sh (hora.spark vs TorchDistributor vs horovod.spark).
 # shellcheck source=bench/spark_start.sh
 source bench/spark_start.sh
+# bench_step_limit in bench/step_limit.sh (spark_start's step: compute and allreduce limits).
+# shellcheck source=bench/step_limit.sh
+source bench/step_limit.sh
 
 # bench_scale in bench/bench_scale.sh (rendezvous at 1024/4096 ranks, a real -np 128 job).
 # shellcheck source=bench/bench_scale.sh
@@ -251,6 +254,10 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 to the first collective, the whole 20-step job's time and steps/s of a small MLP,
                 median of SS_REPEATS=3 interleaved runs, ratios to TorchDistributor, and where
                 the time to the first collective goes
+  step_limit    bench/step_limit.sh: across 2 test hosts x 1 rank (needs root), spark_start's
+                step taken apart side by side in one horarun job: compute alone, one allreduce
+                of its 1.08 MB of gradients with torch.distributed gloo and with hora (plain and
+                grouped), whole DDP and hora.torch steps, and the steps/s each allreduce allows
   all           every benchmark above, with default arguments (the default)
 
 Environment: BUILD_DIR (default build); NO_BUILD=1 skips set-up and build.
