@@ -62,10 +62,27 @@ def wait_for(seconds, what, probe):
 OURS = re.compile(r'org\.apache\.spark|pyspark\.daemon|pyspark/daemon|pyspark\.worker|'
                   r'hora\.driver\._rank|spark-class')
 
+# Every process this test starts inherits this variable (the clusters' daemons are started with
+# os.environ, their executors, Python workers, Ray actors and ranks inherit it from them), so the
+# leftover check counts this run's processes only: another job's Spark or Ray on the same machine
+# (a benchmark, a second test run) is not this test's leftover. A daemon that cleared its
+# environment would escape the check; none of Spark's or Ray's does.
+RUN_MARK_NAME = 'SUITE_RUN_MARK'
+os.environ.setdefault(RUN_MARK_NAME, '%d-%d' % (os.getpid(), time.time_ns()))
+RUN_MARK = ('%s=%s' % (RUN_MARK_NAME, os.environ[RUN_MARK_NAME])).encode()
+
+
+def _has_run_mark(pid):
+    try:
+        with open('/proc/%s/environ' % pid, 'rb') as f:
+            return RUN_MARK in f.read().split(b'\0')
+    except OSError:
+        return False
+
 
 def our_processes(pattern=OURS):
-    """pid -> command line of every process matching pattern (default: Spark JVMs, Python
-    workers and hora ranks) on this machine."""
+    """pid -> command line of every process of this run (RUN_MARK in its environment) matching
+    pattern (default: Spark JVMs, Python workers and hora ranks)."""
     found = {}
     for pid in os.listdir('/proc'):
         if not pid.isdigit() or int(pid) == os.getpid():
@@ -76,7 +93,7 @@ def our_processes(pattern=OURS):
         except OSError:
             continue
         # The driver's own JVM (pyspark's gateway, "pyspark-shell") lives as long as this process.
-        if pattern.search(cmd) and 'pyspark-shell' not in cmd:
+        if pattern.search(cmd) and 'pyspark-shell' not in cmd and _has_run_mark(pid):
             found[int(pid)] = cmd
     return found
 
