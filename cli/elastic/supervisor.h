@@ -105,12 +105,12 @@ class Supervisor {
   Supervisor(boost::asio::io_context& io, ElasticConfig config, ElasticHosts& hosts,
              Output& output);
   // A fixed-size job: one round of `table`'s ranks (min = max = -np), never re-planned, no
-  // discovery; its ranks come from `factory`. What its users see is the fixed job's: the rank
-  // table's numbers, the job's secret and no HORA_ELASTIC* variables, Horovod's Gloo HTTP
-  // rendezvous (config.horovod_rendezvous), MASTER_PORT, and the fixed failure policy
-  // (cli/spawn/fixed_failure_policy.h): the first failing rank is the cause and its code the
-  // exit code, 130/143 after SIGINT/SIGTERM, 1 for a start timeout, a lost rank or a launch
-  // failure, 255 for a lost agent.
+  // discovery; its ranks come from `factory` (`table` and `factory` outlive the supervisor).
+  // What its users see is the fixed job's: the rank table's numbers, the job's secret and no
+  // HORA_ELASTIC* variables, Horovod's Gloo HTTP rendezvous (config.horovod_rendezvous),
+  // MASTER_PORT, and the fixed failure policy (cli/spawn/fixed_failure_policy.h): the first
+  // failing rank is the cause and its code the exit code, 130/143 after SIGINT/SIGTERM, 1 for a
+  // start timeout, a lost rank or a launch failure, 255 for a lost agent.
   Supervisor(boost::asio::io_context& io, const RankTable& table, SupervisorConfig config,
              RankProcessFactory& factory, Output& output);
   ~Supervisor();
