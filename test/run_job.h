@@ -1,6 +1,6 @@
 // Running a program (horarun, usually) from a Catch2 test: its output collected, a deadline
 // enforced, and the environment variables meson test sets read. Header-only, for the tests that
-// drive whole jobs (test/engine/async_job_test.cc, test/runtime/api/reinit_test.cc).
+// drive whole jobs (test/runtime/engine/async_job_test.cc, test/runtime/api/reinit_test.cc).
 #pragma once
 
 #include <fcntl.h>

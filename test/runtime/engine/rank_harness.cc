@@ -1,4 +1,4 @@
-#include "test/engine/rank_harness.h"
+#include "test/runtime/engine/rank_harness.h"
 
 #include <exception>
 #include <thread>

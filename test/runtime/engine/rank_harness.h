@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/engine/engine.h"
-#include "test/engine/thread_transport.h"
+#include "test/runtime/engine/thread_transport.h"
 
 namespace hora::test {
 

@@ -20,9 +20,9 @@
 #include "runtime/engine/response_cache.h"
 #include "runtime/engine/stall_inspector.h"
 #include "runtime/engine/timeline.h"
-#include "test/engine/json_reader.h"
-#include "test/engine/thread_transport.h"
 #include "test/read_file.h"
+#include "test/runtime/engine/json_reader.h"
+#include "test/runtime/engine/thread_transport.h"
 
 using namespace hora;
 using namespace hora::detail::engine;

@@ -1,6 +1,6 @@
 // Integration tests of the async engine inside libhora: real `horarun -np N` jobs of async_job
 // (Gloo over loopback TCP, the launcher's rendezvous), checked from their output and timeline.
-// HORARUN and ASYNC_JOB come from the environment (test/engine/meson.build sets them).
+// HORARUN and ASYNC_JOB come from the environment (test/runtime/engine/meson.build sets them).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "test/engine/json_reader.h"
 #include "test/read_file.h"
 #include "test/run_job.h"
+#include "test/runtime/engine/json_reader.h"
 
 using hora::test::count_of;
 using hora::test::required_env;

@@ -1,4 +1,4 @@
-#include "test/engine/json_reader.h"
+#include "test/runtime/engine/json_reader.h"
 
 #include <cctype>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "test/engine/thread_transport.h"
+#include "test/runtime/engine/thread_transport.h"
 
 #include <cstring>
 

@@ -20,9 +20,9 @@
 
 #include "runtime/engine/engine.h"
 #include "runtime/engine/op_state.h"
-#include "test/engine/json_reader.h"
-#include "test/engine/rank_harness.h"
 #include "test/read_file.h"
+#include "test/runtime/engine/json_reader.h"
+#include "test/runtime/engine/rank_harness.h"
 
 using namespace hora;
 using namespace hora::detail::engine;

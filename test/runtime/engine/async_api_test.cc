@@ -10,7 +10,7 @@
 
 #include "runtime/engine/engine.h"
 #include "runtime/process/process.h"
-#include "test/engine/thread_transport.h"
+#include "test/runtime/engine/thread_transport.h"
 
 using namespace hora;
 using namespace hora::detail::engine;
