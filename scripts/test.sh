@@ -17,6 +17,7 @@
 #   HORA_WERROR=1   warnings are errors in build/, build-asan/ and build-cpu/ (.ci/run sets it)
 #   HORA_ASAN=0     skip step 3 (e.g. for a quick local run); .ci/run always runs it
 #   HORA_ASAN_SUITES="common rendezvous"   the suites step 3 runs (default: ASAN_SUITES below)
+#   HORA_ASAN_TESTS="supervisor_test"      single tests step 3 runs besides (default: ASAN_TESTS)
 #   HORA_TSAN=0     skip step 4, the ThreadSanitizer build (build-tsan/, clang) and its suites
 #   HORA_TSAN_SUITES="engine shm"   the suites step 4 runs (default: TSAN_SUITES below)
 set -euo pipefail
@@ -76,7 +77,15 @@ summarize build "suite"
 # threads: its collectives test alone was minutes at -O0 under ASan; the ThreadSanitizer stage
 # runs its whole-job cases, and `shm` and `engine` keep the data paths and the engine under
 # ASan). HORA_ASAN_SUITES adds them back.
-read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh shm engine cli network}"
+# Of `cli` (and not `network`), only the tests of the launcher's event-driven core run here: the
+# supervisor and the rank processes (callbacks that outlive what they capture), the agent and its
+# relay (frames, buffers, streams) and the line splitter. The rest of cli/ is parsers and
+# decisions on values: its parsers are fuzzed under ASan (scripts/fuzz.sh: host lists, ssh_config,
+# known_hosts, agent frames, guard requests), and each of those tests is another Catch2 program
+# to compile at -O0 with instrumentation (about 25 of them: minutes of a 2-core CI machine).
+# HORA_ASAN_TESTS changes the list; HORA_ASAN_SUITES="... cli network" brings all of them back.
+read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh shm engine}"
+read -r -a ASAN_TESTS <<<"${HORA_ASAN_TESTS-supervisor_test rank_processes_test agent_test relay_test agent_rank_process_test line_splitter_test agent_frame_test}"
 if [ "${HORA_ASAN:-1}" != 0 ]; then
   if [ ! -f build-asan/build.ninja ]; then
     # -O0: at -O2 the sanitizers' instrumentation made this build 3-4x the normal one's compile
@@ -106,7 +115,18 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
     LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
     "${selection[@]}" || rc=$?
-  summarize build-asan "sanitizers"
+  # The single tests: a second run (meson selects by suite or by name, not by either), with a
+  # log of its own beside testlog.json.
+  rm -f build-asan/meson-logs/asan-tests.json
+  if [ $# -eq 0 ] && [ ${#ASAN_TESTS[@]} -gt 0 ]; then
+    ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0" \
+      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
+      meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
+      --logbase asan-tests "${ASAN_TESTS[@]}" || rc=$?
+  fi
+  python3 scripts/test_summary.py sanitizers build-asan/meson-logs/testlog.json \
+    build-asan/meson-logs/asan-tests.json || true
   [ "$rc" -eq 0 ] || status=$rc
 fi
 
