@@ -223,9 +223,12 @@ inline constexpr char kElastic[] = "HORA_ELASTIC";                 // "1"
 inline constexpr char kRound[] = "HORA_ROUND";                     // the round at the start
 inline constexpr char kWorkerId[] = "HORA_WORKER_ID";              // stable across rounds
 inline constexpr char kElasticTimeout[] = "HORA_ELASTIC_TIMEOUT";  // seconds to wait for a round
+// Horovod's own switch for its elastic mode (horovodrun sets it): a worker with it asks
+// GET /rank_and_size after every reset (docs/elastic.md, "Horovod elastic programs").
+inline constexpr char kHorovodElastic[] = "HOROVOD_ELASTIC";  // "1"
 
 inline constexpr std::string_view kElasticContract[] = {kElastic, kRound, kWorkerId,
-                                                        kElasticTimeout};
+                                                        kElasticTimeout, kHorovodElastic};
 
 // Read by horarun from its own environment, never set for ranks (docs/environment.md, "Read by
 // horarun itself").
@@ -233,7 +236,12 @@ inline constexpr char kAllowSrunStep[] = "HORA_ALLOW_SRUN_STEP";  // "1": run as
 inline constexpr char kAgentTimeoutSeconds[] =
     "HORA_AGENT_TIMEOUT_SECONDS";  // an agent's silence that ends the job
 
-inline constexpr std::string_view kLauncherSettings[] = {kAllowSrunStep, kAgentTimeoutSeconds};
+// "1": an elastic job serves Horovod's elastic rendezvous (docs/elastic.md, "Horovod elastic
+// programs"); off by default, so an elastic job of hora programs opens no unauthenticated port.
+inline constexpr char kHoraHorovodElastic[] = "HORA_HOROVOD_ELASTIC";
+
+inline constexpr std::string_view kLauncherSettings[] = {kAllowSrunStep, kAgentTimeoutSeconds,
+                                                         kHoraHorovodElastic};
 
 // Set and read by hora's Python side and its build, never by horarun or libhora
 // (docs/environment.md, "Set and read by hora's Python tools and build"): named here so that the

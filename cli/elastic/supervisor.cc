@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,6 +23,7 @@
 #include "cli/base/errors.h"
 #include "cli/elastic/blacklist.h"
 #include "cli/elastic/discovery_script.h"
+#include "cli/elastic/horovod_elastic.h"
 #include "cli/elastic/round_plan.h"
 #include "cli/hosts/rank_table.h"
 #include "cli/output/log.h"
@@ -156,6 +158,7 @@ struct Supervisor::Impl {
     bool stopping = false;       // we asked it to end: its exit is not a failure
     std::map<int, int> rank_in;  // round -> its rank in that round
     int connected_round = -1;    // the newest round it reached the rendezvous of
+    int horovod_round = -1;      // the round whose numbers its Horovod environment holds
     // Its drop grace, from a rendezvous connection lost without goodbye to its exit.
     std::unique_ptr<asio::steady_timer> drop_timer;
   };
@@ -234,6 +237,10 @@ struct Supervisor::Impl {
   // policy, which decides what the ranks' events mean (cli/spawn/fixed_failure_policy.h).
   std::unique_ptr<HorovodRendezvous> horovod HORA_GUARDED_BY(io_thread_);
   std::unique_ptr<FixedFailurePolicy> policy HORA_GUARDED_BY(io_thread_);
+  // An elastic job's: Horovod's elastic rendezvous, one server for the job's life
+  // (cli/elastic/horovod_elastic.h); null with --no-horovod-rendezvous.
+  std::unique_ptr<HorovodElastic> hvd HORA_GUARDED_BY(io_thread_);
+  std::string horovod_local_address HORA_GUARDED_BY(io_thread_);  // where this machine's reach it
 
   hora::LogThrottle throttle
       HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
@@ -481,6 +488,7 @@ struct Supervisor::Impl {
     current = number;
     round.began = Clock::now();
     start_server(round);
+    if (hvd) hvd->begin_round(RankTable(round.plan.hosts, round.plan.size));
     if (!first) arm_formation_look(round);
     next_worker_id += static_cast<int>(round.plan.started.size());
 
@@ -512,6 +520,81 @@ struct Supervisor::Impl {
         }
       }
     }
+    if (hvd && !first) {
+      if (!interrupt) horovod_notify(round);
+      horovod_barrier();
+    }
+  }
+
+  // ---- Horovod's elastic rendezvous (cli/elastic/horovod_elastic.h) ----------------------
+
+  void start_horovod() HORA_REQUIRES(io_thread_) {
+    // Opt-in: with a discovery script the server listens on every address without
+    // authentication (as horovodrun's), which a job of hora programs does not need.
+    const char* opt_in = std::getenv(job_env::kHoraHorovodElastic);
+    if (!config.base.horovod_rendezvous || opt_in == nullptr || std::string(opt_in) != "1") return;
+    // One port for the job's life. Without a discovery script the hosts are known: a fixed
+    // job's listen addresses and remote peers. With one, hosts found later may reach the
+    // launcher at any address and from addresses nobody reported: every address, any peer
+    // host, as horovodrun (peers on this machine must still be the job's user's).
+    const bool discovery = !config.options.discovery_script.empty();
+    std::vector<std::string> bind =
+        discovery ? std::vector<std::string>{"0.0.0.0"} : horovod_listen_addresses(config.base);
+    std::vector<std::string> remote =
+        discovery ? std::vector<std::string>{} : config.base.remote_host_addresses;
+    horovod_local_address = is_wildcard(bind.front()) ? "127.0.0.1" : bind.front();
+    // Sizes the connection limits: the most ranks the job may have, or plenty without --max-np.
+    const int most = config.options.max_np.value_or(std::max(config.np, 1024));
+    HorovodElasticEvents events;
+    events.on_joined = [this](int rank, const std::string& peer) {
+      io_thread_.assert_held();
+      if (ending || current < 0) return;
+      log->info("rank {} of round {} reached Horovod's rendezvous from {}", rank, current, peer);
+      on_connected(current, rank, peer);
+    };
+    events.on_held = [this](const std::string&) {
+      io_thread_.assert_held();
+      horovod_barrier();
+    };
+    hvd = std::make_unique<HorovodElastic>(io, std::move(bind), std::move(remote), most,
+                                           std::move(events));
+  }
+
+  // Horovod's barrier: the held GET /rank_and_size of the current round's survivors are
+  // answered once every one of them asked; their Gloo init then starts together.
+  void horovod_barrier() HORA_REQUIRES(io_thread_) {
+    if (!hvd || current < 0 || ending) return;
+    const Round& rd = rounds.at(current);
+    std::vector<Worker*> behind;
+    for (const PlannedRank& p : rd.plan.ranks) {
+      if (p.is_new) continue;
+      Worker& w = workers.at(p.worker_id);
+      if (w.horovod_round >= current || !running(w) || w.stopping) continue;
+      // A kept worker's local rank is its slot (round_plan.h), in every round.
+      if (!hvd->held(horovod_slot(w.host.name, w.slot))) return;
+      behind.push_back(&w);
+    }
+    for (Worker* w : behind) {
+      hvd->release(horovod_slot(w->host.name, w->slot));
+      w->horovod_round = current;
+    }
+    if (!behind.empty()) {
+      log->info("elastic: round {}: {} Horovod survivor{} released from the barrier", current,
+                behind.size(), behind.size() == 1 ? "" : "s");
+    }
+  }
+
+  // A round that did not interrupt: rank 0 of the round before hears that hosts changed and
+  // every rank resets at its next commit (horovodrun's driver does the same).
+  void horovod_notify(const Round& round) HORA_REQUIRES(io_thread_) {
+    Worker* w = worker_of(round.number - 1, 0);
+    if (w == nullptr || !running(*w) || w->stopping) return;
+    const rdv::horovod::HostUpdate what =
+        round.plan.started.empty()   ? rdv::horovod::HostUpdate::kRemoved
+        : round.plan.stopped.empty() ? rdv::horovod::HostUpdate::kAdded
+                                     : rdv::horovod::HostUpdate::kMixed;
+    const std::string known = hosts.network(w->host.name).rendezvous_host;
+    hvd->notify(horovod_slot(w->host.name, w->slot), what, known, known.empty());
   }
 
   rdv::wire::Reset reset_for(const Round& round, int r, const std::string& host, bool interrupt)
@@ -753,6 +836,12 @@ struct Supervisor::Impl {
     facts.nccl_ifnames = net.nccl_ifnames;
     facts.master_addr = config.base.master_addr;
     facts.secret_hex = rdv::secret_to_hex(secret);
+    if (hvd) {
+      facts.horovod_addr =
+          net.rendezvous_host.empty() ? horovod_local_address : net.rendezvous_host;
+      facts.horovod_port = hvd->port();
+      w.horovod_round = round.number;
+    }
     // A new worker may wait for the others until their next commit.
     facts.start_timeout = std::max(facts.start_timeout, config.options.elastic_timeout);
     GuardRequest request;
@@ -761,6 +850,7 @@ struct Supervisor::Impl {
     request.env.emplace_back(job_env::kElastic, "1");
     request.env.emplace_back(job_env::kRound, std::to_string(round.number));
     request.env.emplace_back(job_env::kWorkerId, std::to_string(w.id));
+    if (hvd) request.env.emplace_back(job_env::kHorovodElastic, "1");
     // The launcher decides when the wait for hosts is over: the ranks wait a minute longer.
     request.env.emplace_back(job_env::kElasticTimeout,
                              std::to_string(config.options.elastic_timeout.count() +
@@ -1362,6 +1452,7 @@ struct Supervisor::Impl {
       if (rd.server) rd.server->stop();
     }
     if (horovod) horovod->stop();
+    if (hvd) hvd->stop();
     io.stop();
   }
 
@@ -1373,6 +1464,7 @@ struct Supervisor::Impl {
         io_thread_.assert_held();
         if (!ec) on_signal(sig);
       });
+      start_horovod();
       reset_due = true;
       reset_events.push_back("start");
       plan_next_round();

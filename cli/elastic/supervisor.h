@@ -33,9 +33,11 @@
 // 0; below --min-np for --elastic-timeout, more resets than --reset-limit, no worker left to hand
 // on the state -> the first failed worker's code (1 when none failed).
 //
-// Where a later change serves Horovod's elastic rendezvous (docs/design/horovod-elastic-plan.md,
-// section 3): the round's start (begin_round), the round formed (on_connected), and a worker's
-// exit (on_exit) are the hooks; `horovod` is the job's Horovod server, today a fixed job's only.
+// Horovod's elastic rendezvous (cli/elastic/horovod_elastic.h; docs/elastic.md, "Horovod elastic
+// programs"): an elastic job with HORA_HOROVOD_ELASTIC=1 serves it for its life on one port;
+// begin_round swaps its plan, notifies rank 0 of added hosts and releases the survivors' held
+// rank_and_size requests once all asked; a rank that reaches hvd.init() joins the round
+// (on_connected). A fixed job's `horovod` is HorovodRendezvous (cli/spawn/horovod_rendezvous.h).
 //
 // Threading: everything runs on the io_context of the thread that calls run(): workers' pipes
 // and exits, the rounds' servers, timers, signals. The state is that thread's role

@@ -4,7 +4,9 @@
 # exit, even on failure; it exits 77 (skip) without root or `ip netns`. The local_* cases run on
 # this machine only.
 # Environment: HORARUN, ELASTIC_TRAIN (examples/elastic_train), TESTHOSTS (scripts/testhosts.sh),
-# PYTHONPATH (build/python for hora.torch), PY_ELASTIC (the elastic PyTorch example).
+# PYTHONPATH (build/python for hora.torch), PY_ELASTIC (the elastic PyTorch example), HVD_RESIZE
+# (test/horovod/horovod_elastic_resize.py) and HOROVOD_ARCHIVE (unpack_horovod) for the Horovod
+# cases.
 # The hosts the job may use are a file the discovery script prints; a case edits it to make a
 # host come or go. Every horarun run has a deadline; waits poll a condition with a deadline.
 set -u
@@ -442,6 +444,64 @@ case_local_setsid_child() {
   local p
   for p in $LEFT; do wait_for 10 dead "$p" || fail "the script's setsid child $p was left"; done
   ok "the setsid children of $(echo "$LEFT" | wc -w) discovery runs were killed and named"
+}
+
+
+# hvd_steps SIZE: rank 0 of the Horovod program printed a step at SIZE ranks.
+hvd_steps() { grep -qE "^\[0\]<stdout>:step [0-9]+ size $1\$" out 2>/dev/null; }
+
+# A real Horovod elastic program (hvd.elastic.run, TorchState, a commit every step) grows from 2
+# to 4 ranks when the listing gains slots: rank 0 is told of the new hosts, every survivor resets
+# at its next commit and waits at the barrier for the others, the new workers join, and all four
+# end with the same weights.
+case_local_horovod_grow() {
+  unpack_horovod
+  export HORA_HOROVOD_ELASTIC=1
+  hosts localhost:2
+  start --verbose -np 2 --min-np 2 --max-np 4 "$PYTHON" "$HVD_RESIZE" 40 4
+  wait_for 180 hvd_steps 2 || fail "the job did not train at size 2: $(tail -5 err; tail -5 out)"
+  hosts localhost:4
+  finish 240
+  check_done 4
+  hvd_steps 4 || fail "no step at size 4: $(tail -5 out)"
+  local r
+  for r in 0 1; do
+    grep -qE "<stdout>:reset rank $r size 4\$" out || fail "rank $r did not reset to size 4: $(grep reset out)"
+  done
+  grep -q "elastic: round 1 formed: 4 ranks" err || fail "round 1 did not form: $(cat err)"
+  grep -q "told Horovod worker localhost:0 .* that hosts changed" err ||
+    fail "rank 0 was not notified: $(cat err)"
+  ok "a Horovod elastic program grew from 2 to 4 ranks (notified, reset, barrier) and ended with equal weights"
+}
+
+
+# A worker of a real Horovod elastic program is killed (SIGKILL on h2): the survivors on h1 get
+# HorovodInternalError, restore their last commit and ask for their place; h2 is blacklisted,
+# the barrier releases them into round 1 at size 2, and training goes on from the commit.
+case_horovod_kill() {
+  unpack_horovod
+  export HORA_HOROVOD_ELASTIC=1
+  up 2
+  hosts h1:2 h2:2
+  start -np 4 --min-np 2 "$PYTHON" "$HVD_RESIZE" 60 2
+  wait_for 240 grep -qE "^\[0\]<stdout>:step 10 size 4\$" out ||
+    fail "the job did not reach step 10 at size 4: $(tail -5 err; tail -5 out)"
+  kill -KILL "$(pids_on h2 python3 | head -1)" || fail "no worker on h2"
+  hosts h1:2
+  finish 240
+  check_done 2
+  grep -q "elastic: round 1: .*\bh2\b.*; new size 2 on h1:2" err || fail "no reset line: $(cat err)"
+  local r last first
+  for r in 0 1; do
+    grep -qE "<stdout>:reset rank $r size 2\$" out || fail "rank $r did not reset to size 2: $(grep reset out)"
+  done
+  # Steps go on from the last commit: the first step at size 2 follows one done at size 4.
+  last=$(grep -oE "^\[0\]<stdout>:step [0-9]+ size 4\$" out | tail -1 | awk '{print $2}')
+  first=$(grep -oE "^\[0\]<stdout>:step [0-9]+ size 2\$" out | head -1 | awk '{print $2}')
+  [ -n "$first" ] && [ "$first" -ge 10 ] && [ "$first" -le $((last + 1)) ] ||
+    fail "size 2 began at step '$first', the last step at size 4 was $last"
+  wait_for 10 nothing_on h1 h2 || fail "processes left: h1 $(pids_on h1) h2 $(pids_on h2)"
+  ok "Horovod elastic: a worker on h2 killed at size 4; survivors reset to size 2 at step $first (last at 4: $last), equal weights, exit 0"
 }
 
 "case_$CASE"
