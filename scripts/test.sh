@@ -109,21 +109,19 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
   # Any report fails the test: ASan and UBSan stop the process at the first error, LeakSanitizer
   # reports at exit. scripts/lsan.supp lists the only leaks tolerated (inside third-party
   # libraries). Timeouts are raised: sanitized code runs 2-3x slower.
+  asan_test() {
+    ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0" \
+      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
+      meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 "$@"
+  }
   rc=0
-  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0" \
-    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
-    meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
-    "${selection[@]}" || rc=$?
+  asan_test "${selection[@]}" || rc=$?
   # The single tests: a second run (meson selects by suite or by name, not by either), with a
   # log of its own beside testlog.json.
   rm -f build-asan/meson-logs/asan-tests.json
   if [ $# -eq 0 ] && [ ${#ASAN_TESTS[@]} -gt 0 ]; then
-    ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0" \
-      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-      LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0" \
-      meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
-      --logbase asan-tests "${ASAN_TESTS[@]}" || rc=$?
+    asan_test --logbase asan-tests "${ASAN_TESTS[@]}" || rc=$?
   fi
   python3 scripts/test_summary.py sanitizers build-asan/meson-logs/testlog.json \
     build-asan/meson-logs/asan-tests.json || true

@@ -41,17 +41,17 @@ def outcome(record):
     return "skipped" if r == "SKIP" else "failed"
 
 
-def count(paths, one_more=None):
+def count(recs, one_more=None):
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     if one_more:
         counts[one_more] += 1
-    for _, record in records(paths):
+    for _, record in recs:
         counts[outcome(record)] += 1
     return counts
 
 
-def report_failures(paths, out):
-    for build, record in records(paths):
+def report_failures(recs, out):
+    for build, record in recs:
         if outcome(record) != "failed":
             continue
         print(f"FAILED {build}: {record.get('name')} ({record.get('result')}, "
@@ -61,9 +61,8 @@ def report_failures(paths, out):
             print(f"    {line}", file=out)
 
 
-def report_slowest(paths, n, out):
-    timed = sorted(((r.get("duration") or 0, b, r.get("name")) for b, r in records(paths)),
-                   reverse=True)
+def report_slowest(recs, n, out):
+    timed = sorted(((r.get("duration") or 0, b, r.get("name")) for b, r in recs), reverse=True)
     if not timed:
         return
     total = sum(t for t, _, _ in timed)
@@ -79,10 +78,11 @@ def main(argv):
     parser.add_argument("--slowest", type=int, default=0, metavar="N")
     parser.add_argument("testlogs", nargs="*")
     args = parser.parse_intermixed_args(argv)
+    recs = list(records(args.testlogs))  # each testlog read once
     if args.slowest:
-        report_slowest(args.testlogs, args.slowest, sys.stdout)
-    report_failures(args.testlogs, sys.stdout)
-    c = count(args.testlogs, args.one_more)
+        report_slowest(recs, args.slowest, sys.stdout)
+    report_failures(recs, sys.stdout)
+    c = count(recs, args.one_more)
     print(f"{args.label}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
     return 0
 
