@@ -222,6 +222,24 @@ struct Job {
   }
   std::ostringstream log;  // the launcher logger's warnings during run()
 
+  // Runs `then` on the io thread once ranks 0 and 1 are connected to the rendezvous, polling
+  // every 10 ms on `step` (which `then` may go on using).
+  void when_two_connected(boost::asio::steady_timer& step, std::function<void()> then) {
+    poll_ = [this, &step, then = std::move(then)](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto& fakes = factory.created_;
+      if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
+        step.expires_after(10ms);
+        step.async_wait(poll_);
+        return;
+      }
+      then();
+    };
+    step.expires_after(10ms);
+    step.async_wait(poll_);
+  }
+  std::function<void(const boost::system::error_code&)> poll_;
+
   int run() {
     auto logger = launcher_log();
     auto saved = logger->sinks();
@@ -333,15 +351,8 @@ TEST_CASE(
   // socket (an agent reported it first; under load both wait in one wake-up): rank 0's exit,
   // then rank 1's drop, rank 0's drop and rank 1's exit.
   boost::asio::steady_timer step(job.io);
-  std::function<void(const boost::system::error_code&)> poll;
-  poll = [&](const boost::system::error_code& ec) {
-    if (ec) return;
+  job.when_two_connected(step, [&] {
     auto& fakes = job.factory.created_;
-    if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
-      step.expires_after(10ms);
-      step.async_wait(poll);
-      return;
-    }
     fakes[0]->exit_now(ExitStatus{false, 1, 0});
     boost::asio::post(job.io, [&] {
       fakes[1]->drop();
@@ -355,9 +366,7 @@ TEST_CASE(
         });
       });
     });
-  };
-  step.expires_after(10ms);
-  step.async_wait(poll);
+  });
   CHECK(job.run() == 3);
   CHECK_THAT(job.err, EndsWith("horarun: rank 1 on localhost exited with code 3\n"));
 }
@@ -373,15 +382,8 @@ TEST_CASE(
   // while rank 1 is still finishing its exit handlers. Rank 1 then exits 1.
   boost::asio::steady_timer step(job.io);
   std::thread leaver;
-  std::function<void(const boost::system::error_code&)> poll;
-  poll = [&](const boost::system::error_code& ec) {
-    if (ec) return;
+  job.when_two_connected(step, [&] {
     auto& fakes = job.factory.created_;
-    if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
-      step.expires_after(10ms);
-      step.async_wait(poll);
-      return;
-    }
     // goodbye() waits for the server's answer, which the io thread sends: not on the io thread.
     leaver = std::thread([&] {
       fakes[1]->goodbye_at_exit();
@@ -395,9 +397,7 @@ TEST_CASE(
         });
       });
     });
-  };
-  step.expires_after(10ms);
-  step.async_wait(poll);
+  });
   const int rc = job.run();
   if (leaver.joinable()) leaver.join();
   CHECK(rc == 1);
@@ -414,15 +414,8 @@ TEST_CASE(
   // horarun happens to read rank 0's closed connection and exit before rank 1's.
   boost::asio::steady_timer step(job.io);
   std::thread victim;
-  std::function<void(const boost::system::error_code&)> poll;
-  poll = [&](const boost::system::error_code& ec) {
-    if (ec) return;
+  job.when_two_connected(step, [&] {
     auto& fakes = job.factory.created_;
-    if (fakes.size() < 2 || !fakes[0]->connected() || !fakes[1]->connected()) {
-      step.expires_after(10ms);
-      step.async_wait(poll);
-      return;
-    }
     victim = std::thread([&] {
       fakes[0]->blame(1);  // waits for the server's answer: not on the io thread
       boost::asio::post(job.io, [&] {
@@ -436,9 +429,7 @@ TEST_CASE(
         });
       });
     });
-  };
-  step.expires_after(10ms);
-  step.async_wait(poll);
+  });
   const int rc = job.run();
   if (victim.joinable()) victim.join();
   CHECK(rc == 128 + SIGKILL);
