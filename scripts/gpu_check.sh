@@ -9,14 +9,14 @@
 # The GPU machine has CUDA, NCCL (the nvidia-nccl-cu13 wheel), a Python with PyTorch for CUDA,
 # a C++ compiler, but none of Debian's packages hora builds against (Boost, libssh2, Gloo,
 # spdlog, ...). So --bundle builds hora here (build-gpu/: release, NCCL on, torch off) and stages
-# into .gpu/ the programs (horarun, the test/gpu tests, allreduce_bench), libhora, and every
+# into .gpu/ the programs (horarun, the test/runtime/nccl tests, allreduce_bench), libhora, and every
 # library they need beyond glibc, libstdc++, CUDA and NCCL; those come from the GPU machine, and
 # of the carried ones only those it lacks are used. There, this script compiles hora.torch's
 # extension (python/src/torch_ops.cc) against that machine's torch and libhora from .gpu/, then
 # runs every check with a deadline, going on after a failure. It writes REPORT_DIR/report.md
 # (versions, device, each check's result, the bench tables) and REPORT_DIR/checks.log.
 #
-# Checks: the test/gpu suite; allreduce_bench over NCCL (-np 1) next to the CPU path (-np 1, 2);
+# Checks: the gpu suite's programs (test/runtime/nccl); allreduce_bench over NCCL (-np 1) next to the CPU path (-np 1, 2);
 # hora.torch on CUDA tensors (test/python/test_cuda.py, test_sync_batch_norm.py): every op at
 # -np 1 through NCCL and at -np 2 on the one GPU staged through host memory, the CUDA jobs whose
 # setup is wrong (test_cuda_jobs.py: hora's errors, not NCCL's), and training steps of a small
@@ -38,8 +38,9 @@ if [ "${1:-}" = --bundle ]; then
     meson setup build-gpu --buildtype=release -Dnccl=enabled -Dtorch=disabled >/dev/null
   fi
   # Ninja's targets: paths inside build-gpu/.
-  targets=(cli/horarun bench/allreduce_bench test/gpu/select_device_test test/gpu/unique_id_test
-           test/gpu/cuda_api_test test/gpu/nccl_gpu_test
+  targets=(cli/horarun bench/allreduce_bench test/runtime/nccl/select_device_test
+           test/runtime/nccl/unique_id_test
+           test/runtime/nccl/cuda_api_test test/runtime/nccl/nccl_gpu_test
            runtime/libhora.so.0.1.0)  # check_paths: ignore
   flock /tmp/hora-build.lock ninja -C build-gpu "${targets[@]}"
   rm -rf "$bundle"
@@ -122,7 +123,7 @@ run_check() {
 if [ "$local_mode" = 1 ]; then
   bin=${HORA_BUILD_DIR:-$here/build}
   horarun=$bin/cli/horarun
-  gpu_tests=$bin/test/gpu
+  gpu_tests=$bin/test/runtime/nccl
   bench=$bin/bench/allreduce_bench
   python=${PYTHON:-/usr/bin/python3}
   pythonpath=$bin/python
@@ -238,7 +239,7 @@ fi
 
 # --- The checks ------------------------------------------------------------------------------
 for t in select_device_test unique_id_test cuda_api_test nccl_gpu_test; do
-  run_check "test/gpu $t" 120 "$gpu_tests/$t"
+  run_check "test/runtime/nccl $t" 120 "$gpu_tests/$t"
 done
 
 bench_table() {  # NAME NP ARGS...: a bench run whose table also goes into the report

@@ -10,7 +10,8 @@
 // needs no exchange and never touches the client.
 //
 // This file has no CUDA or NCCL in it: the id is produced by a callable, so the exchange is
-// tested against a real rendezvous server on machines without a GPU (test/gpu/unique_id_test.cc).
+// tested against a real rendezvous server on machines without a GPU
+// (test/runtime/nccl/unique_id_test.cc).
 #pragma once
 
 #include <array>
