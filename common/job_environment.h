@@ -236,12 +236,7 @@ inline constexpr char kAllowSrunStep[] = "HORA_ALLOW_SRUN_STEP";  // "1": run as
 inline constexpr char kAgentTimeoutSeconds[] =
     "HORA_AGENT_TIMEOUT_SECONDS";  // an agent's silence that ends the job
 
-// "1": an elastic job serves Horovod's elastic rendezvous (docs/elastic.md, "Horovod elastic
-// programs"); off by default, so an elastic job of hora programs opens no unauthenticated port.
-inline constexpr char kHoraHorovodElastic[] = "HORA_HOROVOD_ELASTIC";
-
-inline constexpr std::string_view kLauncherSettings[] = {kAllowSrunStep, kAgentTimeoutSeconds,
-                                                         kHoraHorovodElastic};
+inline constexpr std::string_view kLauncherSettings[] = {kAllowSrunStep, kAgentTimeoutSeconds};
 
 // Set and read by hora's Python side and its build, never by horarun or libhora
 // (docs/environment.md, "Set and read by hora's Python tools and build"): named here so that the

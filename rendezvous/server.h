@@ -57,6 +57,9 @@ struct ServerEvents {
   // oversized frame, an unknown op). In the latter case on_disconnected(rank, false, reason)
   // is reported too.
   std::function<void(const std::string& peer, const std::string& reason)> on_rejected;
+  // A connection opened with an HTTP request (wire::http_request_start: its start), before
+  // on_rejected for it: a Horovod program's Gloo store, pointed at this port.
+  std::function<void(const std::string& peer, const std::string& request)> on_http_request;
 };
 
 class Server {

@@ -92,11 +92,28 @@ void encode_header(const Header& header, std::uint8_t* out) {
   put_le(out + 12, header.payload_bytes, 4);
 }
 
+std::optional<std::string> http_request_start(std::span<const std::uint8_t, kHeaderBytes> b) {
+  const std::string text(b.begin(), b.end());
+  bool method = false;
+  for (const char* m : {"GET /", "PUT /", "POST /", "DELETE /", "HEAD /"}) {
+    if (text.rfind(m, 0) == 0) method = true;
+  }
+  if (!method) return std::nullopt;
+  // The request line up to its end or the first byte that is not printable.
+  std::size_t n = 0;
+  while (n < text.size() && text[n] >= 0x20 && text[n] < 0x7f) ++n;
+  return text.substr(0, n);
+}
+
 Status decode_header(std::span<const std::uint8_t, kHeaderBytes> b, std::size_t max_frame_bytes,
                      Header* out, std::string* why) {
   out->request_id = static_cast<std::uint32_t>(get_le(b.data() + 8, 4));
   out->payload_bytes = static_cast<std::uint32_t>(get_le(b.data() + 12, 4));
   out->version = b[2];
+  if (const auto http = http_request_start(b)) {
+    *why = fmt::format("an HTTP request (\"{}...\"), not a hora rendezvous frame", *http);
+    return Status::kBadFrame;
+  }
   if (b[0] != kMagic0 || b[1] != kMagic1) {
     *why = fmt::format(
         "not a hora rendezvous frame (first bytes 0x{:02x} 0x{:02x}, expected "

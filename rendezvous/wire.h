@@ -131,6 +131,12 @@ void encode_header(const Header& header, std::uint8_t* out /* kHeaderBytes */);
 Status decode_header(std::span<const std::uint8_t, kHeaderBytes> bytes, std::size_t max_frame_bytes,
                      Header* out, std::string* why);
 
+// When the first bytes of a connection are an HTTP request ("PUT /global/rank_0 ...", "GET /x"),
+// their printable start (method and as much of the path as arrived); otherwise nullopt. A
+// program of Horovod's own package speaks HTTP to whatever HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT
+// name: seen on a hora port, that tells the launcher what kind of program reached it.
+std::optional<std::string> http_request_start(std::span<const std::uint8_t, kHeaderBytes> bytes);
+
 // Writes the header of a frame in place: `frame` starts with kHeaderBytes bytes reserved for it,
 // followed by the payload (so a response built that way is sent without another copy).
 // `payload_bytes`: the payload's length when part of it is sent from other buffers after

@@ -240,7 +240,9 @@ struct Supervisor::Impl {
   // An elastic job's: Horovod's elastic rendezvous, one server for the job's life
   // (cli/elastic/horovod_elastic.h); null with --no-horovod-rendezvous.
   std::unique_ptr<HorovodElastic> hvd HORA_GUARDED_BY(io_thread_);
-  std::string horovod_local_address HORA_GUARDED_BY(io_thread_);  // where this machine's reach it
+  std::string horovod_local_address HORA_GUARDED_BY(io_thread_);
+  std::string http_peer HORA_GUARDED_BY(
+      io_thread_);  // a Horovod worker that ended the job  // where this machine's reach it
 
   hora::LogThrottle throttle
       HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second
@@ -529,10 +531,9 @@ struct Supervisor::Impl {
   // ---- Horovod's elastic rendezvous (cli/elastic/horovod_elastic.h) ----------------------
 
   void start_horovod() HORA_REQUIRES(io_thread_) {
-    // Opt-in: with a discovery script the server listens on every address without
-    // authentication (as horovodrun's), which a job of hora programs does not need.
-    const char* opt_in = std::getenv(job_env::kHoraHorovodElastic);
-    if (!config.base.horovod_rendezvous || opt_in == nullptr || std::string(opt_in) != "1") return;
+    // Opt-in (--horovod-elastic): with a discovery script the server listens on every address
+    // without authentication (as horovodrun's), which a job of hora programs does not need.
+    if (!config.base.horovod_rendezvous || !config.options.horovod) return;
     // One port for the job's life. Without a discovery script the hosts are known: a fixed
     // job's listen addresses and remote peers. With one, hosts found later may reach the
     // launcher at any address and from addresses nobody reported: every address, any peer
@@ -619,14 +620,16 @@ struct Supervisor::Impl {
   // it listens on every address).
   std::string rendezvous_for(const Round& round, const std::string& host) const
       HORA_REQUIRES(io_thread_) {
+    return fmt::format("{}:{}", bracketed(round_address_for(round, host)), round.server->port());
+  }
+
+  std::string round_address_for(const Round& round, const std::string& host) const
+      HORA_REQUIRES(io_thread_) {
     const HostNetwork net = hosts.network(host);
-    std::string address = net.rendezvous_host;
-    if (address.empty()) {
-      address = !is_wildcard(round.bind_address) ? round.bind_address
-                : round.bind_address == "::"     ? "::1"
-                                                 : "127.0.0.1";
-    }
-    return fmt::format("{}:{}", bracketed(address), round.server->port());
+    if (!net.rendezvous_host.empty()) return net.rendezvous_host;
+    return !is_wildcard(round.bind_address) ? round.bind_address
+           : round.bind_address == "::"     ? "::1"
+                                            : "127.0.0.1";
   }
 
   // What a round's server listens on, as a fixed job's does (cli/launch/job_network.cc): a
@@ -677,6 +680,10 @@ struct Supervisor::Impl {
     events.on_rejected = [this](const std::string& peer, const std::string& reason) {
       io_thread_.assert_held();
       on_rejected(peer, reason);
+    };
+    events.on_http_request = [this](const std::string& peer, const std::string& request) {
+      io_thread_.assert_held();
+      on_http_request(peer, request);
     };
     try {
       round.server = std::make_unique<rdv::Server>(io, options, std::move(events));
@@ -841,6 +848,13 @@ struct Supervisor::Impl {
           net.rendezvous_host.empty() ? horovod_local_address : net.rendezvous_host;
       facts.horovod_port = hvd->port();
       w.horovod_round = round.number;
+    } else if (config.base.horovod_rendezvous) {
+      // Not served: a program of Horovod's own package would wait for a Gloo store of its own
+      // and abort after HOROVOD_GLOO_TIMEOUT_SECONDS. Pointed at this round's server instead,
+      // its first HTTP request is recognised there and the job ends at once naming the flag
+      // (on_http_request); hora programs never read these variables.
+      facts.horovod_addr = round_address_for(round, w.host.name);
+      facts.horovod_port = round.server->port();
     }
     // A new worker may wait for the others until their next commit.
     facts.start_timeout = std::max(facts.start_timeout, config.options.elastic_timeout);
@@ -1005,6 +1019,7 @@ struct Supervisor::Impl {
 
   // A flood of junk connections costs one line per host per second, with a count.
   void on_rejected(const std::string& peer, const std::string& reason) HORA_REQUIRES(io_thread_) {
+    if (peer == http_peer) return;
     const std::string host = hora::endpoint_host(peer);
     if (throttle.admit("rejected " + host, Clock::now(), [host](std::uint64_t n) {
           return fmt::format("rejected {} more rendezvous connections from {} in the last 1 s", n,
@@ -1013,6 +1028,23 @@ struct Supervisor::Impl {
       log->warn("rejected a rendezvous connection from {}: {}", peer, reason);
     }
     arm_throttle();
+  }
+
+  // An HTTP request at a round's hora rendezvous: in an elastic job without --horovod-elastic
+  // that is a worker of Horovod's own package, whose Gloo store start_worker pointed here. It
+  // cannot run without Horovod's rendezvous: the job ends now, saying what to change.
+  void on_http_request(const std::string& peer, const std::string& request)
+      HORA_REQUIRES(io_thread_) {
+    if (fixed_table != nullptr || hvd || !config.base.horovod_rendezvous) return;
+    http_peer = peer;  // its rejection, which follows, says nothing more
+    end_job(fmt::format("elastic: a worker from {} is a program of Horovod's own package: its "
+                        "Gloo asked hora's rendezvous for Horovod's HTTP rendezvous (\"{}...\"), "
+                        "which an elastic job serves only with --horovod-elastic (it has no "
+                        "authentication and, with --host-discovery-script, listens on every "
+                        "address, as horovodrun's). Rerun with --horovod-elastic, or import "
+                        "hora.torch as hvd in the program",
+                        peer, request),
+            1);
   }
 
   // Summaries of throttled warnings are written when their window ends.

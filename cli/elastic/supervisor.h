@@ -34,10 +34,12 @@
 // on the state -> the first failed worker's code (1 when none failed).
 //
 // Horovod's elastic rendezvous (cli/elastic/horovod_elastic.h; docs/elastic.md, "Horovod elastic
-// programs"): an elastic job with HORA_HOROVOD_ELASTIC=1 serves it for its life on one port;
+// programs"): an elastic job with --horovod-elastic serves it for its life on one port;
 // begin_round swaps its plan, notifies rank 0 of added hosts and releases the survivors' held
 // rank_and_size requests once all asked; a rank that reaches hvd.init() joins the round
-// (on_connected). A fixed job's `horovod` is HorovodRendezvous (cli/spawn/horovod_rendezvous.h).
+// (on_connected). Without the flag, workers' HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT name their round's
+// hora server, so a Horovod worker's first HTTP request ends the job naming the flag
+// (on_http_request). A fixed job's `horovod` is HorovodRendezvous (cli/spawn/horovod_rendezvous.h).
 //
 // Threading: everything runs on the io_context of the thread that calls run(): workers' pipes
 // and exits, the rounds' servers, timers, signals. The state is that thread's role

@@ -126,6 +126,10 @@ void add_elastic_flags(CLI::App& app, RawOptions& raw, Options& options) {
       ->allow_extra_args(false)
       ->check(integer_in(ElasticOptions::kMinCooldownSeconds, ElasticOptions::kMaxCooldownSeconds,
                          "a number of seconds"));
+  app.add_flag("--horovod-elastic", options.elastic.horovod,
+               "elastic: serve Horovod's elastic rendezvous for programs of Horovod's own "
+               "package (import horovod.torch; hvd.elastic.run). Unauthenticated and, with "
+               "--host-discovery-script, on every address, as horovodrun's");
   app.add_option("--max-restarts", options.max_restarts,
                  "restart the whole job up to N times when it fails (torchrun's; default 0)")
       ->check(integer_in(0, kMaxResets, "a number of restarts"));
@@ -501,6 +505,17 @@ void apply_elastic(const RawOptions& raw, const Environment& env, Options& optio
   // horovodrun's _is_elastic is --min-np or a script; hora also counts --max-np
   // (docs/elastic.md), which horovodrun would silently ignore.
   e.enabled = raw.min_np || e.max_np || !e.discovery_script.empty();
+  if (e.horovod && !e.enabled) {
+    throw UsageError(
+        "--horovod-elastic serves Horovod's elastic rendezvous, which only an elastic job "
+        "(--min-np, --max-np, --host-discovery-script) has; a fixed-size job serves Horovod's "
+        "rendezvous without it");
+  }
+  if (e.horovod && !options.horovod_rendezvous) {
+    throw UsageError(
+        "--horovod-elastic and --no-horovod-rendezvous both given: the first serves Horovod's "
+        "rendezvous, the second turns it off; give one of them");
+  }
   if (!e.enabled) return;  // the other elastic flags have no effect, as in horovodrun
 
   constexpr const char* kElasticFlags = "--min-np, --max-np, --host-discovery-script";

@@ -41,6 +41,10 @@ struct ElasticOptions {
   // --blacklist-cooldown-range MIN MAX (seconds, MIN <= MAX, within the bounds above); unset:
   // a failed host stays blacklisted for the rest of the job.
   std::optional<std::pair<std::chrono::seconds, std::chrono::seconds>> blacklist_cooldown;
+  // --horovod-elastic: serve Horovod's elastic rendezvous, for programs of Horovod's own package
+  // (cli/elastic/horovod_elastic.h). Off: a Horovod worker is recognised at its first request
+  // and the job ends naming this flag.
+  bool horovod = false;
   // Set by parse_options() when --min-np, --max-np or --host-discovery-script is given.
   bool enabled = false;
 

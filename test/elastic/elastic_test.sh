@@ -90,6 +90,8 @@ worker_pid() {
 }
 # dead PID: gone, or a zombie (an orphan's zombie may wait for a PID 1 that never reaps it).
 dead() { gone "$1" || [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+# none_running PATTERN: no process whose command line matches PATTERN (pgrep -f).
+none_running() { ! pgrep -f "$1" >/dev/null; }
 # listening PID: the TCP sockets the process listens on (local address:port, one a line).
 listening() { ss -Htln -p 2>/dev/null | grep "pid=$1," | awk '{print $4}'; }
 # formed N: round N of the job has formed.
@@ -456,9 +458,8 @@ hvd_steps() { grep -qE "^\[0\]<stdout>:step [0-9]+ size $1\$" out 2>/dev/null; }
 # end with the same weights.
 case_local_horovod_grow() {
   unpack_horovod
-  export HORA_HOROVOD_ELASTIC=1
   hosts localhost:2
-  start --verbose -np 2 --min-np 2 --max-np 4 "$PYTHON" "$HVD_RESIZE" 40 4
+  start --verbose --horovod-elastic -np 2 --min-np 2 --max-np 4 "$PYTHON" "$HVD_RESIZE" 40 4
   wait_for 180 hvd_steps 2 || fail "the job did not train at size 2: $(tail -5 err; tail -5 out)"
   hosts localhost:4
   finish 240
@@ -475,15 +476,31 @@ case_local_horovod_grow() {
 }
 
 
+# The same program without --horovod-elastic: its Gloo asks the round's hora rendezvous (where
+# HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT point) for Horovod's HTTP rendezvous; horarun recognises the
+# request and ends the job naming the flag, rather than the workers' Gloo aborting after its 30 s
+# store timeout (which ended such a job with "no worker of round 0 is left"). No worker is left.
+case_local_horovod_no_flag() {
+  unpack_horovod
+  hosts localhost:2
+  start -np 2 --min-np 2 "$PYTHON" "$HVD_RESIZE" 40 2
+  finish 120
+  [ "$rc" -eq 1 ] || fail "horarun exited $rc, expected 1: $(tail -5 err)"
+  grep -q "is a program of Horovod's own package: its Gloo asked hora's rendezvous for Horovod's HTTP rendezvous (\"PUT /.*Rerun with --horovod-elastic" err ||
+    fail "the end does not name the Horovod worker and the flag: $(tail -5 err)"
+  grep -q "Wait timeout" err && fail "a worker's Gloo timed out first: $(grep 'Wait timeout' err)"
+  wait_for 10 none_running "$HVD_RESIZE" || fail "workers left: $(pgrep -af "$HVD_RESIZE")"
+  ok "a Horovod elastic program without --horovod-elastic ends at its first request: $(grep -o "a worker from .* is a program" err)"
+}
+
 # A worker of a real Horovod elastic program is killed (SIGKILL on h2): the survivors on h1 get
 # HorovodInternalError, restore their last commit and ask for their place; h2 is blacklisted,
 # the barrier releases them into round 1 at size 2, and training goes on from the commit.
 case_horovod_kill() {
   unpack_horovod
-  export HORA_HOROVOD_ELASTIC=1
   up 2
   hosts h1:2 h2:2
-  start -np 4 --min-np 2 "$PYTHON" "$HVD_RESIZE" 60 2
+  start --horovod-elastic -np 4 --min-np 2 "$PYTHON" "$HVD_RESIZE" 60 2
   wait_for 240 grep -qE "^\[0\]<stdout>:step 10 size 4\$" out ||
     fail "the job did not reach step 10 at size 4: $(tail -5 err; tail -5 out)"
   kill -KILL "$(pids_on h2 python3 | head -1)" || fail "no worker on h2"

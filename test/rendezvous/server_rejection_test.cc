@@ -76,11 +76,28 @@ TEST_CASE_METHOD(Fixture, "an AUTH without a proof is rejected", "[rejection]") 
 
 TEST_CASE_METHOD(Fixture, "garbage bytes are rejected", "[rejection]") {
   RawPeer p(ts.port());
-  p.send_text("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  p.send_text(std::string("\x01\x02 binary junk\r\n", 16));
   auto [status, reason] = p.expect_reject();
   CHECK(status == Status::kBadFrame);
-  CHECK_THAT(reason, Catch::Contains("not a hora rendezvous frame"));
+  CHECK_THAT(reason, Catch::Contains("not a hora rendezvous frame (first bytes 0x01 0x02"));
   expect_one_rejection("not a hora rendezvous frame");
+  CHECK(ts.recorded().http_requests.empty());
+  expect_good_client_fine();
+}
+
+// What a Horovod worker's Gloo store sends when HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT name a hora
+// port: the launcher is told it was HTTP, and by what request, before the rejection.
+TEST_CASE_METHOD(Fixture, "an HTTP request is rejected and reported as one", "[rejection]") {
+  RawPeer p(ts.port());
+  p.send_text("PUT /global/rank_0 HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd");
+  auto [status, reason] = p.expect_reject();
+  CHECK(status == Status::kBadFrame);
+  CHECK_THAT(reason, Catch::Contains("an HTTP request (\"PUT /global/rank...\")"));
+  expect_one_rejection("an HTTP request");
+  const auto rec = ts.recorded();
+  REQUIRE(rec.http_requests.size() == 1);
+  CHECK_THAT(rec.http_requests[0].first, Catch::StartsWith("127.0.0.1:"));
+  CHECK(rec.http_requests[0].second == "PUT /global/rank");
   expect_good_client_fine();
 }
 

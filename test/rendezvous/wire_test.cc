@@ -77,6 +77,15 @@ TEST_CASE("malformed headers are refused with the matching status", "[wire]") {
     b[1] = 'E';
     CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadFrame);
     CHECK_THAT(why, Catch::Contains("not a hora rendezvous frame"));
+    CHECK_FALSE(wire::http_request_start(b).has_value());
+  }
+  SECTION("an HTTP request") {
+    const std::string text = "DELETE /local_h\x01";  // stops at the first unprintable byte
+    std::array<std::uint8_t, wire::kHeaderBytes> b{};
+    std::copy(text.begin(), text.end(), b.begin());
+    CHECK(decode(b, 1 << 20, &out, &why) == Status::kBadFrame);
+    CHECK_THAT(why, Catch::Contains("an HTTP request (\"DELETE /local_h...\")"));
+    CHECK(wire::http_request_start(b) == "DELETE /local_h");
   }
   SECTION("bad version") {
     auto b = good;

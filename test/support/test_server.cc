@@ -45,6 +45,12 @@ rdv::ServerEvents TestServer::recording(rdv::ServerEvents events) {
     record([&](Recorded& r) { r.rejected.emplace_back(peer, reason); });
     if (then) then(peer, reason);
   };
+  ev.on_http_request = [this,
+                        then = std::move(events.on_http_request)](const std::string& peer,
+                                                                  const std::string& request) {
+    record([&](Recorded& r) { r.http_requests.emplace_back(peer, request); });
+    if (then) then(peer, request);
+  };
   return ev;
 }
 

@@ -25,6 +25,7 @@ struct Recorded {
   std::vector<std::pair<int, std::string>> connected;
   std::vector<std::tuple<int, bool, std::string>> disconnected;
   std::vector<std::pair<std::string, std::string>> rejected;
+  std::vector<std::pair<std::string, std::string>> http_requests;  // peer, request start
 };
 
 // A job of `size` ranks on 127.0.0.1, port 0, with a fresh random secret.

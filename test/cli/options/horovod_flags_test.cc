@@ -199,6 +199,10 @@ TEST_CASE("elastic flags: accepted with horovodrun's meanings and defaults") {
   CHECK(o.num_proc == 2);
   // torchrun's --max-restarts.
   CHECK(parse({"-np", "2", "--max-restarts", "3"}).max_restarts == 3);
+  // hora's --horovod-elastic: off unless given.
+  CHECK_FALSE(parse({"-np", "2", "--min-np", "1", "-H", "a:2"}).elastic.horovod);
+  CHECK(parse({"--horovod-elastic", "--min-np", "1", "--host-discovery-script", "./d.sh"})
+            .elastic.horovod);
 }
 
 TEST_CASE("elastic flags: bad values and contradictions name the flag") {
@@ -227,6 +231,9 @@ TEST_CASE("elastic flags: bad values and contradictions name the flag") {
       {{"--min-np", "1"}, {"needs its hosts", "--host-discovery-script", "-H/--hostfile"}},
       {{"--min-np", "1", "-H", "a:2", "--max-restarts", "2"},
        {"--max-restarts 2", "resets instead", "give one of them"}},
+      {{"--horovod-elastic", "-H", "a:2"}, {"--horovod-elastic", "only an elastic job"}},
+      {{"--horovod-elastic", "--no-horovod-rendezvous", "--min-np", "1", "-H", "a:2"},
+       {"--horovod-elastic and --no-horovod-rendezvous both given", "give one of them"}},
   };
   for (const auto& [args, words] : bad) {
     std::vector<std::string> a = {"-np", "2"};
