@@ -776,6 +776,15 @@ def _split_rows(tensor, splits, n):
                              'the number of ranks (%d); pass splits' % (rows, n))
         return [rows // n] * n
     if isinstance(splits, torch.Tensor):
+        # As Horovod: a 1-D tensor of integers (Horovod wants int32 exactly; hora takes any
+        # integer type, which gives the same splits). Float splits were truncated before, so
+        # Horovod's programs that rely on the error (and its own test) saw none.
+        if splits.dim() > 1:
+            raise ValueError('hora.torch.alltoall expects a 1D splits tensor, got %d dimensions'
+                             % splits.dim())
+        if splits.is_floating_point() or splits.is_complex() or splits.dtype == torch.bool:
+            raise ValueError('hora.torch.alltoall expects splits to contain integers (torch.int32, '
+                             'as Horovod), got %s' % splits.dtype)
         splits = splits.tolist()
     splits = [int(s) for s in splits]
     if len(splits) != n:
