@@ -15,8 +15,11 @@
 # its own test hosts (scripts/testhosts.sh up --index auto --hosts 2) and takes them down again,
 # even on failure. Prints why and returns 0 when something it needs is missing.
 
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 # bench_elastic_recovery: prints a heading, one row per mode, and the ratio.
-# shellcheck disable=SC2317 # its helpers are called by the trap and through wait_until
+# shellcheck disable=SC2317 # its helpers are called by the trap and through bench_wait_until
 bench_elastic_recovery() (
   # Not -e (scripts/bench.sh sets it): a failed run is a FAILED cell, and the table goes on.
   set +e -uo pipefail
@@ -32,18 +35,9 @@ bench_elastic_recovery() (
   [ -x "$train" ] || { echo "skipped: $build/examples/elastic_train is not built"; return 0; }
   local work index="" pid=""
   work=$(mktemp -d /tmp/elastic_recovery.XXXXXX)
-  cleanup() {
-    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-    [ -n "$index" ] && scripts/testhosts.sh down --index "$index" >/dev/null 2>&1
-    rm -rf "$work"
-  }
-  trap cleanup EXIT
-  local vars
-  vars=$(scripts/testhosts.sh up --index auto --hosts 2 2>"$work/testhosts.log") ||
-    { echo "skipped: scripts/testhosts.sh up failed: $(tail -3 "$work/testhosts.log")"; return 0; }
-  eval "$vars"
-  index=$HORA_TESTHOSTS_INDEX
-  local config=$HORA_TESTHOSTS_SSH_CONFIG
+  trap bench_cleanup EXIT
+  local config=""
+  bench_hosts_up 2 || return 0
   printf '#!/bin/sh\necho h1:2\necho h2:2\n' >"$work/discover.sh"
   chmod +x "$work/discover.sh"
 
@@ -58,20 +52,6 @@ bench_elastic_recovery() (
   first_after() {
     awk -v t="$1" -v pat="$2" '$1 > t && $0 ~ pat { print $1; exit }' "$work/out"
   }
-  # wait_until SECONDS COMMAND...: polls COMMAND (its output non-empty) with a deadline.
-  wait_until() {
-    local end=$((SECONDS + $1)) got
-    shift
-    while :; do
-      got=$("$@")
-      [ -n "$got" ] && { echo "$got"; return 0; }
-      [ $SECONDS -ge $end ] && return 1
-      sleep 0.02
-    done
-  }
-  # stamp: each line read, after bash's wall clock in seconds.
-  stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
-
   # A PyTorch program's start, for the second pair of rows: elastic_train after a real
   # `import torch` (what every start of a PyTorch script pays before its first step).
   printf '#!/bin/sh\n/usr/bin/python3 -c "import torch" || exit 1\nexec %s "$@"\n' "$train" \
@@ -90,9 +70,9 @@ bench_elastic_recovery() (
     fi
     : >"$work/out"
     "$horarun" --ssh-config "$config" "${flags[@]}" "$program" --steps 5000 --step-ms "$step_ms" \
-      > >(stamp >"$work/out") 2>"$work/err.$mode" </dev/null &
+      > >(bench_stamp >"$work/out") 2>"$work/err.$mode" </dev/null &
     pid=$!
-    if ! wait_until 120 first_after 0 "step 15 size 4\$" >/dev/null; then
+    if ! bench_wait_until 120 first_after 0 "step 15 size 4\$" >/dev/null; then
       echo "FAILED (no step 15: $(tail -2 "$work/err.$mode" | tr '\n' ' '))"
       kill -KILL "$pid" 2>/dev/null
       pid=""
@@ -104,7 +84,7 @@ bench_elastic_recovery() (
     # Elastic: the first step of the new round (size 2). Restart: step 1 of the new attempt.
     local want="step [0-9]+ size 2\$"
     [ "$mode" = restart ] && want="step 1 size 4\$"
-    if t_step=$(wait_until 60 first_after "$t_kill" "$want"); then
+    if t_step=$(bench_wait_until 60 first_after "$t_kill" "$want"); then
       awk -v a="$t_kill" -v b="$t_step" 'BEGIN { printf "%.3f\n", b - a }'
     else
       echo "FAILED (no '$want' after the kill: $(tail -2 "$work/err.$mode" | tr '\n' ' '))"

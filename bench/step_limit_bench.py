@@ -28,13 +28,20 @@ iteration:
   hora_step     a whole hora.torch.DistributedOptimizer step (its default: each gradient
                 submitted as its hook fires, as Horovod's)
   hora_g1       a whole DistributedOptimizer(groups=1) step
+  raw           no framework: the two ranks swap the 1.08 MB over one plain TCP connection, both
+                directions at once (a sender thread, recv_into on the main one), and add nothing.
+                Every allreduce of 2 ranks that sends the gradients uncompressed moves at least
+                this much into each rank (a ring: half in its reduce-scatter, half in its
+                allgather), so compute + raw is the fastest step any such allreduce allows here
 
 and the limits: steps/s = 1000 / (compute + the framework's allreduce), and their ratio.
 """
 
 import argparse
 import os
+import socket
 import statistics
+import threading
 import time
 
 import torch
@@ -50,12 +57,48 @@ def mlp():
                                torch.nn.Linear(256, 10))
 
 
+class RawExchange:
+    """A plain TCP connection between the 2 ranks (rank 0 listens, its port broadcast through
+    torch.distributed) that swaps one buffer both ways at once: the floor under any allreduce."""
+
+    def __init__(self, rank, nbytes):
+        port = [0]
+        if rank == 0:
+            server = socket.create_server(('0.0.0.0', 0))
+            port[0] = server.getsockname()[1]
+        dist.broadcast_object_list(port, src=0)
+        if rank == 0:
+            self.conn, _ = server.accept()
+            server.close()
+        else:
+            self.conn = socket.create_connection((os.environ['MASTER_ADDR'], port[0]))
+        self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.out = memoryview(bytearray(os.urandom(nbytes)))
+        self.into = memoryview(bytearray(nbytes))
+        self.go = threading.Semaphore(0)
+        self.sent = threading.Semaphore(0)
+        threading.Thread(target=self._send_loop, daemon=True).start()
+
+    def _send_loop(self):
+        while True:
+            self.go.acquire()
+            self.conn.sendall(self.out)
+            self.sent.release()
+
+    def __call__(self):
+        self.go.release()
+        got, n = 0, len(self.into)
+        while got < n:
+            got += self.conn.recv_into(self.into[got:])
+        self.sent.acquire()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--iters', type=int, default=100)
     ap.add_argument('--rounds', type=int, default=5)
     ap.add_argument('--parts', default='compute,compute1,gloo,gloo_4b,hora,hora_4b,hora_grouped,'
-                    'compute_gloo,compute_hora,ddp,hora_step,hora_g1')
+                    'compute_gloo,compute_hora,ddp,hora_step,hora_g1,raw')
     a = ap.parse_args()
     torch.set_num_threads(1)  # the test hosts share this machine's 2 cores
     hvd.init()
@@ -104,6 +147,8 @@ def main():
         'hora_g1': hora_stepper(1),
     }
     order = a.parts.split(',')
+    if 'raw' in order:
+        parts['raw'] = RawExchange(rank, flat.numel() * flat.element_size())
     times = {k: [] for k in order}
     cpu = {k: [] for k in order}
     for k in order:  # warm-up: caches, the engine's response cache, DDP's buckets
@@ -148,6 +193,15 @@ def main():
             print('compute, then one 1.08 MB allreduce, in one loop: gloo %.0f steps/s, hora %.0f '
                   'steps/s (%.2fx gloo)' % (1e3 / med['compute_gloo'], 1e3 / med['compute_hora'],
                                             med['compute_gloo'] / med['compute_hora']))
+        if c is not None and 'raw' in med and 'ddp' in med:
+            # The floor: compute, then the least any uncompressed allreduce moves, with nothing
+            # else. In wall time, and in CPU time (each rank has one of the 2 cores: a step
+            # cannot take less than its own CPU work).
+            best = c + med['raw']
+            best_cpu = statistics.median(cpu['compute']) + statistics.median(cpu['raw'])
+            print('floor (compute + raw exchange of the 1.08 MB, no framework): %.2f ms wall = '
+                  '%.0f steps/s = %.2fx ddp; %.2f ms CPU = at most %.2fx ddp' % (
+                      best, 1e3 / best, med['ddp'] / best, best_cpu, med['ddp'] / best_cpu))
         if 'ddp' in med:
             print('whole steps: ' + ', '.join(
                 '%s %.0f steps/s (%.2fx ddp)' % (k, 1e3 / med[k], med['ddp'] / med[k])

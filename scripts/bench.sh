@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 BENCHMARKS=(collectives compare training fusion torch torch_steps rendezvous scale launch remote_launch
-  discovery elastic_recovery spark_start step_limit)
+  discovery elastic_recovery horovod_elastic spark_start step_limit)
 
 # bench_remote_launch lives in bench/remote_launch.sh (it brings up its own SSH test hosts).
 # shellcheck source=bench/remote_launch.sh
@@ -32,6 +32,9 @@ source bench/discovery.sh
 # bench_elastic_recovery in bench/elastic_recovery.sh (elastic reset vs full restart, 2 test hosts).
 # shellcheck source=bench/elastic_recovery.sh
 source bench/elastic_recovery.sh
+# bench_horovod_elastic in bench/horovod_elastic.sh (Horovod's elastic example: horovodrun vs horarun).
+# shellcheck source=bench/horovod_elastic.sh
+source bench/horovod_elastic.sh
 
 # bench_spark_start in bench/spark_start.sh (hora.spark vs TorchDistributor vs horovod.spark).
 # shellcheck source=bench/spark_start.sh
@@ -248,6 +251,12 @@ usage: scripts/bench.sh [all | SECTION... | SECTION ARGS...]
                 step after it, elastic reset (the job shrinks to h1) vs full restart
                 (--max-restarts 1), median of RUNS=5 each, with the ratio; also with a PyTorch
                 start (import torch) before each worker
+  horovod_elastic  bench/horovod_elastic.sh [HOROVOD_SRC]: Horovod 0.28.1's own
+                pytorch_synthetic_benchmark_elastic.py with real Horovod on 2 test hosts x 1
+                (needs root, ../shared/horovod and Horovod's sources): a worker killed (shrink),
+                its host listed again (grow), under horovodrun and under horarun
+                --horovod-elastic; shrink and grow times, the job's time and its result, median
+                of RUNS=3 interleaved runs, with the ratios
   spark_start   bench/spark_start.sh: on a standalone Spark cluster across 2 test hosts x 1 rank
                 (needs root and the engines venv), hora.spark.run vs Spark's TorchDistributor
                 (torchrun, DDP over gloo) vs Horovod 0.28.1's horovod.spark.run: time from run()

@@ -178,7 +178,9 @@ case_reset_limit() {
 case_network_cut() {
   up 2
   hosts h1:2 h2:2
-  start -np 4 --min-np 2 "$ELASTIC_TRAIN" --steps 1000 --step-ms 60
+  # 400 steps: the cut at step 10 stops every rank's collectives until the reset, so however long
+  # horarun takes to notice, the job cannot end before it (and 1000 steps only made it longer).
+  start -np 4 --min-np 2 "$ELASTIC_TRAIN" --steps 400 --step-ms 60
   wait_for 120 reached_step 10 || fail "the job did not reach step 10: $(tail -5 err)"
   ip netns exec "hora$INDEX-h2" ip link set eth0 down || fail "cannot take h2's eth0 down"
   # Discovery still lists h2: only the cut itself tells horarun.
