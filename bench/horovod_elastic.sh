@@ -2,8 +2,8 @@
 # Horovod's own elastic example under Horovod's launcher and under horarun, side by side: real
 # Horovod 0.28.1 (../shared/horovod's archive) runs Horovod v0.28.1's
 # pytorch_synthetic_benchmark_elastic.py, one of its elastic PyTorch examples, read from
-# HOROVOD_SRC (a Horovod checkout, or a git mirror whose HOROVOD_REF, default v0.28.1, is exported; nothing of Horovod's
-# enters this repository), on 2 test hosts x 1 worker with a host discovery script:
+# HOROVOD_SRC (a Horovod checkout, or a git mirror whose HOROVOD_REF, default v0.28.1, is
+# exported; nothing of Horovod's enters this repository), on 2 test hosts x 1 worker with a host discovery script:
 #   1. h1 and h2 listed: the job trains at size 2;
 #   2. shrink: at iteration 5 the worker on h2 is SIGKILLed and h2 leaves the listing;
 #   3. grow: once rank 0 trains again, h2 is listed again; the job grows back to size 2 (both
