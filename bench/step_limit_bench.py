@@ -33,6 +33,7 @@ iteration:
                 Every allreduce of 2 ranks that sends the gradients uncompressed moves at least
                 this much into each rank (a ring: half in its reduce-scatter, half in its
                 allgather), so compute + raw is the fastest step any such allreduce allows here
+  compute_raw   compute, then the raw swap, in one loop (the floor of a step, waits included)
 
 and the limits: steps/s = 1000 / (compute + the framework's allreduce), and their ratio.
 """
@@ -98,7 +99,7 @@ def main():
     ap.add_argument('--iters', type=int, default=100)
     ap.add_argument('--rounds', type=int, default=5)
     ap.add_argument('--parts', default='compute,compute1,gloo,gloo_4b,hora,hora_4b,hora_grouped,'
-                    'compute_gloo,compute_hora,ddp,hora_step,hora_g1,raw')
+                    'compute_gloo,compute_hora,ddp,hora_step,hora_g1,raw,compute_raw')
     a = ap.parse_args()
     torch.set_num_threads(1)  # the test hosts share this machine's 2 cores
     hvd.init()
@@ -147,8 +148,9 @@ def main():
         'hora_g1': hora_stepper(1),
     }
     order = a.parts.split(',')
-    if 'raw' in order:
+    if 'raw' in order or 'compute_raw' in order:
         parts['raw'] = RawExchange(rank, flat.numel() * flat.element_size())
+        parts['compute_raw'] = lambda: (compute(), parts['raw']())
     times = {k: [] for k in order}
     cpu = {k: [] for k in order}
     for k in order:  # warm-up: caches, the engine's response cache, DDP's buckets
@@ -202,6 +204,9 @@ def main():
             print('floor (compute + raw exchange of the 1.08 MB, no framework): %.2f ms wall = '
                   '%.0f steps/s = %.2fx ddp; %.2f ms CPU = at most %.2fx ddp' % (
                       best, 1e3 / best, med['ddp'] / best, best_cpu, med['ddp'] / best_cpu))
+        if 'compute_raw' in med and 'ddp' in med:
+            print('compute, then the raw swap, in one loop: %.0f steps/s = %.2fx ddp' % (
+                1e3 / med['compute_raw'], med['ddp'] / med['compute_raw']))
         if 'ddp' in med:
             print('whole steps: ' + ', '.join(
                 '%s %.0f steps/s (%.2fx ddp)' % (k, 1e3 / med[k], med['ddp'] / med[k])
