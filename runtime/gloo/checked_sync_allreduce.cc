@@ -6,6 +6,7 @@
 #include <gloo/transport/buffer.h>
 #include <gloo/transport/pair.h>
 
+#include "runtime/gloo/pair_swap.h"
 #include "runtime/gloo/sync_allreduce.h"
 
 namespace hora::detail::gloo {
@@ -30,6 +31,27 @@ OpCheck checked_sync_allreduce(MeshContext& context, const OpCheck& mine, void* 
   auto pair = [&](int peer) -> ::gloo::transport::Pair& { return *context.getPair(peer); };
 
   if (scratch.send.size() < cap) scratch.send.resize(cap);
+  if (n == 2 && bytes > max_bytes) {
+    // The check alone, where step 0 of a smaller op would carry [check | data].
+    if (scratch.inbox.size() < cap) scratch.inbox.resize(cap);
+    const int peer = 1 - r;
+    OpCheck merged = mine;
+    std::memcpy(scratch.send.data(), &merged, kHead);
+    auto in = pair(peer).createRecvBuffer(base + 2, scratch.inbox.data(), cap);
+    auto out = pair(peer).createSendBuffer(base + 2, scratch.send.data(), kHead);
+    out->send();
+    in->waitRecv();
+    out->waitSend();
+    OpCheck other;
+    std::memcpy(&other, scratch.inbox.data(), kHead);
+    const bool sound = agrees(merged) && agrees(other) && other.lo.signature == merged.lo.signature;
+    merge_checks(&merged, &merged, &other, kHead);
+    if (sound) {
+      pair_swap(pair(peer), r == 0, static_cast<unsigned char*>(buffer), count, element_size,
+                reduce, base + 3, scratch.chunks);
+    }
+    return merged;
+  }
   const std::size_t receives_count = folded ? 1 : static_cast<std::size_t>(steps + (folds ? 1 : 0));
   if (scratch.inbox.size() < cap * receives_count) scratch.inbox.resize(cap * receives_count);
   unsigned char* send = scratch.send.data();

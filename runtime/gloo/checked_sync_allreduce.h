@@ -25,14 +25,21 @@ namespace hora::detail::gloo {
 
 // A scope's buffers for checked_sync_allreduce, kept between ops (they only grow).
 struct SyncScratch {
-  std::vector<unsigned char> send;   // [OpCheck | data]: this rank's running result
-  std::vector<unsigned char> inbox;  // one message of max_bytes per receive of an op
+  std::vector<unsigned char> send;    // [OpCheck | data]: this rank's running result
+  std::vector<unsigned char> inbox;   // one message of max_bytes per receive of an op
+  std::vector<unsigned char> chunks;  // pair_swap's inboxes, for a group of 2's larger buffers
 };
 
 inline bool agrees(const OpCheck& c) { return c.lo.signature == c.hi.signature; }
 
+// A group of 2 takes buffers larger than max_bytes too: the OpCheck alone is swapped first, in
+// the slot and inbox the first step uses for smaller ones (so a peer that runs a smaller op, or
+// the check alone, meets it there and both see the disagreement), and only when the checks
+// agree is the data swapped, in chunks, straight in `buffer` (pair_swap.h).
+//
 // buffer: count elements of element_size bytes, reduced in place when every rank agrees
-// (count * element_size <= max_bytes). Returns the merged OpCheck, the same on every rank.
+// (count * element_size <= max_bytes, or any size in a group of 2). Returns the merged OpCheck,
+// the same on every rank.
 OpCheck checked_sync_allreduce(MeshContext& context, const OpCheck& mine, void* buffer,
                                std::size_t count, std::size_t element_size, ReduceFn reduce,
                                std::uint32_t tag, std::size_t max_bytes, SyncScratch& scratch);

@@ -29,10 +29,12 @@
 
 #include "runtime/core/reduce.h"
 #include "runtime/gloo/mesh_context.h"
+#include "runtime/gloo/pair_swap.h"
 
 namespace hora::detail::gloo {
 
-// Slots per operation: the fold, the result, and one per doubling step (2^62 ranks at most).
+// Slots per operation: the fold, the result, and one per doubling step (2^62 ranks at most); a
+// group of 2 has one step, and its chunked swap (pair_swap.h) takes the two slots after it.
 inline constexpr int kSyncSlotsPerOp = 64;
 
 // In place on `buffer` (count elements of element_size bytes). tag: the op's number on this
@@ -51,6 +53,12 @@ inline void sync_allreduce(MeshContext& context, void* buffer, std::size_t count
   const int extra = n - p;
   auto pair = [&](int peer) -> ::gloo::transport::Pair& { return *context.getPair(peer); };
 
+  if (n == 2 && bytes > kPairSwapChunkBytes) {
+    // One swap, in chunks (pair_swap.h), on the slots after this op's only doubling step.
+    std::vector<unsigned char> inboxes;
+    pair_swap(pair(1 - r), r == 0, data, count, element_size, reduce, base + 3, inboxes);
+    return;
+  }
   if (r < 2 * extra && r % 2 == 1) {
     // Folded: hand the data to r-1, get the result back.
     auto result = pair(r - 1).createRecvBuffer(base + 1, data, bytes);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,21 +81,22 @@ TEST_CASE("a peer that never calls a sync allreduce is a TimeoutError naming it"
                  Catch::Contains("HORA_TIMEOUT_SECONDS"));
 }
 
+// In a group of 3 or more; a group of 2 takes every size on its sync pairs (below).
 TEST_CASE("allreduces above HORA_GLOO_SYNC_BYTES stay on the async pairs, below it go sync",
           "[sync_pairs]") {
   const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", "1");
   const hora::test::ScopedEnv bytes("HORA_GLOO_SYNC_BYTES", "16");
-  hora::test::TestServer server(2);
-  const auto worlds = gloo_worlds(2, server, 1500ms);
+  hora::test::TestServer server(3);
+  const auto worlds = gloo_worlds(3, server, 1500ms);
   std::atomic<bool> rank0_done{false};
   std::vector<std::string> messages(2);
   const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
-    if (world.rank == 1) {
+    if (world.rank != 0) {
       while (!rank0_done.load()) std::this_thread::yield();
       return;
     }
-    // Rank 1 never joins: the first call times out and breaks the scope, the second fails at
-    // once; each message says where the call was routed.
+    // Ranks 1 and 2 never join: the first call times out and breaks the scope, the second fails
+    // at once; each message says where the call was routed.
     for (std::size_t count : {17u, 16u}) {
       std::vector<std::uint8_t> data(count, 1);
       try {
@@ -111,6 +113,47 @@ TEST_CASE("allreduces above HORA_GLOO_SYNC_BYTES stay on the async pairs, below 
                                           "failed"));
   CHECK_THAT(messages[1], Catch::Contains("allreduce of 16 x uint8 (sum) over the global group "
                                           "(sync Gloo pairs"));
+}
+
+// A group of 2 swaps buffers of any size on its sync pairs, in chunks (pair_swap.h): sizes of
+// one chunk, several and a last partial one, every rank holding the same sum; a rank whose
+// count differs gets MismatchError on both sides (the checks are swapped before the data), not
+// a hang (a mismatch breaks the scope, as on the smaller sizes: it is the last call here).
+TEST_CASE("a group of 2 swaps large allreduces in chunks on its sync pairs", "[sync_pairs]") {
+  const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", "1");
+  const hora::test::ScopedEnv bytes("HORA_GLOO_SYNC_BYTES", "1024");
+  hora::test::TestServer server(2);
+  const auto worlds = gloo_worlds(2, server, 10s);
+  const std::vector<std::size_t> counts = {100, 16384, 16385, 270000, 600001};
+  std::vector<std::string> mismatch(2);
+  const auto results = hora::test::run_job(worlds, [&](Runtime& rt, const WorldInfo& world) {
+    for (std::size_t count : counts) {
+      // Values whose float sums are exact: rank r holds i % 1000 + r.
+      std::vector<float> data(count);
+      for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(i % 1000 + world.rank);
+      rt.allreduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum,
+                   Scope::kGlobal);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (data[i] != static_cast<float>(2 * (i % 1000) + 1)) {
+          throw std::runtime_error("count " + std::to_string(count) + ": element " +
+                                   std::to_string(i) + " is " + std::to_string(data[i]));
+        }
+      }
+    }
+    // Rank 0 passes 300000 elements, rank 1 300001: both above the threshold.
+    std::vector<float> data(300000 + static_cast<std::size_t>(world.rank), 1.0f);
+    try {
+      rt.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum,
+                   Scope::kGlobal);
+    } catch (const hora::MismatchError& e) {
+      mismatch[static_cast<std::size_t>(world.rank)] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << hora::test::message_of(results[r].error));
+    CHECK(results[r].error == nullptr);
+    CHECK_THAT(mismatch[r], Catch::Contains("300000") && Catch::Contains("300001"));
+  }
 }
 
 TEST_CASE("MeshContext::fail ends a sync read whose peer stays connected and silent",
