@@ -95,7 +95,7 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
     # -g1: line tables and function names only, which is what a sanitizer report prints (file,
     # line, function); full debug info (types, locals) was a tenth of this build's compile time.
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
-      -Doptimization=0 -Dc_args=-g1 -Dcpp_args=-g1 "-Dwerror=$werror" >build-asan.setup.log 2>&1 ||
+      -Doptimization=0 -Dcpp_args=-g1 "-Dwerror=$werror" >build-asan.setup.log 2>&1 ||
       { cat build-asan.setup.log >&2; exit 1; }
     rm -f build-asan.setup.log
   fi
@@ -143,8 +143,8 @@ if [ "${HORA_TSAN:-1}" != 0 ]; then
   if [ ! -f build-tsan/build.ninja ]; then
     # -gline-tables-only: clang's -g1 (see build-asan above).
     CXX=clang++ meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dnccl=disabled \
-      -Dtorch=disabled -Doptimization=1 -Dc_args=-gline-tables-only \
-      -Dcpp_args=-gline-tables-only >build-tsan.setup.log 2>&1 ||
+      -Dtorch=disabled -Doptimization=1 -Dcpp_args=-gline-tables-only \
+      >build-tsan.setup.log 2>&1 ||
       { cat build-tsan.setup.log >&2; exit 1; }
     rm -f build-tsan.setup.log
   fi
