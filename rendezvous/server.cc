@@ -521,7 +521,7 @@ class Server::Impl : public std::enable_shared_from_this<Impl> {
     std::size_t limit =
         handshake ? wire::kHeaderBytes + wire::kAuthPayloadBytes : opts.max_frame_bytes;
     Status st = wire::decode_header(c->header_buf, limit, &h, &why);
-    if (st != Status::kOk && handshake) {
+    if (st == Status::kBadFrame && handshake) {
       if (const auto http = wire::http_request_start(c->header_buf)) {
         emit(events.on_http_request, c->peer, *http);
       }

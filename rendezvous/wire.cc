@@ -110,11 +110,12 @@ Status decode_header(std::span<const std::uint8_t, kHeaderBytes> b, std::size_t 
   out->request_id = static_cast<std::uint32_t>(get_le(b.data() + 8, 4));
   out->payload_bytes = static_cast<std::uint32_t>(get_le(b.data() + 12, 4));
   out->version = b[2];
-  if (const auto http = http_request_start(b)) {
-    *why = fmt::format("an HTTP request (\"{}...\"), not a hora rendezvous frame", *http);
-    return Status::kBadFrame;
-  }
   if (b[0] != kMagic0 || b[1] != kMagic1) {
+    // Only a header that is not hora's is looked at as HTTP: no cost on every frame.
+    if (const auto http = http_request_start(b)) {
+      *why = fmt::format("an HTTP request (\"{}...\"), not a hora rendezvous frame", *http);
+      return Status::kBadFrame;
+    }
     *why = fmt::format(
         "not a hora rendezvous frame (first bytes 0x{:02x} 0x{:02x}, expected "
         "\"HR\")",

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -240,9 +239,10 @@ struct Supervisor::Impl {
   // An elastic job's: Horovod's elastic rendezvous, one server for the job's life
   // (cli/elastic/horovod_elastic.h); null with --no-horovod-rendezvous.
   std::unique_ptr<HorovodElastic> hvd HORA_GUARDED_BY(io_thread_);
+  // Where this machine's workers reach it.
   std::string horovod_local_address HORA_GUARDED_BY(io_thread_);
-  std::string http_peer HORA_GUARDED_BY(
-      io_thread_);  // a Horovod worker that ended the job  // where this machine's reach it
+  // The peer of a Horovod worker whose HTTP request ended the job (on_http_request).
+  std::string http_peer HORA_GUARDED_BY(io_thread_);
 
   hora::LogThrottle throttle
       HORA_GUARDED_BY(io_thread_);  // repeated rejection warnings: one line per host per second

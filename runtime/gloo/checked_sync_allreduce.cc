@@ -11,6 +11,16 @@
 
 namespace hora::detail::gloo {
 
+namespace {
+
+// Whether two partial checks agree with themselves and with each other: then the two sides ran
+// the same op, and the partner's data has this rank's size and may be reduced.
+bool sound_pair(const OpCheck& mine, const OpCheck& other) {
+  return agrees(mine) && agrees(other) && other.lo.signature == mine.lo.signature;
+}
+
+}  // namespace
+
 OpCheck checked_sync_allreduce(MeshContext& context, const OpCheck& mine, void* buffer,
                                std::size_t count, std::size_t element_size, ReduceFn reduce,
                                std::uint32_t tag, std::size_t max_bytes, SyncScratch& scratch) {
@@ -44,7 +54,7 @@ OpCheck checked_sync_allreduce(MeshContext& context, const OpCheck& mine, void* 
     out->waitSend();
     OpCheck other;
     std::memcpy(&other, scratch.inbox.data(), kHead);
-    const bool sound = agrees(merged) && agrees(other) && other.lo.signature == merged.lo.signature;
+    const bool sound = sound_pair(merged, other);
     merge_checks(&merged, &merged, &other, kHead);
     if (sound) {
       pair_swap(pair(peer), r == 0, static_cast<unsigned char*>(buffer), count, element_size,
@@ -94,7 +104,7 @@ OpCheck checked_sync_allreduce(MeshContext& context, const OpCheck& mine, void* 
   // Merges message i into this rank's result; reduces its data (lower rank's first) if sound.
   auto absorb = [&](std::size_t i, bool mine_first) {
     const OpCheck other = theirs(i);
-    const bool sound = agrees(merged) && agrees(other) && other.lo.signature == merged.lo.signature;
+    const bool sound = sound_pair(merged, other);
     merge_checks(&merged, &merged, &other, kHead);
     std::memcpy(send, &merged, kHead);
     if (!sound || bytes == 0) return;
