@@ -49,9 +49,7 @@ bench_elastic_recovery() (
     done
   }
   # first_after T PATTERN: the timestamp of the first line of ./out after T matching PATTERN.
-  first_after() {
-    awk -v t="$1" -v pat="$2" '$1 > t && $0 ~ pat { print $1; exit }' "$work/out"
-  }
+  first_after() { bench_nth_after 1 "$1" "$2" "$work/out"; }
   # A PyTorch program's start, for the second pair of rows: elastic_train after a real
   # `import torch` (what every start of a PyTorch script pays before its first step).
   printf '#!/bin/sh\n/usr/bin/python3 -c "import torch" || exit 1\nexec %s "$@"\n' "$train" \

@@ -74,11 +74,11 @@ bench_horovod_elastic() (
         grep -q example.py "/proc/$p/cmdline" 2>/dev/null && echo "$p"
     done
   }
-  # iters_after T: timestamps of rank 0's iteration lines after T.
-  iters_after() { awk -v t="$1" '$1 > t && /Iter #[0-9]+:/ { print $1 }' "$work/out"; }
-  first_after() { iters_after "$1" | head -1; }
-  third_after() { iters_after "$1" | sed -n 3p; }
-  iter_line() { grep -m1 -E "Iter #$1:" "$work/out" | awk '{ print $1 }'; }
+  # first_after T, third_after T: the stamp of rank 0's first (third) iteration line after T;
+  # iter_line K: of its line for iteration K.
+  first_after() { bench_nth_after 1 "$1" "Iter #[0-9]+:" "$work/out"; }
+  third_after() { bench_nth_after 3 "$1" "Iter #[0-9]+:" "$work/out"; }
+  iter_line() { bench_nth_after 1 0 "Iter #$1:" "$work/out"; }
 
   # one LAUNCHER: one run; prints "shrink grow total rc last-line" (a FAILED field on failure).
   one() {

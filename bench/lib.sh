@@ -15,6 +15,12 @@ bench_wait_until() {
   done
 }
 
+# bench_nth_after N T PATTERN FILE: the stamp of the Nth line of FILE (lines from bench_stamp)
+# stamped after T that matches PATTERN (an awk regular expression); nothing when there is none.
+bench_nth_after() {
+  awk -v n="$1" -v t="$2" -v pat="$3" '$1 > t && $0 ~ pat && ++seen == n { print $1; exit }' "$4"
+}
+
 # bench_stamp: each line read, after bash's wall clock in seconds (EPOCHREALTIME: no process
 # per line, so the stamps are as close to the arrival as the reader).
 bench_stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
