@@ -4,6 +4,7 @@
 #   scripts/fuzz.sh NAME [SECONDS]   # one harness, default 300 s (names: scripts/fuzz.sh list)
 #   scripts/fuzz.sh all SECONDS      # each harness for SECONDS, one after the other; .ci/run
 #   scripts/fuzz.sh list             # the harness names
+#   scripts/fuzz.sh build            # build every harness, run none (scripts/test.sh)
 #
 # Configures build-fuzz (FUZZ_BUILD_DIR) with clang if needed and builds only the harnesses.
 # Each run starts from a copy of fuzz/corpus/NAME (the repo's seeds are never modified); new
@@ -11,7 +12,8 @@
 # than FUZZ_TIMEOUT seconds, default 10) or memory blow-up (more than FUZZ_RSS_MB, default 2048)
 # fails the run; the input is saved under $FUZZ_BUILD_DIR/fuzz-artifacts/NAME/ and its path
 # printed. Reproduce with: $FUZZ_BUILD_DIR/fuzz/NAME_fuzz PATH. Ends with a table of
-# executions per second.
+# executions per second. FUZZ_JOBS=N (default 1) runs N harnesses at a time, each on a core of
+# its own (.ci/run: 2, one per core of a 2-core machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +23,7 @@ TIMEOUT="${FUZZ_TIMEOUT:-10}"
 RSS_MB="${FUZZ_RSS_MB:-2048}"
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   echo "harnesses: ${HARNESSES[*]}"
 }
 
@@ -90,6 +92,10 @@ case "${1:-}" in
     printf '%s\n' "${HARNESSES[@]}"
     exit 0
     ;;
+  build)
+    build "${HARNESSES[@]}"
+    exit 0
+    ;;
   all)
     [ $# -eq 2 ] || { echo "usage: scripts/fuzz.sh all SECONDS" >&2; exit 2; }
     names=("${HARNESSES[@]}")
@@ -107,7 +113,24 @@ build "${names[@]}"
 summary="$(mktemp)"
 trap 'rm -f "$summary"' EXIT
 status=0
-for n in "${names[@]}"; do run_one "$n" "$seconds" || status=1; done
+jobs="${FUZZ_JOBS:-1}"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "scripts/fuzz.sh: FUZZ_JOBS must be a positive number, not '$jobs'" >&2; exit 2; }
+# Batches of $jobs harnesses; each one's output is held in a file and printed in order when its
+# batch is done, so that the lines of two harnesses do not mix.
+out_dir="$(mktemp -d)"
+trap 'rm -f "$summary"; rm -rf "$out_dir"' EXIT
+for ((i = 0; i < ${#names[@]}; i += jobs)); do
+  batch=("${names[@]:i:jobs}")
+  pids=()
+  for n in "${batch[@]}"; do
+    run_one "$n" "$seconds" >"$out_dir/$n" 2>&1 &
+    pids+=("$!")
+  done
+  for j in "${!batch[@]}"; do
+    wait "${pids[$j]}" || status=1
+    cat "$out_dir/${batch[$j]}"
+  done
+done
 echo
 printf '%-14s %8s %12s %8s  %s\n' harness seconds executions "exec/s" result
 cat "$summary"

@@ -10,6 +10,7 @@
 #      instead.
 #   4. the ThreadSanitizer build, build-tsan/ (clang, -O1, no NCCL), and the suites in
 #      TSAN_SUITES under it; any data race, lock-order inversion or other report fails its test.
+# The builds of steps 3 and 4 start beside step 2's suite, at the lowest CPU priority (below).
 # Extra arguments go to every `meson test` run instead of the default selection (e.g.
 # scripts/test.sh hosts_test).
 #
@@ -20,6 +21,8 @@
 #   HORA_ASAN_TESTS="supervisor_test"      single tests step 3 runs besides (default: ASAN_TESTS)
 #   HORA_TSAN=0     skip step 4, the ThreadSanitizer build (build-tsan/, clang) and its suites
 #   HORA_TSAN_SUITES="engine shm"   the suites step 4 runs (default: TSAN_SUITES below)
+#   HORA_PREBUILD=0 build steps 3 and 4 after the suite, not beside it
+#   HORA_PREBUILD_FUZZ=1  also build scripts/fuzz.sh's harnesses beside the suite (.ci/run sets it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,11 +67,7 @@ summarize() {
   python3 scripts/test_summary.py "$2" "$1/meson-logs/testlog.json" || true
 }
 
-status=0
-meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
-summarize build "suite"
-
-# ---- sanitizers ----
+# ---- what the sanitizer stages run (steps 3 and 4) ----
 # The unit suites of every folder, as a 2-core CI machine can afford them within .ci/run's
 # budget (CONTRIBUTING.md, "Time budget"). Not `integration` (whole jobs: 53 tests, about 5 min
 # under ASan; the ThreadSanitizer stage runs them through an instrumented launcher and libhora),
@@ -86,28 +85,105 @@ summarize build "suite"
 # HORA_ASAN_TESTS changes the list; HORA_ASAN_SUITES="... cli network" brings all of them back.
 read -r -a ASAN_SUITES <<<"${HORA_ASAN_SUITES:-common rendezvous ssh shm engine}"
 read -r -a ASAN_TESTS <<<"${HORA_ASAN_TESTS-supervisor_test rank_processes_test agent_test relay_test agent_rank_process_test line_splitter_test agent_frame_test}"
-if [ "${HORA_ASAN:-1}" != 0 ]; then
-  if [ ! -f build-asan/build.ninja ]; then
-    # -O0: at -O2 the sanitizers' instrumentation made this build 3-4x the normal one's compile
-    # time (172 job-minutes in .ninja_log, CONTRIBUTING.md "Time budget"); at -O0 it costs about
-    # the normal build's. The tests wait on deadlines more than they compute, and the data
-    # kernels (hora_kernels) keep their -O3.
-    # -g1: line tables and function names only, which is what a sanitizer report prints (file,
-    # line, function); full debug info (types, locals) was a tenth of this build's compile time.
-    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
-      -Doptimization=0 -Dcpp_args=-g1 "-Dwerror=$werror" >build-asan.setup.log 2>&1 ||
-      { cat build-asan.setup.log >&2; exit 1; }
-    rm -f build-asan.setup.log
+# The suites where threads meet: the engine (its thread, threads that drive it, submitters), the
+# rendezvous server and client (reader thread), shared memory (waits, abort from any thread) and
+# whole jobs (Gloo's device thread). Not the horovod suite's cases in `integration` (Python and
+# Horovod's own processes; the ASan stage runs them), nor the `wide` cases
+# (test/integration/meson.build): a case the stage runs at 2 ranks again at 3, or at 128.
+read -r -a TSAN_SUITES <<<"${HORA_TSAN_SUITES:-engine rendezvous shm integration}"
+asan_selection=("$@")
+tsan_selection=("$@")
+if [ $# -eq 0 ]; then
+  for s in "${ASAN_SUITES[@]}"; do asan_selection+=(--suite "$s"); done
+  for s in "${TSAN_SUITES[@]}"; do tsan_selection+=(--suite "$s"); done
+  tsan_selection+=(--no-suite horovod --no-suite wide)
+fi
+
+asan_setup() {
+  [ -f build-asan/build.ninja ] && return 0
+  # -O0: at -O2 the sanitizers' instrumentation made this build 3-4x the normal one's compile
+  # time (172 job-minutes in .ninja_log, CONTRIBUTING.md "Time budget"); at -O0 it costs about
+  # the normal build's. The tests wait on deadlines more than they compute, and the data
+  # kernels (hora_kernels) keep their -O3.
+  # -g1: line tables and function names only, which is what a sanitizer report prints (file,
+  # line, function); full debug info (types, locals) was a tenth of this build's compile time.
+  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dnccl=disabled \
+    -Doptimization=0 -Dcpp_args=-g1 "-Dwerror=$werror" >build-asan.setup.log 2>&1 ||
+    { cat build-asan.setup.log >&2; return 1; }
+  rm -f build-asan.setup.log
+}
+tsan_setup() {
+  [ -f build-tsan/build.ninja ] && return 0
+  # -gline-tables-only: clang's -g1 (see build-asan above).
+  CXX=clang++ meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dnccl=disabled \
+    -Dtorch=disabled -Doptimization=1 -Dcpp_args=-gline-tables-only \
+    >build-tsan.setup.log 2>&1 || { cat build-tsan.setup.log >&2; return 1; }
+  rm -f build-tsan.setup.log
+}
+# build_for DIR SELECTION...: builds what `meson test -C DIR SELECTION...` would build first.
+build_for() {
+  local dir="$1" targets
+  shift
+  targets=$(python3 scripts/test_targets.py "$dir" "$@") || return 1
+  [ -z "$targets" ] || ninja -C "$dir" $targets  # one target per word: paths have no spaces
+}
+
+# ---- the sanitizer builds, beside the suite ----
+# The suite's tests mostly wait on deadlines, test hosts and login shells: on 2 cores, a third
+# of its half hour is idle CPU. The sanitizer trees are built in that time, at the lowest CPU
+# and I/O priority (nice 19: a compile job gets about 1/70 of a core that a test wants), so the
+# suite runs as fast as alone and steps 3 and 4 start with their builds done or nearly. Any
+# error of this build shows again, in full, when steps 3 and 4 build in the foreground.
+# HORA_PREBUILD=0 builds them after the suite instead (one thing at a time, e.g. to time a test).
+prebuild_pid=""
+# Every process started here is stopped when test.sh ends, however it ends.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap 'if [ -n "$prebuild_pid" ]; then kill_tree "$prebuild_pid"; fi' EXIT
+if [ $# -eq 0 ] && [ "${HORA_PREBUILD:-1}" != 0 ] &&
+  { [ "${HORA_ASAN:-1}" != 0 ] || [ "${HORA_TSAN:-1}" != 0 ]; }; then
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    ionice -c 3 -p "$BASHPID" 2>/dev/null || true
+    if [ "${HORA_ASAN:-1}" != 0 ]; then
+      asan_setup && meson compile -C build-asan hora fashion_mnist allreduce_bench &&
+        build_for build-asan "${asan_selection[@]}" "${ASAN_TESTS[@]}"
+    fi
+    if [ "${HORA_TSAN:-1}" != 0 ]; then
+      tsan_setup && build_for build-tsan "${tsan_selection[@]}"
+    fi
+    if [ "${HORA_PREBUILD_FUZZ:-0}" = 1 ]; then bash scripts/fuzz.sh build; fi
+  ) >build-sanitizers.log 2>&1 &
+  prebuild_pid=$!
+fi
+
+status=0
+meson test -C build --print-errorlogs --num-processes 2 "$@" || status=$?
+summarize build "suite"
+
+if [ -n "$prebuild_pid" ]; then
+  echo "test.sh: waiting for the sanitizer builds started beside the suite (build-sanitizers.log)"
+  prebuild_rc=0
+  wait "$prebuild_pid" || prebuild_rc=$?
+  prebuild_pid=""
+  if [ "$prebuild_rc" -eq 0 ]; then
+    rm -f build-sanitizers.log
+  else
+    echo "test.sh: the sanitizer builds beside the suite failed; they run again below" >&2
   fi
+fi
+
+# ---- sanitizers ----
+if [ "${HORA_ASAN:-1}" != 0 ]; then
+  asan_setup || exit 1
   # The CPU-only configuration: the examples and the benchmark against libhora without NCCL.
   meson compile -C build-asan hora fashion_mnist allreduce_bench >build-asan.compile.log 2>&1 ||
     { cat build-asan.compile.log >&2; exit 1; }
   rm -f build-asan.compile.log
   # `meson test` builds what the selected tests need (not the gpu and remote tests, nor bench/).
-  selection=("$@")
-  if [ $# -eq 0 ]; then
-    for s in "${ASAN_SUITES[@]}"; do selection+=(--suite "$s"); done
-  fi
   # Any report fails the test: ASan and UBSan stop the process at the first error, LeakSanitizer
   # reports at exit. scripts/lsan.supp lists the only leaks tolerated (inside third-party
   # libraries). Timeouts are raised: sanitized code runs 2-3x slower.
@@ -118,7 +194,7 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
       meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3 "$@"
   }
   rc=0
-  asan_test "${selection[@]}" || rc=$?
+  asan_test "${asan_selection[@]}" || rc=$?
   # The single tests: a second run (meson selects by suite or by name, not by either), with a
   # log of its own beside testlog.json.
   rm -f build-asan/meson-logs/asan-tests.json
@@ -131,36 +207,18 @@ if [ "${HORA_ASAN:-1}" != 0 ]; then
 fi
 
 # ---- ThreadSanitizer ----
-# The suites where threads meet: the engine (its thread, threads that drive it, submitters), the
-# rendezvous server and client (reader thread), shared memory (waits, abort from any thread) and
-# whole jobs (Gloo's device thread). build-tsan/ is clang (which also checks the lock annotations
-# of common/thread_annotations.h, as every clang build does), -O1, no NCCL, no hora.torch, and
-# builds only what these suites need. Not the horovod suite's cases in `integration` (Python and
-# Horovod's own processes; the ASan stage runs them). scripts/tsan.supp may list races inside
-# uninstrumented third-party libraries only, each with its reason.
-read -r -a TSAN_SUITES <<<"${HORA_TSAN_SUITES:-engine rendezvous shm integration}"
+# build-tsan/ is clang (which also checks the lock annotations of common/thread_annotations.h, as
+# every clang build does), -O1, no NCCL, no hora.torch, and builds only what its suites need.
+# scripts/tsan.supp may list races inside uninstrumented third-party libraries only, each with its
+# reason.
 if [ "${HORA_TSAN:-1}" != 0 ]; then
-  if [ ! -f build-tsan/build.ninja ]; then
-    # -gline-tables-only: clang's -g1 (see build-asan above).
-    CXX=clang++ meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dnccl=disabled \
-      -Dtorch=disabled -Doptimization=1 -Dcpp_args=-gline-tables-only \
-      >build-tsan.setup.log 2>&1 ||
-      { cat build-tsan.setup.log >&2; exit 1; }
-    rm -f build-tsan.setup.log
-  fi
-  selection=("$@")
-  if [ $# -eq 0 ]; then
-    for s in "${TSAN_SUITES[@]}"; do selection+=(--suite "$s"); done
-    # Not the `wide` cases (test/integration/meson.build): a case the stage runs at 2 ranks
-    # again at 3, or at 128.
-    selection+=(--no-suite horovod --no-suite wide)
-  fi
+  tsan_setup || exit 1
   # Any report fails its test (halt_on_error; exit code 66 names TSan in the log). Timeouts are
   # raised: instrumented code runs 2-5x slower.
   rc=0
   TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     meson test -C build-tsan --print-errorlogs --num-processes 2 --timeout-multiplier 3 \
-    "${selection[@]}" || rc=$?
+    "${tsan_selection[@]}" || rc=$?
   summarize build-tsan "thread sanitizer"
   [ "$rc" -eq 0 ] || status=$rc
 fi
