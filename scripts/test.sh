@@ -122,10 +122,12 @@ tsan_setup() {
 }
 # build_for DIR SELECTION...: builds what `meson test -C DIR SELECTION...` would build first.
 build_for() {
-  local dir="$1" targets
+  local dir="$1" listed targets
   shift
-  targets=$(python3 scripts/test_targets.py "$dir" "$@") || return 1
-  [ -z "$targets" ] || ninja -C "$dir" $targets  # one target per word: paths have no spaces
+  listed=$(python3 scripts/test_targets.py "$dir" "$@") || return 1
+  [ -n "$listed" ] || return 0
+  mapfile -t targets <<<"$listed"
+  ninja -C "$dir" "${targets[@]}"
 }
 
 # ---- the sanitizer builds, beside the suite ----
