@@ -57,8 +57,8 @@ OpCheck checked_sync_allreduce(MeshContext& context, const OpCheck& mine, void* 
     const bool sound = sound_pair(merged, other);
     merge_checks(&merged, &merged, &other, kHead);
     if (sound) {
-      pair_swap(pair(peer), r == 0, static_cast<unsigned char*>(buffer), count, element_size,
-                reduce, base + 3, scratch.chunks);
+      pair_swap(context, peer, static_cast<unsigned char*>(buffer), count, element_size, reduce,
+                scratch.swap_inbox);
     }
     return merged;
   }

@@ -27,7 +27,7 @@ namespace hora::detail::gloo {
 struct SyncScratch {
   std::vector<unsigned char> send;    // [OpCheck | data]: this rank's running result
   std::vector<unsigned char> inbox;   // one message of max_bytes per receive of an op
-  std::vector<unsigned char> chunks;  // pair_swap's inboxes, for a group of 2's larger buffers
+  std::vector<unsigned char> swap_inbox;  // pair_swap's, for a group of 2's larger buffers
 };
 
 inline bool agrees(const OpCheck& c) { return c.lo.signature == c.hi.signature; }
@@ -35,7 +35,7 @@ inline bool agrees(const OpCheck& c) { return c.lo.signature == c.hi.signature; 
 // A group of 2 takes buffers larger than max_bytes too: the OpCheck alone is swapped first, in
 // the slot and inbox the first step uses for smaller ones (so a peer that runs a smaller op, or
 // the check alone, meets it there and both see the disagreement), and only when the checks
-// agree is the data swapped, in chunks, straight in `buffer` (pair_swap.h).
+// agree is the data swapped on the pair's connection, straight in `buffer` (pair_swap.h).
 //
 // buffer: count elements of element_size bytes, reduced in place when every rank agrees
 // (count * element_size <= max_bytes, or any size in a group of 2). Returns the merged OpCheck,

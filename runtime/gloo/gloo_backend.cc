@@ -302,7 +302,8 @@ void GlooBackend::allreduce(void* buffer, std::size_t count, DataType type, Redu
   info.sync = on_sync(scope, count * size_of(type));
   if (info.sync) {
     run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
-      sync_allreduce(*context, buffer, count, size_of(type), reduce_function(type, op), tag);
+      sync_allreduce(*context, buffer, count, size_of(type), reduce_function(type, op), tag,
+                     state(scope).scratch.swap_inbox);
     });
     return;
   }
@@ -467,7 +468,8 @@ void GlooBackend::allreduce_custom(void* buffer, std::size_t count, std::size_t 
   info.sync = on_sync(scope, count * element_size);
   if (info.sync) {
     run(scope, info, [&](std::shared_ptr<MeshContext>& context, std::uint32_t tag) {
-      sync_allreduce(*context, buffer, count, element_size, reduce, tag);
+      sync_allreduce(*context, buffer, count, element_size, reduce, tag,
+                     state(scope).scratch.swap_inbox);
     });
     return;
   }

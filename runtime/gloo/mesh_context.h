@@ -77,6 +77,13 @@ class MeshContext : public ::gloo::Context {
   void make_sync(bool busy_poll, std::chrono::milliseconds timeout);
   bool is_sync() const;
 
+  // Sync mode: a descriptor of the connection to scope rank `scope_rank` (the duplicate fail()
+  // shuts down), for pair_swap's own reads and writes between Gloo's messages; -1 before
+  // make_sync. Valid while this context lives.
+  int sync_socket(int scope_rank) const;
+  // The timeout make_sync() was given: the pairs' reads and writes wait at most this long.
+  std::chrono::milliseconds sync_timeout() const { return sync_timeout_; }
+
   // A copy: names are added while other threads may read them.
   MeshPeer member(int scope_rank) const;
 
@@ -98,7 +105,9 @@ class MeshContext : public ::gloo::Context {
   // another file (ThreadSanitizer reported fail()'s fstat() racing Gloo's close()). The
   // duplicate keeps a socket Gloo closed open until this context is destroyed, as GlooBackend
   // keeps a failed context's other connections open anyway (gloo_backend.cc).
+  // One per other scope rank, in scope-rank order (this rank's own is left out).
   std::vector<UniqueFd> sync_sockets_;  // guarded by mutex_ (the abort may come during make_sync)
+  std::chrono::milliseconds sync_timeout_{0};  // written by make_sync before any operation
 };
 
 }  // namespace hora::detail::gloo

@@ -34,14 +34,16 @@
 namespace hora::detail::gloo {
 
 // Slots per operation: the fold, the result, and one per doubling step (2^62 ranks at most); a
-// group of 2 has one step, and its chunked swap (pair_swap.h) takes the two slots after it.
+// group of 2 has one step (larger buffers go through pair_swap.h, on no slot).
 inline constexpr int kSyncSlotsPerOp = 64;
 
 // In place on `buffer` (count elements of element_size bytes). tag: the op's number on this
 // context (every rank calls in the same order); slots wrap after 2^24 ops, long after the
 // earlier ops' buffers are gone.
+// swap_inbox: pair_swap's, kept between calls.
 inline void sync_allreduce(MeshContext& context, void* buffer, std::size_t count,
-                           std::size_t element_size, ReduceFn reduce, std::uint32_t tag) {
+                           std::size_t element_size, ReduceFn reduce, std::uint32_t tag,
+                           std::vector<unsigned char>& swap_inbox) {
   const int n = context.size;
   const int r = context.rank;
   const std::size_t bytes = count * element_size;
@@ -53,10 +55,9 @@ inline void sync_allreduce(MeshContext& context, void* buffer, std::size_t count
   const int extra = n - p;
   auto pair = [&](int peer) -> ::gloo::transport::Pair& { return *context.getPair(peer); };
 
-  if (n == 2 && bytes > kPairSwapChunkBytes) {
-    // One swap, in chunks (pair_swap.h), on the slots after this op's only doubling step.
-    std::vector<unsigned char> inboxes;
-    pair_swap(pair(1 - r), r == 0, data, count, element_size, reduce, base + 3, inboxes);
+  if (n == 2 && bytes > kPairSwapMinBytes) {
+    // One swap on the pair's connection (pair_swap.h).
+    pair_swap(context, 1 - r, data, count, element_size, reduce, swap_inbox);
     return;
   }
   if (r < 2 * extra && r % 2 == 1) {

@@ -26,6 +26,7 @@
 #include "runtime/core/reduce.h"
 #include "runtime/gloo/device.h"
 #include "runtime/gloo/mesh_context.h"
+#include "runtime/gloo/pair_swap.h"
 #include "runtime/gloo/sync_allreduce.h"
 #include "test/runtime/test_job.h"
 
@@ -115,11 +116,11 @@ TEST_CASE("allreduces above HORA_GLOO_SYNC_BYTES stay on the async pairs, below 
                                           "(sync Gloo pairs"));
 }
 
-// A group of 2 swaps buffers of any size on its sync pairs, in chunks (pair_swap.h): sizes of
-// one chunk, several and a last partial one, every rank holding the same sum; a rank whose
+// A group of 2 swaps buffers of any size on its sync pairs (pair_swap.h): sizes below and above
+// pair_swap's threshold and of every kind of remainder, every rank holding the same sum; a rank whose
 // count differs gets MismatchError on both sides (the checks are swapped before the data), not
 // a hang (a mismatch breaks the scope, as on the smaller sizes: it is the last call here).
-TEST_CASE("a group of 2 swaps large allreduces in chunks on its sync pairs", "[sync_pairs]") {
+TEST_CASE("a group of 2 swaps large allreduces on its sync pairs", "[sync_pairs]") {
   const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", "1");
   const hora::test::ScopedEnv bytes("HORA_GLOO_SYNC_BYTES", "1024");
   hora::test::TestServer server(2);
@@ -156,48 +157,58 @@ TEST_CASE("a group of 2 swaps large allreduces in chunks on its sync pairs", "[s
   }
 }
 
-TEST_CASE("MeshContext::fail ends a sync read whose peer stays connected and silent",
-          "[sync_pairs][abort]") {
-  // Two one-pair contexts of this process, connected to each other over 127.0.0.1 and switched
-  // to sync mode, as build_mesh() does for the twins.
-  WorldInfo world;
-  world.hostname = "host0";
-  auto device = hora::detail::gloo::create_device(world, {"127.0.0.1", "test"});
-  std::shared_ptr<hora::detail::gloo::MeshContext> contexts[2];
-  for (int r = 0; r < 2; ++r) {
-    std::vector<hora::detail::gloo::MeshPeer> members(2);
-    contexts[r] = std::make_shared<hora::detail::gloo::MeshContext>(r, members);
-    auto transport = device->createContext(r, 2);
-    transport->setTimeout(60s);  // each sync read's SO_RCVTIMEO: far beyond the test's wait
-    transport->createPair(1 - r);
-    contexts[r]->attach(device, std::move(transport));
-  }
-  std::thread other(
-      [&] { contexts[1]->transport().getPair(0)->connect(contexts[0]->own_address(1)); });
-  contexts[0]->transport().getPair(1)->connect(contexts[1]->own_address(0));
-  other.join();
-  for (auto& context : contexts) context->record_connected_peers();
-  // Both at once: each first swaps its end's address with the other.
-  std::thread switching([&] { contexts[1]->make_sync(false, 20s); });
-  contexts[0]->make_sync(false, 20s);
-  switching.join();
-  for (auto& context : contexts) CHECK(context->is_sync());
+namespace {
 
-  // Rank 0 sends and then waits in recv(2) for rank 1, which never reads or answers (and keeps
-  // its socket open).
-  std::vector<float> data(4, 1.0f);
+// Two one-pair contexts of this process, connected to each other over 127.0.0.1 and switched to
+// sync mode, as build_mesh() does for the twins. sync_timeout: make_sync's (pair_swap's wait);
+// Gloo's own reads wait 60 s, far beyond any of the tests' waits.
+struct SyncPair {
+  std::shared_ptr<hora::detail::gloo::MeshContext> contexts[2];
+
+  explicit SyncPair(std::chrono::milliseconds sync_timeout) {
+    WorldInfo world;
+    world.hostname = "host0";
+    auto device = hora::detail::gloo::create_device(world, {"127.0.0.1", "test"});
+    for (int r = 0; r < 2; ++r) {
+      std::vector<hora::detail::gloo::MeshPeer> members(2);
+      contexts[r] = std::make_shared<hora::detail::gloo::MeshContext>(r, members);
+      auto transport = device->createContext(r, 2);
+      transport->setTimeout(60s);
+      transport->createPair(1 - r);
+      contexts[r]->attach(device, std::move(transport));
+    }
+    std::thread other(
+        [&] { contexts[1]->transport().getPair(0)->connect(contexts[0]->own_address(1)); });
+    contexts[0]->transport().getPair(1)->connect(contexts[1]->own_address(0));
+    other.join();
+    for (auto& context : contexts) context->record_connected_peers();
+    // Both at once: each first swaps its end's address with the other.
+    std::thread switching([&] { contexts[1]->make_sync(false, sync_timeout); });
+    contexts[0]->make_sync(false, sync_timeout);
+    switching.join();
+  }
+};
+
+// Rank 0 allreduces `count` floats while rank 1 never reads or answers (and keeps its socket
+// open); MeshContext::fail() on rank 0 must end the wait, long before the pairs' own timeouts.
+void check_fail_ends_a_blocked_allreduce(std::size_t count) {
+  SyncPair pair(60s);
+  auto& contexts = pair.contexts;
+  for (auto& context : contexts) CHECK(context->is_sync());
+  std::vector<float> data(count, 1.0f);
+  std::vector<unsigned char> inbox;
   std::atomic<pid_t> tid{0};
   auto reader = std::async(std::launch::async, [&] {
     tid = static_cast<pid_t>(::syscall(SYS_gettid));
     hora::detail::gloo::sync_allreduce(*contexts[0], data.data(), data.size(), sizeof(float),
                                        hora::detail::reduce_function(DataType::kFloat32,
                                                                      ReduceOp::kSum),
-                                       0);
+                                       0, inbox);
   });
   REQUIRE(hora::test::threads_settle_in({&tid}, 'S', std::chrono::steady_clock::now() + 20s));
 
-  // fail() must return and end the read, long before the read's own 60 s timeout: a fail()
-  // that waited for the pair's lock would still be blocked when the 30 s wait below ends.
+  // fail() must return and end the wait, long before the 60 s timeouts: a fail() that waited
+  // for the pair's lock would still be blocked when the 30 s wait below ends.
   auto failing = std::async(std::launch::async, [&] { contexts[0]->fail("test abort"); });
   const bool failed = failing.wait_for(30s) == std::future_status::ready;
   const bool read_ended = reader.wait_for(30s) == std::future_status::ready;
@@ -206,4 +217,45 @@ TEST_CASE("MeshContext::fail ends a sync read whose peer stays connected and sil
   REQUIRE(read_ended);
   CHECK_THROWS_AS(reader.get(), ::gloo::IoException);
   contexts[1]->fail("test done");
+}
+
+}  // namespace
+
+// Gloo's sync read, in recv(2) holding the pair's lock: only shutting the socket down wakes it.
+TEST_CASE("MeshContext::fail ends a sync read whose peer stays connected and silent",
+          "[sync_pairs][abort]") {
+  check_fail_ends_a_blocked_allreduce(4);
+}
+
+// pair_swap, in poll(2) with the socket buffers full of its 4 MB: the shutdown wakes it too.
+TEST_CASE("MeshContext::fail ends a group of 2's pair swap whose peer stays silent",
+          "[sync_pairs][abort]") {
+  check_fail_ends_a_blocked_allreduce(1 << 20);
+}
+
+// pair_swap's own deadline: no progress for the context's sync timeout is gloo's "Read
+// timeout", which GlooBackend::fail turns into a TimeoutError naming the peer.
+TEST_CASE("a group of 2's pair swap with a silent peer ends after the sync timeout",
+          "[sync_pairs][timeout]") {
+  const auto timeout = 1500ms;
+  SyncPair pair(timeout);
+  std::vector<float> data(1 << 20, 1.0f);
+  std::vector<unsigned char> inbox;
+  const auto start = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    hora::detail::gloo::pair_swap(*pair.contexts[0], 1,
+                                  reinterpret_cast<unsigned char*>(data.data()), data.size(),
+                                  sizeof(float),
+                                  hora::detail::reduce_function(DataType::kFloat32,
+                                                                ReduceOp::kSum),
+                                  inbox);
+  } catch (const ::gloo::IoException& e) {
+    what = e.what();
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  for (auto& context : pair.contexts) context->fail("test done");
+  CHECK_THAT(what, Catch::Contains("Read timeout"));
+  CHECK(elapsed >= timeout - 100ms);
+  CHECK(elapsed < 10 * timeout);
 }
