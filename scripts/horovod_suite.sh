@@ -170,6 +170,14 @@ def _mark(nodeid, rank):
     return os.path.join(_DIR, '%s.%d' % (nodeid.replace('/', '_').replace(':', '_'), rank))
 
 
+def pytest_runtest_logreport(report):
+    # pytest prints failures at the end of the session, which a job ended out of step never
+    # reaches: print each one as it happens.
+    if report.failed:
+        print('\nhorovod_suite: %s failed on rank %d (%s):\n%s'
+              % (report.nodeid, _RANK, report.when, report.longreprtext), flush=True)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logfinish(nodeid, location):
     if not _DIR or _LIMIT <= 0 or _SIZE < 2:
