@@ -30,7 +30,7 @@ constexpr std::string_view kHostlistForm =
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-bool is_name_char(char c) {
+bool is_slurm_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
 }
 
@@ -118,7 +118,7 @@ std::string expand_item(std::string_view item, std::vector<std::string>& names) 
     } else {
       size_t end = pos;
       while (end < item.size() && item[end] != '[') {
-        if (!is_name_char(item[end])) {
+        if (!is_slurm_name_char(item[end])) {
           return fmt::format("node name '{}' has the character '{}'", item, item[end]);
         }
         ++end;

@@ -5,7 +5,7 @@
 namespace hora::detail::engine {
 namespace {
 
-std::string quoted(const std::string& name) { return "'" + name + "'"; }
+std::string quoted_name(const std::string& name) { return "'" + name + "'"; }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string out = "[";
@@ -22,8 +22,8 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 std::string shape_difference(const Request& x, const std::string& ra, const Request& y,
                              const std::string& rb) {
   if (x.shape.empty() || y.shape.empty()) return {};
-  const std::string head =
-      std::string("Mismatched ") + name_of(x.type) + " tensor shapes for tensor " + quoted(x.name);
+  const std::string head = std::string("Mismatched ") + name_of(x.type) +
+                           " tensor shapes for tensor " + quoted_name(x.name);
   const std::string who =
       ": " + ra + " sent " + shape_text(x.shape) + " but " + rb + " sent " + shape_text(y.shape);
   if (x.type != OpType::kAllgather && x.type != OpType::kAlltoall) {
@@ -47,7 +47,7 @@ std::string shape_difference(const Request& x, const std::string& ra, const Requ
 std::string difference(const Request& x, int a, const Request& y, int b) {
   const std::string ra = "rank " + std::to_string(a);
   const std::string rb = "rank " + std::to_string(b);
-  const std::string tensor = " for tensor " + quoted(x.name);
+  const std::string tensor = " for tensor " + quoted_name(x.name);
   if (x.type != y.type) {
     return "Mismatched collective operations" + tensor + ": " + ra + " submitted " +
            name_of(x.type) + " but " + rb + " submitted " + name_of(y.type);
@@ -112,8 +112,9 @@ bool MessageTable::add(int rank, const Request& request, Clock::time_point first
   }
   auto& slot = e.by_rank[static_cast<std::size_t>(rank)];
   if (slot.has_value()) {
-    throw Error("hora engine: rank " + std::to_string(rank) + " announced " + quoted(request.name) +
-                " twice (internal error: names are unique among a " + "rank's in-flight ops)");
+    throw Error("hora engine: rank " + std::to_string(rank) + " announced " +
+                quoted_name(request.name) + " twice (internal error: names are unique among a " +
+                "rank's in-flight ops)");
   }
   slot = request;
   ++e.submitted;
@@ -136,7 +137,7 @@ std::vector<std::string> MessageTable::ready_names() const {
 Response MessageTable::take(const std::string& name) {
   auto it = entries_.find(name);
   if (it == entries_.end() || !ready(it->second)) {
-    throw Error("hora engine: internal error: " + quoted(name) + " taken before it was ready");
+    throw Error("hora engine: internal error: " + quoted_name(name) + " taken before it was ready");
   }
   Entry e = std::move(it->second);
   entries_.erase(it);
@@ -164,7 +165,7 @@ Response MessageTable::take(const std::string& name) {
   }
   if (joined_count_ > 0 && reference.type != OpType::kAllreduce) {
     // Horovod's controller refuses these too: a joined rank has no tensor to send or receive.
-    response.error = std::string(name_of(reference.type)) + " " + quoted(name) +
+    response.error = std::string(name_of(reference.type)) + " " + quoted_name(name) +
                      " is not supported while a rank has joined (hora.join()): only allreduce "
                      "runs alongside a join, with zeros from the joined ranks";
     response.error_kind = Response::ErrorKind::kMismatch;

@@ -25,8 +25,8 @@ namespace hora::detail::gloo {
 
 // A scope's buffers for checked_sync_allreduce, kept between ops (they only grow).
 struct SyncScratch {
-  std::vector<unsigned char> send;    // [OpCheck | data]: this rank's running result
-  std::vector<unsigned char> inbox;   // one message of max_bytes per receive of an op
+  std::vector<unsigned char> send;        // [OpCheck | data]: this rank's running result
+  std::vector<unsigned char> inbox;       // one message of max_bytes per receive of an op
   std::vector<unsigned char> swap_inbox;  // pair_swap's, for a group of 2's larger buffers
 };
 

@@ -156,7 +156,8 @@ void MeshContext::make_sync(bool busy_poll, std::chrono::milliseconds timeout) {
 
 int MeshContext::sync_socket(int scope_rank) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::size_t index = static_cast<std::size_t>(scope_rank < rank ? scope_rank : scope_rank - 1);
+  const std::size_t index =
+      static_cast<std::size_t>(scope_rank < rank ? scope_rank : scope_rank - 1);
   if (scope_rank == rank || index >= sync_sockets_.size()) return -1;
   return sync_sockets_[index].get();
 }

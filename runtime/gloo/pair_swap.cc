@@ -23,8 +23,7 @@ std::string peer_name(const MeshContext& context, int peer) {
 }
 
 [[noreturn]] void fail(const MeshContext& context, int peer, const std::string& what) {
-  throw ::gloo::IoException(
-      fmt::format("pair swap with {}: {}", peer_name(context, peer), what));
+  throw ::gloo::IoException(fmt::format("pair swap with {}: {}", peer_name(context, peer), what));
 }
 
 bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
@@ -90,8 +89,8 @@ void pair_swap(MeshContext& context, int peer, unsigned char* data, std::size_t 
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(timeout - (now - last_progress));
     if (timeout.count() > 0 && left.count() <= 0) {
-      fail(context, peer, fmt::format("Read timeout after {} ms without progress",
-                                      timeout.count()));
+      fail(context, peer,
+           fmt::format("Read timeout after {} ms without progress", timeout.count()));
     }
     pollfd wait{fd, 0, 0};
     if (sent < bytes) wait.events |= POLLOUT;

@@ -202,7 +202,7 @@ struct Backend::Impl {
   std::mutex reason_mutex;
   std::string abort_reason;
 
-  std::string who() const { return nccl::who(world); }
+  std::string who() const { return nccl::sized_who(world); }
 
   std::string reason() {
     std::lock_guard<std::mutex> lock(reason_mutex);
@@ -529,7 +529,7 @@ Backend::Backend(const WorldInfo& world, std::chrono::milliseconds timeout) {
   if (world.size != 1) {
     throw UsageError(fmt::format("{}: the NCCL backend needs a rendezvous client when the world "
                                  "has more than one rank (size {})",
-                                 who(world), world.size),
+                                 sized_who(world), world.size),
                      world.rank, world.hostname);
   }
   impl_ = std::make_unique<Impl>(world, nullptr, timeout);

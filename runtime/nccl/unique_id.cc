@@ -41,7 +41,7 @@ CommGroup comm_group(const WorldInfo& world, Scope scope) {
     case Scope::kLocal: return {scope, world.host_index, world.local_rank, world.local_size};
     case Scope::kCross: return {scope, world.local_rank, world.cross_rank, world.cross_size};
   }
-  throw UsageError(fmt::format("{}: unknown scope {}", who(world), static_cast<int>(scope)),
+  throw UsageError(fmt::format("{}: unknown scope {}", sized_who(world), static_cast<int>(scope)),
                    world.rank, world.hostname);
 }
 
@@ -63,7 +63,7 @@ std::string describe(const CommGroup& group) {
   return "an NCCL communicator";
 }
 
-std::string who(const WorldInfo& world) {
+std::string sized_who(const WorldInfo& world) {
   return rank_name(world.rank, world.size, world.hostname);
 }
 
@@ -75,7 +75,7 @@ UniqueId exchange_unique_id(rdv::Client* client, const WorldInfo& world, const C
   if (client == nullptr) {
     throw UsageError(fmt::format("{}: cannot form {} without a rendezvous connection "
                                  "(was hora::init() called?)",
-                                 who(world), describe(group)),
+                                 sized_who(world), describe(group)),
                      world.rank, world.hostname);
   }
   // The step, for every message below.
@@ -97,7 +97,7 @@ UniqueId exchange_unique_id(rdv::Client* client, const WorldInfo& world, const C
       throw MismatchError(
           fmt::format("{}: {}: the rendezvous holds {} bytes, expected {} (an ncclUniqueId); "
                       "were the ranks built against different NCCL versions?",
-                      who(world), step, bytes.size(), kUniqueIdBytes),
+                      sized_who(world), step, bytes.size(), kUniqueIdBytes),
           world.rank, world.hostname);
     }
     UniqueId id;
@@ -107,13 +107,14 @@ UniqueId exchange_unique_id(rdv::Client* client, const WorldInfo& world, const C
     throw TimeoutError(
         fmt::format("{}: timed out {}: {}. Every rank of the communicator must make the same "
                     "GPU collective; if they reach it far apart, raise HORA_TIMEOUT_SECONDS",
-                    who(world), step, e.what()),
+                    sized_who(world), step, e.what()),
         world.rank, world.hostname);
   } catch (const rdv::AbortedError& e) {
-    throw AbortedError(fmt::format("{}: job aborted while {}: {}", who(world), step, e.what()),
+    throw AbortedError(fmt::format("{}: job aborted while {}: {}", sized_who(world), step,
+                                   e.what()),
                        world.rank, world.hostname);
   } catch (const rdv::Error& e) {
-    throw ConnectionError(fmt::format("{}: rendezvous {} failed while {}: {}", who(world),
+    throw ConnectionError(fmt::format("{}: rendezvous {} failed while {}: {}", sized_who(world),
                                       client->server(), step, e.what()),
                           world.rank, world.hostname);
   }

@@ -53,7 +53,7 @@ std::string unique_id_key(const CommGroup& group);
 std::string describe(const CommGroup& group);
 
 // For messages: "rank 3 of 8 on server2" (the host as horarun named it).
-std::string who(const WorldInfo& world);
+std::string sized_who(const WorldInfo& world);
 
 // Returns the id every rank of `group` passes to ncclCommInitRankConfig.
 //   group.rank == 0: calls get_unique_id() and publishes the result (unless nranks == 1).

@@ -117,9 +117,9 @@ TEST_CASE("allreduces above HORA_GLOO_SYNC_BYTES stay on the async pairs, below 
 }
 
 // A group of 2 swaps buffers of any size on its sync pairs (pair_swap.h): sizes below and above
-// pair_swap's threshold and of every kind of remainder, every rank holding the same sum; a rank whose
-// count differs gets MismatchError on both sides (the checks are swapped before the data), not
-// a hang (a mismatch breaks the scope, as on the smaller sizes: it is the last call here).
+// pair_swap's threshold and of every kind of remainder, every rank holding the same sum; a rank
+// whose count differs gets MismatchError on both sides (the checks are swapped before the data),
+// not a hang (a mismatch breaks the scope, as on the smaller sizes: it is the last call here).
 TEST_CASE("a group of 2 swaps large allreduces on its sync pairs", "[sync_pairs]") {
   const hora::test::ScopedEnv sync("HORA_GLOO_SYNC", "1");
   const hora::test::ScopedEnv bytes("HORA_GLOO_SYNC_BYTES", "1024");
@@ -247,8 +247,7 @@ TEST_CASE("a group of 2's pair swap with a silent peer ends after the sync timeo
     hora::detail::gloo::pair_swap(*pair.contexts[0], 1,
                                   reinterpret_cast<unsigned char*>(data.data()), data.size(),
                                   sizeof(float),
-                                  hora::detail::reduce_function(DataType::kFloat32,
-                                                                ReduceOp::kSum),
+                                  hora::detail::reduce_function(DataType::kFloat32, ReduceOp::kSum),
                                   inbox);
   } catch (const ::gloo::IoException& e) {
     what = e.what();

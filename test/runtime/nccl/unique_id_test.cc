@@ -77,7 +77,7 @@ TEST_CASE("comm_group places a rank in its global, local and cross communicator"
   CHECK(nccl::unique_id_key(nccl::comm_group(w, Scope::kCross)) == "nccl/cross/1/uid");
   CHECK(nccl::describe(nccl::comm_group(w, Scope::kLocal)) ==
         "the local communicator of host #1 (4 ranks)");
-  CHECK(nccl::who(w) == "rank 5 of 8 on host1");
+  CHECK(nccl::sized_who(w) == "rank 5 of 8 on host1");
 }
 
 TEST_CASE("a communicator of one rank makes its own id without a rendezvous") {
