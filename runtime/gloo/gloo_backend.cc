@@ -93,7 +93,7 @@ struct GlooBackend::ScopeState {
   std::uint32_t next_tag = 0;
   std::shared_ptr<MeshContext> sync;  // the sync twin, or null
   std::uint32_t next_sync_tag = 0;
-  SyncScratch scratch;  // checked_sync_allreduce's buffers on `sync`
+  SyncScratch scratch;  // checked_sync_allreduce's and pair_swap's buffers on `sync`
   RingBuffers ring;     // ring_allreduce's and ring_reduce_scatter's, kept across calls
   std::optional<std::string> broken;  // the first failure's message
   int broken_kind = 0;                // which hora::Error subclass it was
