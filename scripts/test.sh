@@ -22,59 +22,21 @@
 #   HORA_TSAN=0     skip step 4, the ThreadSanitizer build (build-tsan/, clang) and its suites
 #   HORA_TSAN_SUITES="engine shm"   the suites step 4 runs (default: TSAN_SUITES below)
 #   HORA_PREBUILD=0 build steps 3 and 4 after the suite, not beside it
-#   HORA_UNITY=1    configure a new build/ and build-asan/ as unity builds (.ci/run sets it)
+#   HORA_UNITY=1    configure new build dirs as unity builds (.ci/run sets it)
 #   HORA_PREBUILD_FUZZ=1  also build scripts/fuzz.sh's harnesses beside the suite (.ci/run sets it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-bash scripts/setup.sh  # clang-format for the check below; build.sh runs it again (a no-op then)
-bash scripts/format.sh --check
-python3 scripts/check_paths.py
-python3 scripts/check_docs.py
-# No function over 120 lines in cli/, runtime/, rendezvous/, ssh/, common/ but the listed tables
-# and state machines (prints the 10 longest).
-python3 scripts/long_functions.py
-# No import circle among hora's Python modules.
-python3 scripts/check_imports.py
-# The spark and ray suites run in the engines venv (pinned pyspark and ray from PyPI; made once
-# per machine, then a no-op). Without PyPI they skip (77) rather than stop the run.
-bash scripts/venv.sh engines >/dev/null ||
-  echo "test.sh: could not make the engines venv; the spark and ray suites will skip" >&2
-# hora.tensorflow and hora.keras build against the tf venv (pinned tensorflow-cpu and keras),
-# which must exist before build/ is configured; without it they are left out and their suites
-# (tensorflow, keras) skip.
-bash scripts/venv.sh tf >/dev/null ||
-  echo "test.sh: could not make the tf venv; the tensorflow and keras suites will skip" >&2
 
 werror=false
 if [ "${HORA_WERROR:-0}" = 1 ]; then werror=true; fi
 # HORA_UNITY=1: a build dir made here compiles each target's sources 8 to a file (Meson's unity
 # build), which parses the shared headers (Asio, spdlog, fmt) and instantiates their templates
 # once per 8 sources: a third less CPU on the launcher's libraries, for a clean clone that builds
-# everything once (.ci/run). Not for a tree one edits (a change recompiles its whole batch), and
-# not build-tsan/, whose file-by-file compile keeps checking that each source includes what it
-# uses (a unity batch would lend it its neighbours' includes).
+# everything once (.ci/run), build-tsan/ included. Not for a tree one edits (a change recompiles
+# its whole batch), nor by default: a batch lends each source its neighbours' includes, so the
+# file-by-file build/ of every local run is what checks that each source includes what it uses.
 unity=()
 if [ "${HORA_UNITY:-0}" = 1 ]; then unity=(-Dunity=on -Dunity_size=8); fi
-# An existing build dir keeps its options: set werror on it explicitly (a no-op when unchanged).
-for dir in build build-cpu build-asan; do
-  if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "-Dwerror=$werror" >/dev/null; fi
-done
-bash scripts/build.sh build "-Dwerror=$werror" "${unity[@]}"
-# Without the sanitizer stage, the CPU-only configuration is checked in a build of its own.
-if [ "${HORA_ASAN:-1}" = 0 ]; then
-  if [ ! -f build-cpu/build.ninja ]; then
-    meson setup build-cpu -Dnccl=disabled -Dtests=disabled "-Dwerror=$werror" >/dev/null
-  fi
-  meson compile -C build-cpu hora fashion_mnist allreduce_bench >build-cpu.compile.log 2>&1 ||
-    { cat build-cpu.compile.log >&2; exit 1; }
-  rm -f build-cpu.compile.log
-fi
-
-# One plain line per run from its testlog.json, whatever the runner printed above it.
-summarize() {
-  python3 scripts/test_summary.py "$2" "$1/meson-logs/testlog.json" || true
-}
 
 # ---- what the sanitizer stages run (steps 3 and 4) ----
 # The unit suites of every folder, as a 2-core CI machine can afford them within .ci/run's
@@ -125,7 +87,7 @@ tsan_setup() {
   [ -f build-tsan/build.ninja ] && return 0
   # -gline-tables-only: clang's -g1 (see build-asan above).
   CXX=clang++ meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dnccl=disabled \
-    -Dtorch=disabled -Doptimization=1 -Dcpp_args=-gline-tables-only \
+    -Dtorch=disabled -Doptimization=1 -Dcpp_args=-gline-tables-only "${unity[@]}" \
     >build-tsan.setup.log 2>&1 || { cat build-tsan.setup.log >&2; return 1; }
   rm -f build-tsan.setup.log
 }
@@ -139,12 +101,77 @@ build_for() {
   ninja -C "$dir" "${targets[@]}"
 }
 
+# The sanitizer builds for the run beside the suite (below): this script again, with
+# HORA_PREBUILD_CHILD=1, in a session of its own. The kernel's autogroup scheduling (on by default
+# in many distributions) shares the CPU between sessions first, and `meson test` starts each test
+# in a session of its own: a nice value counts only against processes of the same session, so a
+# prebuild in test.sh's session took half the cores from any test that wanted them
+# (install_pip_test ran 419 s beside it, 182 s alone). Its own session at autogroup nice 19
+# gives it only what the tests leave.
+prebuild() {
+  echo 19 >/proc/self/autogroup 2>/dev/null || true
+  renice -n 19 -p "$$" >/dev/null
+  ionice -c 3 -p "$$" 2>/dev/null || true
+  if [ "${HORA_ASAN:-1}" != 0 ]; then
+    asan_setup && meson compile -C build-asan hora fashion_mnist allreduce_bench &&
+      build_for build-asan "${asan_selection[@]}" "${ASAN_TESTS[@]}"
+  fi
+  if [ "${HORA_TSAN:-1}" != 0 ]; then
+    tsan_setup && build_for build-tsan "${tsan_selection[@]}"
+  fi
+  if [ "${HORA_PREBUILD_FUZZ:-0}" = 1 ]; then bash scripts/fuzz.sh build; fi
+}
+if [ "${HORA_PREBUILD_CHILD:-0}" = 1 ]; then
+  prebuild
+  exit
+fi
+
+bash scripts/setup.sh  # clang-format for the check below; build.sh runs it again (a no-op then)
+bash scripts/format.sh --check
+python3 scripts/check_paths.py
+python3 scripts/check_docs.py
+# No function over 120 lines in cli/, runtime/, rendezvous/, ssh/, common/ but the listed tables
+# and state machines (prints the 10 longest).
+python3 scripts/long_functions.py
+# No import circle among hora's Python modules.
+python3 scripts/check_imports.py
+# The spark and ray suites run in the engines venv (pinned pyspark and ray from PyPI; made once
+# per machine, then a no-op). Without PyPI they skip (77) rather than stop the run.
+bash scripts/venv.sh engines >/dev/null ||
+  echo "test.sh: could not make the engines venv; the spark and ray suites will skip" >&2
+# hora.tensorflow and hora.keras build against the tf venv (pinned tensorflow-cpu and keras),
+# which must exist before build/ is configured; without it they are left out and their suites
+# (tensorflow, keras) skip.
+bash scripts/venv.sh tf >/dev/null ||
+  echo "test.sh: could not make the tf venv; the tensorflow and keras suites will skip" >&2
+
+# An existing build dir keeps its options: set werror on it explicitly (a no-op when unchanged).
+for dir in build build-cpu build-asan; do
+  if [ -f "$dir/build.ninja" ]; then meson configure "$dir" "-Dwerror=$werror" >/dev/null; fi
+done
+bash scripts/build.sh build "-Dwerror=$werror" "${unity[@]}"
+# Without the sanitizer stage, the CPU-only configuration is checked in a build of its own.
+if [ "${HORA_ASAN:-1}" = 0 ]; then
+  if [ ! -f build-cpu/build.ninja ]; then
+    meson setup build-cpu -Dnccl=disabled -Dtests=disabled "-Dwerror=$werror" >/dev/null
+  fi
+  meson compile -C build-cpu hora fashion_mnist allreduce_bench >build-cpu.compile.log 2>&1 ||
+    { cat build-cpu.compile.log >&2; exit 1; }
+  rm -f build-cpu.compile.log
+fi
+
+# One plain line per run from its testlog.json, whatever the runner printed above it.
+summarize() {
+  python3 scripts/test_summary.py "$2" "$1/meson-logs/testlog.json" || true
+}
+
 # ---- the sanitizer builds, beside the suite ----
 # The suite's tests mostly wait on deadlines, test hosts and login shells: on 2 cores, a third
 # of its half hour is idle CPU. The sanitizer trees are built in that time, at the lowest CPU
-# and I/O priority (nice 19: a compile job gets about 1/70 of a core that a test wants), so the
-# suite runs as fast as alone and steps 3 and 4 start with their builds done or nearly. Any
-# error of this build shows again, in full, when steps 3 and 4 build in the foreground.
+# and I/O priority in a session of their own (prebuild() above: a compile job gets about 1/70 of
+# a core that a test wants), so the suite runs as fast as alone and steps 3 and 4 start with
+# their builds done or nearly. Any error of this build shows again, in full, when steps 3 and 4
+# build in the foreground.
 # HORA_PREBUILD=0 builds them after the suite instead (one thing at a time, e.g. to time a test).
 prebuild_pid=""
 # Every process started here is stopped when test.sh ends, however it ends.
@@ -156,18 +183,9 @@ kill_tree() {
 trap 'if [ -n "$prebuild_pid" ]; then kill_tree "$prebuild_pid"; fi' EXIT
 if [ $# -eq 0 ] && [ "${HORA_PREBUILD:-1}" != 0 ] &&
   { [ "${HORA_ASAN:-1}" != 0 ] || [ "${HORA_TSAN:-1}" != 0 ]; }; then
-  (
-    renice -n 19 -p "$BASHPID" >/dev/null
-    ionice -c 3 -p "$BASHPID" 2>/dev/null || true
-    if [ "${HORA_ASAN:-1}" != 0 ]; then
-      asan_setup && meson compile -C build-asan hora fashion_mnist allreduce_bench &&
-        build_for build-asan "${asan_selection[@]}" "${ASAN_TESTS[@]}"
-    fi
-    if [ "${HORA_TSAN:-1}" != 0 ]; then
-      tsan_setup && build_for build-tsan "${tsan_selection[@]}"
-    fi
-    if [ "${HORA_PREBUILD_FUZZ:-0}" = 1 ]; then bash scripts/fuzz.sh build; fi
-  ) >build-sanitizers.log 2>&1 &
+  # setsid -w: the new session's leader may be a child of setsid, which then waits for it, so
+  # kill_tree from $! reaches every process of the build.
+  HORA_PREBUILD_CHILD=1 setsid -w bash scripts/test.sh >build-sanitizers.log 2>&1 &
   prebuild_pid=$!
 fi
 
